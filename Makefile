@@ -1,0 +1,45 @@
+# specsweep: make run (a sweep of the quickstart spec), make test (everything CI runs).
+GO        ?= go
+BIN       ?= bin
+DB        ?= specsweep.db
+QUICKSTART = examples/quickstart.yaml
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS    = -X github.com/specsweep/specsweep/internal/cli.version=$(VERSION)
+TESTFLAGS ?= -count=1 -timeout 30m
+
+.PHONY: all build run test unit lint bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/specsweep ./cmd/specsweep
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/sglangsim ./cmd/sglangsim
+
+# The main job on the embedded default spec.
+run: build
+	$(BIN)/specsweep validate $(QUICKSTART)
+	$(BIN)/specsweep plan $(QUICKSTART)
+
+# Unit and integration tests: everything CI runs (integration tests need root; CI is root).
+test: lint
+	$(GO) test $(TESTFLAGS) ./...
+
+# Fast tests only.
+unit:
+	$(GO) test -short -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Benchmarks print their figures; see docs/benchmarks.md.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	@for s in bench/*.sh; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; }; done; true
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./sweep
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/specsweep/specsweep/sweep"
+)
+
+func validateCmd() command {
+	return command{
+		name:    "validate",
+		args:    "SPEC",
+		summary: "Parse and validate a sweep spec; print every error as SPEC:LINE:COL: message.",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			return func(ctx context.Context, env Env, pos []string) error {
+				path, err := oneArg(pos, "SPEC")
+				if err != nil {
+					return err
+				}
+				spec, err := loadSpec(path)
+				if err != nil {
+					return err
+				}
+				p := spec.Plan()
+				fmt.Fprintf(env.Stdout, "%s: ok: sweep %q, %d points (%d skipped), %d runs\n",
+					path, spec.Name, len(p.Points), len(p.Skipped), p.Runs)
+				return nil
+			}
+		},
+	}
+}
+
+func planCmd() command {
+	return command{
+		name:    "plan",
+		args:    "SPEC",
+		summary: "Print the expanded plan: points in run order, skipped combinations with reasons, run count, rough duration.",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			asJSON := fs.Bool("json", false, "print the plan as one JSON object")
+			return func(ctx context.Context, env Env, pos []string) error {
+				path, err := oneArg(pos, "SPEC")
+				if err != nil {
+					return err
+				}
+				spec, err := loadSpec(path)
+				if err != nil {
+					return err
+				}
+				p := spec.Plan()
+				if *asJSON {
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(p)
+				}
+				printPlan(env, spec, p)
+				return nil
+			}
+		},
+	}
+}
+
+// loadSpec loads and validates a spec; validation problems become exit 1 with every error printed.
+func loadSpec(path string) (*sweep.Spec, error) {
+	spec, err := sweep.Load(path)
+	if err == nil {
+		return spec, nil
+	}
+	var list sweep.ErrorList
+	if errors.As(err, &list) {
+		return nil, exitError{code: ExitFailure, err: fmt.Errorf("%w\n%s: %d error(s)", list, path, len(list))}
+	}
+	return nil, err
+}
+
+func printPlan(env Env, spec *sweep.Spec, p *sweep.Plan) {
+	w := env.Stdout
+	fmt.Fprintf(w, "sweep %s  spec_hash %s\n\n", p.Name, shortHash(p.SpecHash))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tID\tMETHOD\tSTEPS\tTOPK\tDRAFT\tTP")
+	for i, pt := range p.Points {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\n", i+1, pt.ID, pt.Method,
+			optInt(pt.NumSteps), optInt(pt.TopK), optInt(pt.NumDraftTokens), pt.TP)
+	}
+	tw.Flush()
+	if len(p.Skipped) > 0 {
+		fmt.Fprintf(w, "\nskipped (%d):\n", len(p.Skipped))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "METHOD\tSTEPS\tTOPK\tDRAFT\tTP\tREASON")
+		for _, s := range p.Skipped {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.Method, optInt(s.NumSteps), optInt(s.TopK),
+				orDash(s.NumDraftTokens), s.TP, s.Reason)
+		}
+		tw.Flush()
+	}
+	levels := len(spec.Workload.Concurrency)
+	fmt.Fprintf(w, "\n%d points x %d concurrency levels x %d repeats = %d runs; rough duration %s\n",
+		len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(p.Estimate))
+}
+
+func optInt(v *int) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.Itoa(*v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func roundDuration(d time.Duration) string {
+	switch {
+	case d >= time.Hour:
+		return d.Round(time.Minute).String()
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	default:
+		return d.Round(100 * time.Millisecond).String()
+	}
+}
