@@ -1,0 +1,548 @@
+package sweep
+
+import (
+	"fmt"
+	"net"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/robfig/cron/v3"
+	"go.yaml.in/yaml/v3"
+)
+
+// maxCombinations bounds the matrix cross product, so a typo cannot make a
+// plan of millions of points.
+const maxCombinations = 100_000
+
+// spec decodes the top level, starting from the defaults.
+func (p *parser) spec(root *yaml.Node) *Spec {
+	s := &Spec{
+		Server: Server{
+			Args:         []string{},
+			Port:         DefaultPort,
+			ReadyTimeout: DefaultReadyTimeout,
+			StopTimeout:  DefaultStopTimeout,
+		},
+		Methods: map[string]Method{},
+		Matrix: Matrix{
+			NumDraftTokens: []DraftTokens{{Auto: true}},
+			TP:             []int{1},
+		},
+		Workload: Workload{
+			API:            DefaultAPI,
+			WarmupRequests: DefaultWarmupRequests,
+			Dataset:        DefaultDataset,
+			Repeats:        DefaultRepeats,
+			Seed:           DefaultSeed,
+		},
+	}
+	n := root
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			p.errf(n, "empty spec: expected a mapping with version, name, hosts, server, methods, matrix and workload")
+			return s
+		}
+		n = n.Content[0]
+	}
+	p.object(n, "", []field{
+		{"version", true, func(v *yaml.Node) {
+			if x, ok := p.integer(v, "version"); ok {
+				if x != 1 {
+					p.errf(resolve(v), "version: unsupported version %d (this specsweep reads version 1)", x)
+					return
+				}
+				s.Version = 1
+			}
+		}},
+		{"name", true, func(v *yaml.Node) {
+			if x, ok := p.str(v, "name"); ok {
+				if !sweepName.MatchString(x) {
+					p.errf(resolve(v), "name: %q must match [a-z0-9._-]+", clip(x))
+				}
+				s.Name = x
+			}
+		}},
+		{"hosts", true, func(v *yaml.Node) { s.Hosts = p.hosts(v) }},
+		{"server", true, func(v *yaml.Node) { p.server(v, &s.Server) }},
+		{"methods", true, func(v *yaml.Node) { s.Methods = p.methods(v) }},
+		{"matrix", true, func(v *yaml.Node) { p.matrix(v, &s.Matrix) }},
+		{"workload", true, func(v *yaml.Node) { p.workload(v, &s.Workload) }},
+		{"schedule", false, func(v *yaml.Node) { s.Schedule = p.schedule(v) }},
+	})
+	return s
+}
+
+func (p *parser) hosts(n *yaml.Node) []Host {
+	items, ok := p.nonEmpty(n, "hosts")
+	if !ok {
+		return nil
+	}
+	good := true
+	hosts := []Host{}
+	seen := map[string]int{} // name -> line of its first use
+	for i, it := range items {
+		at := index("hosts", i)
+		h := Host{Unit: DefaultUnit, Driver: DefaultDriver, GPUs: DefaultGPUs}
+		var nameNode *yaml.Node
+		driverOK := true
+		str := func(dst *string, key string) func(*yaml.Node) {
+			return func(v *yaml.Node) {
+				if x, ok := p.str(v, join(at, key)); ok {
+					*dst = x
+				}
+			}
+		}
+		present, ok := p.object(it, at, []field{
+			{"name", true, func(v *yaml.Node) {
+				x, ok := p.str(v, at+".name")
+				if !ok {
+					return
+				}
+				if !identName.MatchString(x) {
+					p.errf(resolve(v), "%s.name: %q must match [A-Za-z0-9._-]+", at, clip(x))
+				}
+				h.Name, nameNode = x, resolve(v)
+			}},
+			{"address", false, func(v *yaml.Node) {
+				x, ok := p.str(v, at+".address")
+				if !ok {
+					return
+				}
+				if msg := checkAddress(x); msg != "" {
+					p.errf(resolve(v), "%s.address: %q %s", at, clip(x), msg)
+				}
+				h.Address = x
+			}},
+			{"user", false, str(&h.User, "user")},
+			{"identity_file", false, str(&h.IdentityFile, "identity_file")},
+			{"known_hosts", false, str(&h.KnownHosts, "known_hosts")},
+			{"unit", false, func(v *yaml.Node) {
+				x, ok := p.str(v, at+".unit")
+				if !ok {
+					return
+				}
+				if !unitName.MatchString(x) {
+					p.errf(resolve(v), "%s.unit: %q is not a systemd service name (want NAME.service)", at, clip(x))
+					return
+				}
+				h.Unit = x
+			}},
+			{"gpus", false, func(v *yaml.Node) {
+				x, ok := p.positive(v, at+".gpus")
+				if !ok {
+					good = false
+					return
+				}
+				h.GPUs = x
+			}},
+			{"driver", false, func(v *yaml.Node) {
+				x, ok := p.oneOf(v, at+".driver", DriverSSH, DriverLocal)
+				if !ok {
+					good, driverOK = false, false
+					return
+				}
+				h.Driver = x
+			}},
+		})
+		if !ok {
+			good = false
+			continue
+		}
+		if driverOK && h.Driver == DriverSSH && !present["address"] {
+			p.errf(resolve(it), "missing required key \"address\" in %s (required for driver ssh)", at)
+		}
+		if nameNode != nil {
+			if line, dup := seen[h.Name]; dup {
+				p.errf(nameNode, "%s.name: duplicate host name %q (first at line %d)", at, clip(h.Name), line)
+			} else {
+				seen[h.Name] = nameNode.Line
+			}
+		}
+		hosts = append(hosts, h)
+	}
+	p.hostsOK = good
+	return hosts
+}
+
+// checkAddress checks host[:port] and returns what is wrong, or "".
+func checkAddress(a string) string {
+	switch {
+	case a == "":
+		return "is empty (want host or host:port)"
+	case strings.Contains(a, "@"):
+		return "holds a user: put it in user: and write host or host:port"
+	case strings.ContainsAny(a, " \t/"):
+		return "is not host or host:port"
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		if strings.Count(a, ":") > 1 {
+			return "" // a bare IPv6 address
+		}
+		if strings.Contains(a, ":") {
+			return "is not host or host:port"
+		}
+		return ""
+	}
+	if host == "" {
+		return "has no host"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "has a port outside 1-65535"
+	}
+	return ""
+}
+
+func (p *parser) server(n *yaml.Node, srv *Server) {
+	var portNode *yaml.Node
+	var argNodes []*yaml.Node
+	p.object(n, "server", []field{
+		{"command", true, func(v *yaml.Node) {
+			items, ok := p.nonEmpty(v, "server.command")
+			if !ok {
+				return
+			}
+			cmd := []string{}
+			for i, it := range items {
+				x, ok := p.str(it, index("server.command", i))
+				if !ok {
+					return
+				}
+				cmd = append(cmd, x)
+			}
+			if cmd[0] == "" {
+				p.errf(resolve(items[0]), "server.command[0]: must not be empty")
+				return
+			}
+			srv.Command, p.cmd0 = cmd, resolve(items[0])
+		}},
+		{"args", false, func(v *yaml.Node) {
+			srv.Args, argNodes = p.args(v, "server.args", true)
+		}},
+		{"env", false, func(v *yaml.Node) { srv.Env = p.env(v, "server.env") }},
+		{"port", false, func(v *yaml.Node) {
+			x, ok := p.positive(v, "server.port")
+			if !ok {
+				return
+			}
+			if x > 65535 {
+				p.errf(resolve(v), "server.port: %d is not a TCP port (1-65535)", x)
+				return
+			}
+			srv.Port, portNode = x, resolve(v)
+		}},
+		{"ready_timeout", false, func(v *yaml.Node) {
+			if d, ok := p.duration(v, "server.ready_timeout"); ok {
+				srv.ReadyTimeout = d
+			}
+		}},
+		{"stop_timeout", false, func(v *yaml.Node) {
+			if d, ok := p.duration(v, "server.stop_timeout"); ok {
+				srv.StopTimeout = d
+			}
+		}},
+	})
+	// Readiness is probed on server.port: SGLang must listen there.
+	for i, a := range srv.Args {
+		val, found := "", false
+		switch name, v, hasValue := splitFlag(a); {
+		case name == flagPort && hasValue:
+			val, found = v, true
+		case name == flagPort && i+1 < len(srv.Args):
+			val, found = srv.Args[i+1], true
+		}
+		if found && val != strconv.Itoa(srv.Port) && i < len(argNodes) {
+			p.errf(argNodes[i], "server.args[%d]: --port %s differs from server.port %d (readiness is probed on server.port)", i, clip(val), srv.Port)
+		}
+		if found {
+			return
+		}
+	}
+	if srv.Port != DefaultPort && portNode != nil {
+		p.errf(portNode, "server.port: %d, but server.args has no --port (SGLang would listen on %d)", srv.Port, DefaultPort)
+	}
+}
+
+// args decodes an argument list. Flags the matrix sets are refused (two
+// values for one flag: argparse would silently take the last).
+func (p *parser) args(n *yaml.Node, path string, server bool) ([]string, []*yaml.Node) {
+	items, ok := p.list(n, path)
+	if !ok {
+		return []string{}, nil
+	}
+	args, nodes := []string{}, []*yaml.Node{}
+	for i, it := range items {
+		at := index(path, i)
+		a, ok := p.str(it, at)
+		if !ok {
+			continue
+		}
+		name, _, hasValue := splitFlag(a)
+		if f := matrixFlag(a); f != "" {
+			shown := f
+			if name != f {
+				shown = fmt.Sprintf("%s (%s)", name, f)
+			}
+			p.errf(resolve(it), "%s: %s is set by the matrix (matrix.%s); remove it from %s", at, shown, matrixKey(f), path)
+		}
+		if isFlag(name, flagAlgorithm) {
+			switch {
+			case server:
+				p.errf(resolve(it), "%s: --speculative-algorithm belongs in a method's args (a method without it is a baseline)", at)
+			case !hasValue && i+1 >= len(items):
+				p.errf(resolve(it), "%s: --speculative-algorithm needs a value", at)
+			}
+		}
+		args = append(args, a)
+		nodes = append(nodes, resolve(it))
+	}
+	return args, nodes
+}
+
+func matrixKey(flag string) string {
+	switch flag {
+	case FlagNumSteps:
+		return "num_steps"
+	case FlagTopK:
+		return "topk"
+	case FlagNumDraftTokens:
+		return "num_draft_tokens"
+	}
+	return "tp"
+}
+
+func (p *parser) methods(n *yaml.Node) map[string]Method {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		p.errf(n, "methods: expected a mapping of method name to args, got %s", describe(n))
+		return map[string]Method{}
+	}
+	p.methodsOK = true
+	if len(n.Content) == 0 {
+		p.errf(n, "methods: at least one method is required")
+	}
+	ms := map[string]Method{}
+	first := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		name, ok := p.key(k, "methods")
+		if !ok {
+			continue
+		}
+		if line, dup := first[name]; dup {
+			p.errf(k, "duplicate method %q in methods (first at line %d)", clip(name), line)
+			continue
+		}
+		first[name] = k.Line
+		if !identName.MatchString(name) {
+			p.errf(k, "methods: method name %q must match [A-Za-z0-9._-]+", clip(name))
+		}
+		at := "methods." + name
+		m := Method{Name: name, Args: []string{}}
+		switch {
+		case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
+			// "baseline:" alone: no extra args.
+		case v.Kind == yaml.SequenceNode:
+			m.Args, _ = p.args(v, at, false)
+		case v.Kind == yaml.MappingNode:
+			p.object(v, at, []field{
+				{"args", false, func(a *yaml.Node) { m.Args, _ = p.args(a, at+".args", false) }},
+				{"env", false, func(e *yaml.Node) { m.Env = p.env(e, at+".env") }},
+			})
+		default:
+			p.errf(v, "%s: expected a list of args or a mapping with args and env, got %s", at, describe(v))
+		}
+		ms[name] = m
+	}
+	return ms
+}
+
+func (p *parser) matrix(n *yaml.Node, m *Matrix) {
+	p.matrixNode = resolve(n)
+	present, ok := p.object(n, "matrix", []field{
+		{"method", true, func(v *yaml.Node) {
+			items, _ := p.nonEmpty(v, "matrix.method")
+			for i, it := range items {
+				if x, ok := p.str(it, index("matrix.method", i)); ok {
+					m.Methods = append(m.Methods, x)
+					p.methodRefs = append(p.methodRefs, resolve(it))
+				}
+			}
+		}},
+		{"num_steps", false, func(v *yaml.Node) { m.NumSteps, _ = p.positives(v, "matrix.num_steps") }},
+		{"topk", false, func(v *yaml.Node) { m.TopK, _ = p.positives(v, "matrix.topk") }},
+		{"num_draft_tokens", false, func(v *yaml.Node) {
+			items, _ := p.nonEmpty(v, "matrix.num_draft_tokens")
+			m.NumDraftTokens = []DraftTokens{}
+			for i, it := range items {
+				at := index("matrix.num_draft_tokens", i)
+				if r := resolve(it); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!str" {
+					if r.Value == "auto" {
+						m.NumDraftTokens = append(m.NumDraftTokens, DraftTokens{Auto: true})
+					} else {
+						p.errf(r, "%s: must be a positive integer or \"auto\", got %s", at, describe(r))
+					}
+					continue
+				}
+				if x, ok := p.positive(it, at); ok {
+					m.NumDraftTokens = append(m.NumDraftTokens, DraftTokens{N: x})
+				}
+			}
+		}},
+		{"tp", false, func(v *yaml.Node) { m.TP, p.tpRefs = p.positives(v, "matrix.tp") }},
+	})
+	if !ok {
+		p.matrixNode = nil
+		return
+	}
+	p.matrixKeys = present
+	combos := 1
+	for _, l := range []int{len(m.Methods), len(m.NumSteps), len(m.TopK), len(m.NumDraftTokens), len(m.TP)} {
+		combos = satMul(combos, max(l, 1))
+	}
+	if combos > maxCombinations {
+		p.errf(p.matrixNode, "matrix: expands to %d combinations, more than the limit of %d", combos, maxCombinations)
+	}
+}
+
+func (p *parser) workload(n *yaml.Node, w *Workload) {
+	datasetOK := true
+	var levels []*yaml.Node
+	setInt := func(dst *int, key string, lo int64) func(*yaml.Node) {
+		return func(v *yaml.Node) {
+			if x, ok := p.count(v, "workload."+key, lo); ok {
+				*dst = x
+			}
+		}
+	}
+	present, ok := p.object(n, "workload", []field{
+		{"api", false, func(v *yaml.Node) {
+			if x, ok := p.oneOf(v, "workload.api", APIChat, APICompletions); ok {
+				w.API = x
+			}
+		}},
+		{"concurrency", true, func(v *yaml.Node) { w.Concurrency, levels = p.positives(v, "workload.concurrency") }},
+		{"requests", true, setInt(&w.Requests, "requests", 1)},
+		{"warmup_requests", false, setInt(&w.WarmupRequests, "warmup_requests", 0)},
+		{"input_tokens", false, setInt(&w.InputTokens, "input_tokens", 1)},
+		{"output_tokens", true, setInt(&w.OutputTokens, "output_tokens", 1)},
+		{"dataset", false, func(v *yaml.Node) {
+			x, ok := p.str(v, "workload.dataset")
+			if !ok {
+				datasetOK = false
+				return
+			}
+			if x != "random" && (!strings.HasPrefix(x, "sharegpt:") || x == "sharegpt:") {
+				p.errf(resolve(v), "workload.dataset: must be random or sharegpt:PATH, got %q", clip(x))
+				datasetOK = false
+				return
+			}
+			w.Dataset = x
+		}},
+		{"repeats", false, setInt(&w.Repeats, "repeats", 1)},
+		{"seed", false, func(v *yaml.Node) {
+			if x, ok := p.integer(v, "workload.seed"); ok {
+				w.Seed = x
+			}
+		}},
+	})
+	if !ok {
+		return
+	}
+	// A random prompt needs a length; ShareGPT prompts bring their own.
+	if datasetOK && w.Dataset == DefaultDataset && !present["input_tokens"] {
+		p.errf(resolve(n), "missing required key \"input_tokens\" in workload (required for dataset random)")
+	}
+	seen := map[int]bool{}
+	for i, c := range w.Concurrency {
+		if seen[c] {
+			p.errf(levels[i], "workload.concurrency: level %d is listed twice", c)
+		}
+		seen[c] = true
+	}
+}
+
+func (p *parser) schedule(n *yaml.Node) *Schedule {
+	s := &Schedule{}
+	p.object(n, "schedule", []field{
+		{"cron", true, func(v *yaml.Node) {
+			x, ok := p.str(v, "schedule.cron")
+			if !ok {
+				return
+			}
+			// ParseStandard also accepts a CRON_TZ=Zone (or TZ=Zone) prefix
+			// and descriptors such as @daily.
+			if _, err := cron.ParseStandard(x); err != nil {
+				p.errf(resolve(v), "schedule.cron: bad cron expression %q: %v", clip(x), err)
+				return
+			}
+			s.Cron = x
+		}},
+	})
+	return s
+}
+
+// crossCheck runs the checks that relate sections to each other.
+func (p *parser) crossCheck(s *Spec) {
+	// systemd's ExecStart= needs an absolute path; a local child process may
+	// rely on PATH.
+	if p.cmd0 != nil && !path.IsAbs(s.Server.Command[0]) {
+		for _, h := range s.Hosts {
+			if h.Driver == DriverSSH {
+				p.errf(p.cmd0, "server.command[0]: %q must be an absolute path (host %q uses the ssh driver, and ExecStart= needs one)", clip(s.Server.Command[0]), h.Name)
+				break
+			}
+		}
+	}
+
+	var speculative string
+	if p.methodsOK {
+		defined := make([]string, 0, len(s.Methods))
+		for name := range s.Methods {
+			defined = append(defined, name)
+		}
+		sort.Strings(defined)
+		for i, name := range s.Matrix.Methods {
+			m, ok := s.Methods[name]
+			if !ok {
+				p.errf(p.methodRefs[i], "matrix.method[%d]: method %q is not defined in methods (defined: %s)", i, clip(name), strings.Join(defined, ", "))
+				continue
+			}
+			if !m.Baseline() && speculative == "" {
+				speculative = name
+			}
+		}
+	}
+	if speculative != "" && p.matrixNode != nil {
+		for _, k := range []string{"num_steps", "topk"} {
+			if !p.matrixKeys[k] {
+				p.errf(p.matrixNode, "missing required key %q in matrix (method %q is speculative)", k, speculative)
+			}
+		}
+	}
+
+	if p.hostsOK && len(s.Hosts) > 0 {
+		largest := s.Hosts[0]
+		for _, h := range s.Hosts[1:] {
+			if h.GPUs > largest.GPUs {
+				largest = h
+			}
+		}
+		for i, tp := range s.Matrix.TP {
+			if tp > largest.GPUs && i < len(p.tpRefs) {
+				p.errf(p.tpRefs[i], "matrix.tp: tp %d fits no host (the largest, %q, has %d GPUs)", tp, largest.Name, largest.GPUs)
+			}
+		}
+	}
+}
+
+// satMul multiplies non-negative ints, saturating instead of overflowing.
+func satMul(a, b int) int {
+	const maxInt = int(^uint(0) >> 1)
+	if a != 0 && b > maxInt/a {
+		return maxInt
+	}
+	return a * b
+}

@@ -1,0 +1,449 @@
+package sweep
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the spec file at path and parses it (see Parse).
+func Load(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load spec: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes a spec, applies defaults and validates it. file names the
+// spec in error positions. On any problem it returns a nil Spec and an
+// ErrorList holding every problem found, sorted by position.
+func Parse(file string, data []byte) (*Spec, error) {
+	root, yerr := decodeYAML(file, data)
+	if yerr != nil {
+		return nil, ErrorList{yerr}
+	}
+	p := &parser{file: file}
+	s := p.spec(root)
+	p.crossCheck(s)
+	if len(p.errs) > 0 {
+		p.errs.sort()
+		return nil, p.errs
+	}
+	s.File = file
+	s.Source = bytes.Clone(data)
+	return s, nil
+}
+
+// yamlLine finds the line number yaml.v3 puts in its syntax errors (it does
+// not expose the column).
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// decodeYAML parses exactly one YAML document into a node tree.
+func decodeYAML(file string, data []byte) (root *yaml.Node, e *Error) {
+	defer func() {
+		// The YAML library has panicked on malformed input in the past; a spec
+		// file must never crash the CLI or the daemon.
+		if r := recover(); r != nil {
+			root, e = nil, &Error{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("YAML: cannot parse the spec: %v", r)}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: file, Line: 1, Col: 1, Msg: "empty spec: expected a mapping with version, name, hosts, server, methods, matrix and workload"}
+		}
+		return nil, syntaxError(file, err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, syntaxError(file, err)
+	default:
+		line, col := max(extra.Line, 1), max(extra.Column, 1)
+		return nil, &Error{File: file, Line: line, Col: col, Msg: "a spec file holds one YAML document; found a second one (---)"}
+	}
+	return &doc, nil
+}
+
+func syntaxError(file string, err error) *Error {
+	msg := err.Error()
+	line := 1
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil && n > 0 {
+			line = n
+		}
+		msg = msg[len(m[0]):]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	return &Error{File: file, Line: line, Col: 1, Msg: "YAML syntax error: " + msg}
+}
+
+// parser walks the node tree, filling a Spec and collecting every problem
+// instead of stopping at the first.
+type parser struct {
+	file string
+	errs ErrorList
+
+	// Nodes and facts kept for checks that span sections, since keys may come
+	// in any order.
+	cmd0       *yaml.Node // server.command[0]
+	matrixNode *yaml.Node
+	methodRefs []*yaml.Node // parallel to Matrix.Methods
+	tpRefs     []*yaml.Node // parallel to Matrix.TP when tp is given
+	matrixKeys map[string]bool
+	hostsOK    bool // every host decoded cleanly: GPU counts and drivers are known
+	methodsOK  bool // methods is a mapping: its names are known
+}
+
+func (p *parser) errf(n *yaml.Node, format string, args ...any) {
+	line, col := 1, 1
+	if n != nil && n.Line > 0 {
+		line, col = n.Line, n.Column
+	}
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)})
+}
+
+// resolve follows an alias (*name) to the anchored node.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// describe names a node's kind and value for messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "null"
+		case "!!int", "!!float":
+			return "the number " + clip(n.Value)
+		case "!!bool":
+			return "the boolean " + clip(n.Value)
+		}
+		return strconv.Quote(clip(n.Value))
+	}
+	return "an unexpected node"
+}
+
+// clip shortens a value quoted in a message.
+func clip(s string) string {
+	const max = 60
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
+
+func where(path string) string {
+	if path == "" {
+		return "at top level"
+	}
+	return "in " + path
+}
+
+func label(path string) string {
+	if path == "" {
+		return "spec"
+	}
+	return path
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+
+// field is one key of a mapping with a fixed schema.
+type field struct {
+	key      string
+	required bool
+	decode   func(v *yaml.Node)
+}
+
+// object decodes a mapping against its schema: unknown, duplicate and missing
+// keys are reported. It returns the keys present and whether n is a mapping.
+func (p *parser) object(n *yaml.Node, path string, fields []field) (map[string]bool, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		p.errf(n, "%s: expected a mapping, got %s", label(path), describe(n))
+		return nil, false
+	}
+	present := map[string]bool{}
+	first := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), n.Content[i+1]
+		key, ok := p.key(k, path)
+		if !ok {
+			continue
+		}
+		if line, dup := first[key]; dup {
+			p.errf(k, "duplicate key %q %s (first at line %d)", key, where(path), line)
+			continue
+		}
+		first[key] = k.Line
+		var f *field
+		for j := range fields {
+			if fields[j].key == key {
+				f = &fields[j]
+			}
+		}
+		if f == nil {
+			p.errf(k, "unknown key %q %s%s", key, where(path), suggest(key, fields))
+			continue
+		}
+		present[key] = true
+		f.decode(v)
+	}
+	for _, f := range fields {
+		if f.required && !present[f.key] {
+			p.errf(n, "missing required key %q %s", f.key, where(path))
+		}
+	}
+	return present, true
+}
+
+// key returns a mapping key as a string.
+func (p *parser) key(k *yaml.Node, path string) (string, bool) {
+	if k.Kind != yaml.ScalarNode {
+		p.errf(k, "%s: keys must be strings, got %s", label(path), describe(k))
+		return "", false
+	}
+	if k.ShortTag() == "!!merge" {
+		p.errf(k, "%s: merge keys (<<) are not supported; write the keys out", label(path))
+		return "", false
+	}
+	return k.Value, true
+}
+
+// suggest names the closest known key, or lists them all.
+func suggest(key string, fields []field) string {
+	best, bestD := "", 3
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.key
+		if d := distance(key, f.key); d < bestD {
+			best, bestD = f.key, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	return " (known keys: " + strings.Join(names, ", ") + ")"
+}
+
+// distance is the Levenshtein distance, for "did you mean" hints.
+func distance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// str decodes a string. Any scalar but null is accepted as written (so
+// --port, 30000 works unquoted). Newlines and NUL are refused everywhere:
+// values end up in systemd unit files, where they would inject lines.
+func (p *parser) str(n *yaml.Node, path string) (string, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		p.errf(n, "%s: expected a string, got %s", path, describe(n))
+		return "", false
+	}
+	switch {
+	case strings.ContainsAny(n.Value, "\n\r"):
+		p.errf(n, "%s: must not contain a newline (it would inject a line into the systemd unit)", path)
+		return "", false
+	case strings.IndexByte(n.Value, 0) >= 0:
+		p.errf(n, "%s: must not contain a NUL byte", path)
+		return "", false
+	}
+	return n.Value, true
+}
+
+// maxNumber bounds every integer so arithmetic on them (steps*topk+1, run
+// counts) cannot overflow.
+const maxNumber = 1<<31 - 1
+
+// integer decodes an integer scalar (quoted numbers are strings and refused).
+func (p *parser) integer(n *yaml.Node, path string) (int64, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		p.errf(n, "%s: expected an integer, got %s", path, describe(n))
+		return 0, false
+	}
+	var v int64
+	if err := n.Decode(&v); err != nil {
+		p.errf(n, "%s: integer %s out of range", path, clip(n.Value))
+		return 0, false
+	}
+	return v, true
+}
+
+// count decodes an integer in [lo, maxNumber].
+func (p *parser) count(n *yaml.Node, path string, lo int64) (int, bool) {
+	v, ok := p.integer(n, path)
+	if !ok {
+		return 0, false
+	}
+	switch {
+	case v < lo && lo == 1:
+		p.errf(resolve(n), "%s: must be positive, got %d", path, v)
+		return 0, false
+	case v < lo:
+		p.errf(resolve(n), "%s: must be at least %d, got %d", path, lo, v)
+		return 0, false
+	case v > maxNumber:
+		p.errf(resolve(n), "%s: %d is too large (max %d)", path, v, maxNumber)
+		return 0, false
+	}
+	return int(v), true
+}
+
+func (p *parser) positive(n *yaml.Node, path string) (int, bool) { return p.count(n, path, 1) }
+
+// list decodes a sequence node into its items.
+func (p *parser) list(n *yaml.Node, path string) ([]*yaml.Node, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		p.errf(n, "%s: expected a list, got %s", path, describe(n))
+		return nil, false
+	}
+	return n.Content, true
+}
+
+// nonEmpty decodes a sequence that must hold at least one item.
+func (p *parser) nonEmpty(n *yaml.Node, path string) ([]*yaml.Node, bool) {
+	items, ok := p.list(n, path)
+	if ok && len(items) == 0 {
+		p.errf(resolve(n), "%s: must not be empty", path)
+		return nil, false
+	}
+	return items, ok
+}
+
+// positives decodes a non-empty list of positive integers, with the node of
+// each value kept.
+func (p *parser) positives(n *yaml.Node, path string) ([]int, []*yaml.Node) {
+	items, _ := p.nonEmpty(n, path)
+	vals, nodes := []int{}, []*yaml.Node{}
+	for i, it := range items {
+		if v, ok := p.positive(it, index(path, i)); ok {
+			vals = append(vals, v)
+			nodes = append(nodes, resolve(it))
+		}
+	}
+	return vals, nodes
+}
+
+func (p *parser) duration(n *yaml.Node, path string) (d time.Duration, ok bool) {
+	s, ok := p.str(n, path)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		p.errf(resolve(n), "%s: bad duration %q: want a Go duration such as 90s, 20m or 1h30m", path, clip(s))
+		return 0, false
+	case d <= 0:
+		p.errf(resolve(n), "%s: must be positive, got %s", path, s)
+		return 0, false
+	}
+	return d, true
+}
+
+// oneOf decodes a string that must be one of the allowed values.
+func (p *parser) oneOf(n *yaml.Node, path string, allowed ...string) (string, bool) {
+	s, ok := p.str(n, path)
+	if !ok {
+		return "", false
+	}
+	for _, a := range allowed {
+		if s == a {
+			return s, true
+		}
+	}
+	p.errf(resolve(n), "%s: must be %s, got %q", path, strings.Join(allowed, " or "), clip(s))
+	return "", false
+}
+
+// env decodes an environment mapping; keys must be shell identifiers, the
+// only names systemd's Environment= and every shell agree on.
+func (p *parser) env(n *yaml.Node, path string) map[string]string {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		p.errf(n, "%s: expected a mapping of variable to value, got %s", path, describe(n))
+		return nil
+	}
+	env := map[string]string{}
+	first := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), n.Content[i+1]
+		key, ok := p.key(k, path)
+		if !ok {
+			continue
+		}
+		if line, dup := first[key]; dup {
+			p.errf(k, "duplicate key %q in %s (first at line %d)", key, path, line)
+			continue
+		}
+		first[key] = k.Line
+		if !envName.MatchString(key) {
+			p.errf(k, "%s: %q is not a valid environment variable name (want [A-Za-z_][A-Za-z0-9_]*)", path, clip(key))
+			continue
+		}
+		if val, ok := p.str(v, join(path, key)); ok {
+			env[key] = val
+		}
+	}
+	if len(env) == 0 {
+		return nil
+	}
+	return env
+}
+
+// Name patterns. Sweep names go into file names and URLs, hence lower case.
+var (
+	sweepName = regexp.MustCompile(`^[a-z0-9._-]+$`)
+	identName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	unitName  = regexp.MustCompile(`^[A-Za-z0-9:_.@\\-]+\.service$`)
+)

@@ -1,0 +1,319 @@
+package sweep
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Plan is the expansion of a spec: the points in run order, the combinations
+// skipped with their reasons, and what running it costs.
+type Plan struct {
+	Name     string    `json:"name"`
+	SpecHash string    `json:"spec_hash"`
+	Points   []Point   `json:"points"`
+	Skipped  []Skipped `json:"skipped"`
+	Runs     int       `json:"runs"` // points x concurrency levels x repeats
+	// Estimate is a rough wall-clock duration (model in docs/spec.md).
+	Estimate time.Duration `json:"-"`
+}
+
+// Point is one server configuration to load and measure.
+type Point struct {
+	ID             string            `json:"id"`
+	Method         string            `json:"method"`
+	NumSteps       *int              `json:"num_steps"`
+	TopK           *int              `json:"topk"`
+	NumDraftTokens *int              `json:"num_draft_tokens"`
+	TP             int               `json:"tp"`
+	Argv           []string          `json:"argv"`
+	Env            map[string]string `json:"env,omitempty"`
+	Baseline       bool              `json:"baseline"`
+}
+
+// Label is a short human name for the point, e.g. "eagle3 s=3 k=1 n=4 tp=4".
+func (p Point) Label() string {
+	var b strings.Builder
+	b.WriteString(p.Method)
+	if p.NumSteps != nil && p.TopK != nil && p.NumDraftTokens != nil {
+		fmt.Fprintf(&b, " s=%d k=%d n=%d", *p.NumSteps, *p.TopK, *p.NumDraftTokens)
+	}
+	fmt.Fprintf(&b, " tp=%d", p.TP)
+	return b.String()
+}
+
+// Skipped is a matrix combination that is not run, and why.
+type Skipped struct {
+	Method   string
+	NumSteps *int
+	TopK     *int
+	// NumDraftTokens is "auto" or the number as written; "" for a baseline.
+	NumDraftTokens string
+	TP             int
+	Reason         string
+}
+
+// MarshalJSON writes the fields like a point's (num_draft_tokens a number,
+// "auto", or null for a baseline) plus the reason.
+func (s Skipped) MarshalJSON() ([]byte, error) {
+	var ndt any
+	if n, err := strconv.Atoi(s.NumDraftTokens); err == nil {
+		ndt = n
+	} else if s.NumDraftTokens != "" {
+		ndt = s.NumDraftTokens
+	}
+	return json.Marshal(struct {
+		Method         string `json:"method"`
+		NumSteps       *int   `json:"num_steps"`
+		TopK           *int   `json:"topk"`
+		NumDraftTokens any    `json:"num_draft_tokens"`
+		TP             int    `json:"tp"`
+		Reason         string `json:"reason"`
+	}{s.Method, s.NumSteps, s.TopK, ndt, s.TP, s.Reason})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Skipped) UnmarshalJSON(data []byte) error {
+	var v struct {
+		Method         string          `json:"method"`
+		NumSteps       *int            `json:"num_steps"`
+		TopK           *int            `json:"topk"`
+		NumDraftTokens json.RawMessage `json:"num_draft_tokens"`
+		TP             int             `json:"tp"`
+		Reason         string          `json:"reason"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("decode skipped combination: %w", err)
+	}
+	ndt := ""
+	if raw := string(v.NumDraftTokens); raw != "" && raw != "null" {
+		ndt = strings.Trim(raw, `"`)
+	}
+	*s = Skipped{v.Method, v.NumSteps, v.TopK, ndt, v.TP, v.Reason}
+	return nil
+}
+
+// Plan expands the matrix into points (see docs/spec.md, "Expansion").
+// It expects a spec returned by Parse; on a hand-built spec, undefined
+// methods are skipped rather than reported.
+func (s *Spec) Plan() *Plan {
+	pl := &Plan{Name: s.Name, SpecHash: s.Hash(), Points: []Point{}, Skipped: []Skipped{}}
+	byID := map[string]bool{}
+	rank := map[string]int{} // method -> position in matrix.method, for ordering
+	add := func(pt Point, sk Skipped) {
+		if byID[pt.ID] {
+			sk.Reason = "duplicate of " + pt.ID
+			pl.Skipped = append(pl.Skipped, sk)
+			return
+		}
+		byID[pt.ID] = true
+		pl.Points = append(pl.Points, pt)
+	}
+	for _, name := range s.Matrix.Methods {
+		if _, ok := rank[name]; !ok {
+			rank[name] = len(rank)
+		}
+		m, ok := s.Methods[name]
+		for _, tp := range s.Matrix.TP {
+			switch {
+			case !ok:
+				pl.Skipped = append(pl.Skipped, Skipped{Method: name, TP: tp, Reason: fmt.Sprintf("method %q is not defined", name)})
+			case m.Baseline():
+				// A baseline ignores the speculative parameters: one point per tp.
+				add(s.point(m, tp, 0, 0, 0), Skipped{Method: name, TP: tp})
+			default:
+				for _, steps := range s.Matrix.NumSteps {
+					for _, topk := range s.Matrix.TopK {
+						for _, d := range s.Matrix.NumDraftTokens {
+							sk := Skipped{Method: name, NumSteps: ptr(steps), TopK: ptr(topk), NumDraftTokens: d.String(), TP: tp}
+							ndt, reason := draftTokens(m.Algorithm(), steps, topk, d)
+							if reason != "" {
+								sk.Reason = reason
+								pl.Skipped = append(pl.Skipped, sk)
+								continue
+							}
+							add(s.point(m, tp, steps, topk, ndt), sk)
+						}
+					}
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(pl.Points, func(a, b Point) int { return comparePoints(a, b, rank) })
+	pl.Runs = satMul(satMul(len(pl.Points), len(s.Workload.Concurrency)), s.Workload.Repeats)
+	pl.Estimate = s.estimate(pl.Points)
+	return pl
+}
+
+// draftTokens applies SGLang's rules to one speculative combination and
+// returns the num_draft_tokens to run, or why the combination is skipped.
+func draftTokens(algorithm string, steps, topk int, d DraftTokens) (int, string) {
+	// DFLASH and DSPARK force steps=1, topk=1 whatever is asked.
+	if a := strings.ToUpper(algorithm); (a == "DFLASH" || a == "DSPARK") && (steps != 1 || topk != 1) {
+		return 0, fmt.Sprintf("%s forces num_steps=1 and topk=1 (SGLang would silently run those)", a)
+	}
+	if topk == 1 {
+		// SGLang silently forces num_draft_tokens = num_steps+1 for topk=1.
+		if d.Auto || d.N == steps+1 {
+			return steps + 1, ""
+		}
+		return 0, fmt.Sprintf("topk=1 forces num_draft_tokens=num_steps+1=%d (SGLang would silently run %d, not %d)", steps+1, steps+1, d.N)
+	}
+	limit := int64(steps)*int64(topk) + 1
+	if d.Auto {
+		return 0, fmt.Sprintf("num_draft_tokens auto needs topk=1 (with topk=%d give explicit values up to num_steps*topk+1=%d)", topk, limit)
+	}
+	// Nothing in SGLang checks this at start; such a tree fails at run time.
+	if int64(d.N) > limit {
+		return 0, fmt.Sprintf("num_draft_tokens %d exceeds num_steps*topk+1 = %d (the draft tree has fewer tokens; SGLang would fail at run time)", d.N, limit)
+	}
+	return d.N, ""
+}
+
+// point builds one point; steps == 0 means a baseline.
+func (s *Spec) point(m Method, tp, steps, topk, ndt int) Point {
+	argv := slices.Concat(s.Server.Command, s.Server.Args, m.Args)
+	pt := Point{Method: m.Name, TP: tp, Baseline: steps == 0}
+	if steps > 0 {
+		argv = append(argv,
+			FlagNumSteps, strconv.Itoa(steps),
+			FlagTopK, strconv.Itoa(topk),
+			FlagNumDraftTokens, strconv.Itoa(ndt))
+		pt.NumSteps, pt.TopK, pt.NumDraftTokens = ptr(steps), ptr(topk), ptr(ndt)
+	}
+	pt.Argv = append(argv, FlagTPSize, strconv.Itoa(tp))
+	// The method's environment overrides the server's.
+	env := maps.Clone(s.Server.Env)
+	if len(m.Env) > 0 {
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, m.Env)
+	}
+	if len(env) > 0 {
+		pt.Env = env
+	}
+	pt.ID = PointID(pt.Argv, pt.Env, tp)
+	return pt
+}
+
+// pointIDFormat versions PointID's encoding: stored points are found again by
+// their id, so change it only with a migration.
+const pointIDFormat = "specsweep/point/v1"
+
+// PointID is a point's identity: the first 12 hex digits of the SHA-256 of
+// its canonical server config. The method's name, the spec's name and the
+// hosts are not part of it, so the same server config has the same id in
+// every sweep and every rerun.
+func PointID(argv []string, env map[string]string, tp int) string {
+	if len(env) == 0 {
+		env = nil // nil and empty encode alike
+	}
+	b, err := json.Marshal(struct {
+		Format string            `json:"format"`
+		Argv   []string          `json:"argv"`
+		Env    map[string]string `json:"env"` // encoding/json sorts keys
+		TP     int               `json:"tp"`
+	}{pointIDFormat, argv, env, tp})
+	if err != nil {
+		panic("sweep: encoding point id: " + err.Error()) // strings and ints always encode
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// comparePoints orders baselines first (by tp, so every tp's speedups can be
+// computed early), then by tp, method and the speculative parameters, so
+// neighbours differ in as few flags as possible.
+func comparePoints(a, b Point, rank map[string]int) int {
+	if a.Baseline != b.Baseline {
+		if a.Baseline {
+			return -1
+		}
+		return 1
+	}
+	if c := a.TP - b.TP; c != 0 {
+		return c
+	}
+	if c := rank[a.Method] - rank[b.Method]; c != 0 {
+		return c
+	}
+	for _, pair := range [][2]*int{{a.NumSteps, b.NumSteps}, {a.TopK, b.TopK}, {a.NumDraftTokens, b.NumDraftTokens}} {
+		if c := deref(pair[0]) - deref(pair[1]); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a.ID, b.ID)
+}
+
+// Assumptions of the duration estimate (docs/spec.md, "Estimate").
+const (
+	estimateLoad      = 90 * time.Second // start to ready: 80-100 s in the field reports
+	estimateStop      = 5 * time.Second  // drain after the load has stopped
+	estimateStreamTok = 100.0            // output tokens per second per stream
+)
+
+// pointDuration estimates one point: load, warmup, the ladder repeated, stop.
+func (s *Spec) pointDuration() time.Duration {
+	w := s.Workload
+	wave := float64(w.OutputTokens) / estimateStreamTok // seconds for one batch of concurrent requests
+	secs := 0.0
+	if w.WarmupRequests > 0 && len(w.Concurrency) > 0 {
+		secs += math.Ceil(float64(w.WarmupRequests)/float64(slices.Max(w.Concurrency))) * wave
+	}
+	ladder := 0.0
+	for _, c := range w.Concurrency {
+		ladder += math.Ceil(float64(w.Requests)/float64(c)) * wave
+	}
+	secs += ladder * float64(w.Repeats)
+	total := float64(estimateLoad+estimateStop) + secs*float64(time.Second)
+	if total >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(total)
+}
+
+// estimate spreads the points over the hosts in plan order, each to the host
+// that can hold its tp and is free first, and returns when the last ends.
+func (s *Spec) estimate(points []Point) time.Duration {
+	d := s.pointDuration()
+	free := make([]time.Duration, len(s.Hosts))
+	var end time.Duration
+	for _, pt := range points {
+		best := -1
+		for i, h := range s.Hosts {
+			if h.Fits(pt.TP) && (best < 0 || free[i] < free[best]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			continue // validation refuses a tp no host holds
+		}
+		free[best] = satAdd(free[best], d)
+		end = max(end, free[best])
+	}
+	return end
+}
+
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func ptr(v int) *int { return &v }
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

@@ -1,0 +1,193 @@
+// Package sweep reads sweep specs (YAML, version 1), validates them with
+// line:column errors, and expands them into an ordered plan of server
+// configurations ("points") following SGLang's rules for speculative decoding.
+//
+// docs/spec.md is the user reference for everything in this package.
+package sweep
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults applied by Parse to keys a spec leaves out.
+const (
+	DefaultUnit           = "sglang.service"
+	DefaultDriver         = DriverSSH
+	DefaultAPI            = APIChat
+	DefaultRepeats        = 1
+	DefaultWarmupRequests = 4
+	DefaultPort           = 30000
+	DefaultReadyTimeout   = 20 * time.Minute
+	DefaultStopTimeout    = 90 * time.Second
+	DefaultSeed           = 1
+	DefaultDataset        = "random"
+	DefaultGPUs           = 1
+)
+
+// Accepted values of Host.Driver and Workload.API.
+const (
+	DriverSSH   = "ssh"
+	DriverLocal = "local"
+
+	APIChat        = "chat"
+	APICompletions = "completions"
+)
+
+// Spec is a parsed, defaulted and validated sweep spec.
+type Spec struct {
+	Version  int               `json:"version"`
+	Name     string            `json:"name"`
+	Hosts    []Host            `json:"hosts"`
+	Server   Server            `json:"server"`
+	Methods  map[string]Method `json:"methods"`
+	Matrix   Matrix            `json:"matrix"`
+	Workload Workload          `json:"workload"`
+	Schedule *Schedule         `json:"schedule,omitempty"`
+
+	// File is the name the spec was parsed under (used in error messages).
+	File string `json:"-"`
+	// Source is the spec text exactly as read, for storing with a sweep.
+	Source []byte `json:"-"`
+}
+
+// Host is one GPU machine a sweep may use.
+type Host struct {
+	Name         string `json:"name"`
+	Address      string `json:"address,omitempty"` // host[:port]; empty for driver local
+	User         string `json:"user,omitempty"`
+	IdentityFile string `json:"identity_file,omitempty"`
+	KnownHosts   string `json:"known_hosts,omitempty"`
+	Unit         string `json:"unit"`
+	Driver       string `json:"driver"`
+	GPUs         int    `json:"gpus"`
+}
+
+// Fits reports whether a point with tensor parallelism tp can run on h.
+func (h Host) Fits(tp int) bool { return tp <= h.GPUs }
+
+// Server is the SGLang launch common to every point.
+type Server struct {
+	Command      []string          `json:"command"`
+	Args         []string          `json:"args"`
+	Env          map[string]string `json:"env,omitempty"`
+	Port         int               `json:"port"`
+	ReadyTimeout time.Duration     `json:"ready_timeout"`
+	StopTimeout  time.Duration     `json:"stop_timeout"`
+}
+
+// Method is a named set of extra server arguments (and environment).
+type Method struct {
+	Name string            `json:"name"`
+	Args []string          `json:"args"`
+	Env  map[string]string `json:"env,omitempty"`
+}
+
+// Baseline reports whether the method runs without speculative decoding
+// (its args carry no --speculative-algorithm).
+func (m Method) Baseline() bool { return m.Algorithm() == "" }
+
+// Algorithm returns the value of --speculative-algorithm in the method's args,
+// or "" for a baseline.
+func (m Method) Algorithm() string {
+	for i, a := range m.Args {
+		name, value, hasValue := splitFlag(a)
+		if !isFlag(name, flagAlgorithm) {
+			continue
+		}
+		if hasValue {
+			return value
+		}
+		if i+1 < len(m.Args) {
+			return m.Args[i+1]
+		}
+		return "?" // a dangling flag still makes a speculative method; validation reports it
+	}
+	return ""
+}
+
+// Matrix lists the values to sweep; points are its cross product.
+type Matrix struct {
+	Methods        []string      `json:"method"`
+	NumSteps       []int         `json:"num_steps,omitempty"`
+	TopK           []int         `json:"topk,omitempty"`
+	NumDraftTokens []DraftTokens `json:"num_draft_tokens,omitempty"`
+	TP             []int         `json:"tp"`
+}
+
+// DraftTokens is one value of matrix.num_draft_tokens: a number or "auto"
+// (num_steps+1, valid with topk=1 only).
+type DraftTokens struct {
+	Auto bool
+	N    int
+}
+
+// String returns "auto" or the number.
+func (d DraftTokens) String() string {
+	if d.Auto {
+		return "auto"
+	}
+	return strconv.Itoa(d.N)
+}
+
+// MarshalJSON encodes "auto" as a string and a number as a number.
+func (d DraftTokens) MarshalJSON() ([]byte, error) {
+	if d.Auto {
+		return []byte(`"auto"`), nil
+	}
+	return []byte(strconv.Itoa(d.N)), nil
+}
+
+// Workload is the load run against every point.
+type Workload struct {
+	API            string `json:"api"`
+	Concurrency    []int  `json:"concurrency"`
+	Requests       int    `json:"requests"`
+	WarmupRequests int    `json:"warmup_requests"`
+	InputTokens    int    `json:"input_tokens"`
+	OutputTokens   int    `json:"output_tokens"`
+	Dataset        string `json:"dataset"`
+	Repeats        int    `json:"repeats"`
+	Seed           int64  `json:"seed"`
+}
+
+// DatasetPath returns PATH of a "sharegpt:PATH" dataset, or "".
+func (w Workload) DatasetPath() string {
+	p, _ := strings.CutPrefix(w.Dataset, "sharegpt:")
+	if p == w.Dataset {
+		return ""
+	}
+	return p
+}
+
+// Schedule makes a submitted sweep recur.
+type Schedule struct {
+	Cron string `json:"cron"` // standard 5 fields, UTC unless prefixed CRON_TZ=Zone
+}
+
+// hashFormat versions the canonical encoding: bump it only together with a
+// migration, since stored sweeps are found again by their hash.
+const hashFormat = "specsweep/spec/v1"
+
+// Hash returns the spec_hash: hex SHA-256 of a canonical encoding of the
+// parsed spec after defaults. Comments, whitespace, key order, quoting and
+// writing a default explicitly do not change it; any value that does change
+// what runs (including list order, which sets run order) does.
+func (s *Spec) Hash() string {
+	// encoding/json is canonical enough here: struct fields in declaration
+	// order, map keys sorted, no floats.
+	b, err := json.Marshal(struct {
+		Format string `json:"format"`
+		Spec   *Spec  `json:"spec"`
+	}{hashFormat, s})
+	if err != nil {
+		// Only unsupported types can fail, and Spec has none.
+		panic("sweep: encoding spec for hash: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
