@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Rows is the result of a read-only query.
+type Rows struct {
+	Columns []string
+	// Values holds one slice per row: int64, float64, string, []byte or nil.
+	Values [][]any
+}
+
+// Query runs one read-only SQL statement (SELECT or WITH ... SELECT) on a
+// separate connection that is opened read-only, has query_only set and
+// denies everything except reading through an authorizer. A text holding
+// more than one statement is refused with ErrBadQuery.
+func (db *DB) Query(ctx context.Context, query string, args ...any) (*Rows, error) {
+	rows, err := db.query1(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: query: %w", err)
+	}
+	return rows, nil
+}
+
+func (db *DB) query1(ctx context.Context, query string, args ...any) (*Rows, error) {
+	if err := singleStatement(query); err != nil {
+		return nil, err
+	}
+	rows, err := db.query.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	out := &Rows{Columns: cols}
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		out.Values = append(out.Values, vals)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RunsQuery selects rows of run_summary.
+type RunsQuery struct {
+	// Sweep restricts to one sweep: its id or name (the latest of that
+	// name); "" for all sweeps.
+	Sweep string
+	// Where is a user SQL expression over run_summary's columns, e.g.
+	// "concurrency = 16 AND status = 'ok'".
+	Where string
+	// OrderBy is a user ORDER BY list, e.g. "output_tok_s DESC". Ties, and
+	// the default, follow sweep_id, plan order, concurrency, repeat.
+	OrderBy string
+	// Limit caps the number of rows; 0 means no limit.
+	Limit int
+}
+
+// runSummaryColumns are run_summary's columns, in the contract's order.
+var runSummaryColumns = []string{"sweep", "sweep_id", "point_id", "host", "method", "num_steps", "topk",
+	"num_draft_tokens", "tp", "concurrency", "repeat", "status", "requests", "completed", "failed",
+	"output_tok_s", "request_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms",
+	"e2e_p50_ms", "accept_length", "speedup", "started_at", "finished_at"}
+
+// QueryRuns reads run_summary rows on the read-only connection. Where and
+// OrderBy are the user's SQL; errors in them come back as ErrBadQuery
+// naming the expression. The expressions may also use the extra columns of
+// the run_detail view (docs/schema.md).
+func (db *DB) QueryRuns(ctx context.Context, q RunsQuery) (*Rows, error) {
+	var b strings.Builder
+	b.WriteString("SELECT " + strings.Join(runSummaryColumns, ", ") + " FROM run_detail WHERE 1")
+	var args []any
+	if q.Sweep != "" {
+		s, err := db.FindSweep(ctx, q.Sweep)
+		if err != nil {
+			return nil, fmt.Errorf("store: query runs: %w", err)
+		}
+		b.WriteString(" AND sweep_id = ?")
+		args = append(args, s.ID)
+	}
+	if strings.TrimSpace(q.Where) != "" {
+		if err := singleStatement(q.Where); err != nil {
+			return nil, fmt.Errorf("store: query runs: where %q: %w", q.Where, err)
+		}
+		// The newline ends a trailing "--" comment of the user's text.
+		b.WriteString(" AND (\n" + q.Where + "\n)")
+	}
+	b.WriteString(" ORDER BY ")
+	if strings.TrimSpace(q.OrderBy) != "" {
+		if err := singleStatement(q.OrderBy); err != nil {
+			return nil, fmt.Errorf("store: query runs: order by %q: %w", q.OrderBy, err)
+		}
+		b.WriteString(q.OrderBy + "\n, ")
+	}
+	b.WriteString("sweep_id, plan_order, concurrency, repeat, attempt")
+	if q.Limit > 0 {
+		b.WriteString(" LIMIT " + strconv.Itoa(q.Limit))
+	}
+	rows, err := db.query1(ctx, b.String(), args...)
+	if err != nil {
+		if errors.Is(err, ErrBadQuery) {
+			return nil, fmt.Errorf("store: query runs: %w", err)
+		}
+		return nil, fmt.Errorf("store: query runs (where %q, order by %q): %w: %w", q.Where, q.OrderBy, ErrBadQuery, err)
+	}
+	return rows, nil
+}
+
+// singleStatement refuses SQL text holding a ";" outside string literals,
+// quoted identifiers and comments: the text must not end the statement it
+// is placed in, nor start another one.
+func singleStatement(s string) error {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '"', '`':
+			j := i + 1
+			for ; j < len(s); j++ {
+				if s[j] == c {
+					if j+1 < len(s) && s[j+1] == c { // doubled quote
+						j++
+						continue
+					}
+					break
+				}
+			}
+			i = j
+		case '[':
+			j := strings.IndexByte(s[i:], ']')
+			if j < 0 {
+				return nil // unterminated: SQLite reports the syntax error
+			}
+			i += j
+		case '-':
+			if i+1 < len(s) && s[i+1] == '-' {
+				j := strings.IndexByte(s[i:], '\n')
+				if j < 0 {
+					return nil
+				}
+				i += j
+			}
+		case '/':
+			if i+1 < len(s) && s[i+1] == '*' {
+				j := strings.Index(s[i+2:], "*/")
+				if j < 0 {
+					return nil
+				}
+				i += j + 3
+			}
+		case ';':
+			return fmt.Errorf("more than one statement (%q at offset %d): %w", ";", i, ErrBadQuery)
+		}
+	}
+	return nil
+}

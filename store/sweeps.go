@@ -1,0 +1,403 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SweepState is the life-cycle state of a sweep.
+type SweepState string
+
+// Sweep states. A scheduled sweep is a cron template that fires new sweeps;
+// queued sweeps wait for the daemon; interrupted ones were running when their
+// process died.
+const (
+	SweepScheduled   SweepState = "scheduled"
+	SweepQueued      SweepState = "queued"
+	SweepRunning     SweepState = "running"
+	SweepInterrupted SweepState = "interrupted"
+	SweepDone        SweepState = "done"
+	SweepFailed      SweepState = "failed"
+	SweepCancelled   SweepState = "cancelled"
+)
+
+// sweepTransitions lists the legal sweep state changes.
+var sweepTransitions = map[SweepState][]SweepState{
+	SweepScheduled:   {SweepCancelled},
+	SweepQueued:      {SweepRunning, SweepCancelled},
+	SweepRunning:     {SweepDone, SweepFailed, SweepCancelled, SweepInterrupted, SweepQueued},
+	SweepInterrupted: {SweepQueued, SweepRunning, SweepCancelled},
+	SweepCancelled:   {SweepQueued, SweepScheduled},
+	SweepFailed:      {SweepQueued},
+	SweepDone:        nil,
+}
+
+// Valid reports whether s is a known sweep state.
+func (s SweepState) Valid() bool { _, ok := sweepTransitions[s]; return ok }
+
+// CanTransition reports whether a sweep may move from s to to.
+func (s SweepState) CanTransition(to SweepState) bool {
+	for _, t := range sweepTransitions[s] {
+		if t == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether the sweep has ended (done, failed or cancelled).
+func (s SweepState) Terminal() bool {
+	return s == SweepDone || s == SweepFailed || s == SweepCancelled
+}
+
+// NewSweep describes a sweep to create.
+type NewSweep struct {
+	Name     string
+	SpecHash string
+	SpecText string
+	Schedule string     // cron expression, "" for none
+	State    SweepState // default SweepQueued
+	// NotBefore delays the start (submit --at); zero means now.
+	NotBefore time.Time
+}
+
+// NewHost describes one host of a sweep.
+type NewHost struct {
+	Name    string
+	Address string // host[:port], "" for the local driver
+	Driver  string // "ssh" (default) or "local"
+	Unit    string
+	GPUs    int
+}
+
+// Host is a stored host of a sweep.
+type Host struct {
+	SweepID int64
+	NewHost
+}
+
+// NewPoint describes one point of a sweep's plan. The slice order passed to
+// CreateSweep is the plan order.
+type NewPoint struct {
+	ID       string // the plan's stable id, unique within the sweep
+	Method   string
+	Baseline bool
+	// NumSteps, TopK and NumDraftTokens are nil for a baseline.
+	NumSteps, TopK, NumDraftTokens *int
+	TP                             int
+	Argv                           []string
+	Env                            map[string]string
+	// Runs is the number of runs the point plans (concurrency levels x
+	// repeats). When positive, FinishPoint refuses "done" until the current
+	// attempt has recorded that many runs.
+	Runs int
+}
+
+// PointCounts counts a sweep's points by state.
+type PointCounts struct {
+	Pending, Running, Done, Failed, Cancelled int
+}
+
+// Total is the number of points.
+func (c PointCounts) Total() int { return c.Pending + c.Running + c.Done + c.Failed + c.Cancelled }
+
+// Sweep is a stored sweep.
+type Sweep struct {
+	ID        int64
+	Name      string
+	SpecHash  string
+	SpecText  string
+	Schedule  string
+	State     SweepState
+	NotBefore time.Time
+	CreatedAt time.Time
+	StartedAt time.Time
+	// FinishedAt is set when the sweep reaches a terminal state.
+	FinishedAt time.Time
+	// Points is the number of points; PointCounts splits it by state.
+	Points int
+	PointCounts
+}
+
+// CreateSweep stores a sweep with its hosts and its points (all pending, in
+// the given plan order) in one transaction and returns the sweep's id.
+func (db *DB) CreateSweep(ctx context.Context, s NewSweep, hosts []NewHost, points []NewPoint) (int64, error) {
+	if s.State == "" {
+		s.State = SweepQueued
+	}
+	wrap := func(err error) error { return fmt.Errorf("store: create sweep %q: %w", s.Name, err) }
+	if s.Name == "" {
+		return 0, wrap(errors.New("empty name"))
+	}
+	if !s.State.Valid() {
+		return 0, wrap(fmt.Errorf("unknown state %q", s.State))
+	}
+	var id int64
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		now := db.nowMS()
+		res, err := tx.ExecContext(ctx, `INSERT INTO sweeps
+			(name, spec_hash, spec_text, state, schedule, not_before, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			s.Name, s.SpecHash, s.SpecText, s.State, s.Schedule, ms(s.NotBefore), now)
+		if err != nil {
+			return err
+		}
+		if id, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		for _, h := range hosts {
+			driver := h.Driver
+			if driver == "" {
+				driver = "ssh"
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO hosts
+				(sweep_id, name, address, driver, unit, gpus) VALUES (?, ?, ?, ?, ?, ?)`,
+				id, h.Name, h.Address, driver, h.Unit, h.GPUs); err != nil {
+				return fmt.Errorf("host %q: %w", h.Name, err)
+			}
+		}
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO points
+			(sweep_id, point_id, plan_order, method, baseline, num_steps, topk, num_draft_tokens,
+			 tp, argv, env, planned_runs, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for i, p := range points {
+			argv, err := json.Marshal(nonNil(p.Argv))
+			if err != nil {
+				return fmt.Errorf("point %s: %w", p.ID, err)
+			}
+			env := p.Env
+			if env == nil {
+				env = map[string]string{}
+			}
+			envJSON, err := json.Marshal(env)
+			if err != nil {
+				return fmt.Errorf("point %s: %w", p.ID, err)
+			}
+			if _, err := stmt.ExecContext(ctx, id, p.ID, i, p.Method, p.Baseline,
+				nullInt(p.NumSteps), nullInt(p.TopK), nullInt(p.NumDraftTokens),
+				p.TP, string(argv), string(envJSON), p.Runs, now); err != nil {
+				return fmt.Errorf("point %s: %w", p.ID, err)
+			}
+		}
+		return insertEvent(ctx, tx, now, id, nil, "", "sweep_state",
+			fmt.Sprintf("created %s (%d points, %d hosts)", s.State, len(points), len(hosts)))
+	})
+	if err != nil {
+		return 0, wrap(err)
+	}
+	return id, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nullInt(p *int) sql.NullInt64 {
+	if p == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: int64(*p), Valid: true}
+}
+
+const sweepSelect = `SELECT s.id, s.name, s.spec_hash, s.spec_text, s.schedule, s.state,
+	s.not_before, s.created_at, s.started_at, s.finished_at,
+	coalesce(sum(p.state = 'pending'), 0), coalesce(sum(p.state = 'running'), 0),
+	coalesce(sum(p.state = 'done'), 0), coalesce(sum(p.state = 'failed'), 0),
+	coalesce(sum(p.state = 'cancelled'), 0)
+	FROM sweeps s LEFT JOIN points p ON p.sweep_id = s.id `
+
+func scanSweep(sc interface{ Scan(...any) error }) (Sweep, error) {
+	var s Sweep
+	var notBefore, created, started, finished sql.NullInt64
+	err := sc.Scan(&s.ID, &s.Name, &s.SpecHash, &s.SpecText, &s.Schedule, &s.State,
+		&notBefore, &created, &started, &finished,
+		&s.Pending, &s.Running, &s.Done, &s.Failed, &s.Cancelled)
+	s.Points = s.Total()
+	s.NotBefore, s.CreatedAt, s.StartedAt, s.FinishedAt = fromMS(notBefore), fromMS(created), fromMS(started), fromMS(finished)
+	return s, err
+}
+
+func (db *DB) sweepWhere(ctx context.Context, where string, args ...any) (Sweep, error) {
+	row := db.rw.QueryRowContext(ctx, sweepSelect+where+" GROUP BY s.id ORDER BY s.id DESC LIMIT 1", args...)
+	s, err := scanSweep(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Sweep{}, ErrNotFound
+	}
+	return s, err
+}
+
+// Sweep returns the sweep with the given id.
+func (db *DB) Sweep(ctx context.Context, id int64) (Sweep, error) {
+	s, err := db.sweepWhere(ctx, "WHERE s.id = ?", id)
+	if err != nil {
+		return Sweep{}, fmt.Errorf("store: sweep %d: %w", id, err)
+	}
+	return s, nil
+}
+
+// LatestSweepByName returns the most recently created sweep of that name.
+func (db *DB) LatestSweepByName(ctx context.Context, name string) (Sweep, error) {
+	s, err := db.sweepWhere(ctx, "WHERE s.name = ?", name)
+	if err != nil {
+		return Sweep{}, fmt.Errorf("store: sweep named %q: %w", name, err)
+	}
+	return s, nil
+}
+
+// FindSweep resolves a user's reference to a sweep: a decimal id, or a name
+// (the latest sweep of that name). A name that looks like a number is tried
+// as a name when no sweep has that id.
+func (db *DB) FindSweep(ctx context.Context, ref string) (Sweep, error) {
+	ref = strings.TrimSpace(ref)
+	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		s, err := db.sweepWhere(ctx, "WHERE s.id = ?", id)
+		if err == nil || !errors.Is(err, ErrNotFound) {
+			if err != nil {
+				return Sweep{}, fmt.Errorf("store: find sweep %q: %w", ref, err)
+			}
+			return s, nil
+		}
+	}
+	s, err := db.sweepWhere(ctx, "WHERE s.name = ?", ref)
+	if err != nil {
+		return Sweep{}, fmt.Errorf("store: find sweep %q (no sweep has this id or name): %w", ref, err)
+	}
+	return s, nil
+}
+
+// ListSweeps returns the sweeps in the given states (all when none is
+// given), oldest first, with their point counts.
+func (db *DB) ListSweeps(ctx context.Context, states ...SweepState) ([]Sweep, error) {
+	where := ""
+	args := make([]any, len(states))
+	if len(states) > 0 {
+		where = "WHERE s.state IN (?" + strings.Repeat(", ?", len(states)-1) + ")"
+		for i, s := range states {
+			args[i] = s
+		}
+	}
+	rows, err := db.rw.QueryContext(ctx, sweepSelect+where+" GROUP BY s.id ORDER BY s.id", args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list sweeps: %w", err)
+	}
+	defer rows.Close()
+	var out []Sweep
+	for rows.Next() {
+		s, err := scanSweep(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: list sweeps: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list sweeps: %w", err)
+	}
+	return out, nil
+}
+
+// Hosts returns a sweep's hosts in the order they were given.
+func (db *DB) Hosts(ctx context.Context, sweepID int64) ([]Host, error) {
+	rows, err := db.rw.QueryContext(ctx, `SELECT name, address, driver, unit, gpus
+		FROM hosts WHERE sweep_id = ? ORDER BY id`, sweepID)
+	if err != nil {
+		return nil, fmt.Errorf("store: hosts of sweep %d: %w", sweepID, err)
+	}
+	defer rows.Close()
+	var out []Host
+	for rows.Next() {
+		h := Host{SweepID: sweepID}
+		if err := rows.Scan(&h.Name, &h.Address, &h.Driver, &h.Unit, &h.GPUs); err != nil {
+			return nil, fmt.Errorf("store: hosts of sweep %d: %w", sweepID, err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: hosts of sweep %d: %w", sweepID, err)
+	}
+	return out, nil
+}
+
+// SetSweepState moves a sweep to state to, if its current state allows it
+// (ErrTransition otherwise), and logs a "sweep_state" event with detail.
+// Entering running sets started_at (first time only); entering a terminal
+// state sets finished_at; leaving one clears it.
+func (db *DB) SetSweepState(ctx context.Context, id int64, to SweepState, detail string) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		return setSweepState(ctx, tx, db.nowMS(), id, to, detail)
+	})
+	if err != nil {
+		return fmt.Errorf("store: set sweep %d state to %s: %w", id, to, err)
+	}
+	return nil
+}
+
+func setSweepState(ctx context.Context, tx *sql.Tx, now, id int64, to SweepState, detail string) error {
+	if !to.Valid() {
+		return fmt.Errorf("unknown state %q", to)
+	}
+	var from SweepState
+	if err := tx.QueryRowContext(ctx, "SELECT state FROM sweeps WHERE id = ?", id).Scan(&from); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		return err
+	}
+	if !from.CanTransition(to) {
+		return fmt.Errorf("sweep is %s: %w", from, ErrTransition)
+	}
+	var finished sql.NullInt64
+	if to.Terminal() {
+		finished = sql.NullInt64{Int64: now, Valid: true}
+	}
+	var started any
+	if to == SweepRunning {
+		started = now
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE sweeps SET state = ?, finished_at = ?,
+		started_at = coalesce(started_at, ?) WHERE id = ? AND state = ?`,
+		to, finished, started, id, from); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("%s -> %s", from, to)
+	if detail != "" {
+		msg += ": " + detail
+	}
+	return insertEvent(ctx, tx, now, id, nil, "", "sweep_state", msg)
+}
+
+// ClaimNextSweep moves the oldest queued sweep whose NotBefore has passed to
+// running and returns it; ErrNotFound when there is none. Two daemons
+// cannot claim the same sweep.
+func (db *DB) ClaimNextSweep(ctx context.Context) (Sweep, error) {
+	var id int64
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		now := db.nowMS()
+		err := tx.QueryRowContext(ctx, `SELECT id FROM sweeps
+			WHERE state = 'queued' AND coalesce(not_before, 0) <= ?
+			ORDER BY coalesce(not_before, created_at), id LIMIT 1`, now).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return setSweepState(ctx, tx, now, id, SweepRunning, "claimed")
+	})
+	if err != nil {
+		return Sweep{}, fmt.Errorf("store: claim next queued sweep: %w", err)
+	}
+	return db.Sweep(ctx, id)
+}
