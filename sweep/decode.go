@@ -367,7 +367,7 @@ func (p *parser) matrix(n *yaml.Node, m *Matrix) {
 			for i, it := range items {
 				if x, ok := p.str(it, index("matrix.method", i)); ok {
 					m.Methods = append(m.Methods, x)
-					p.methodRefs = append(p.methodRefs, resolve(it))
+					p.methodRefs = append(p.methodRefs, ref{resolve(it), i})
 				}
 			}
 		}},
@@ -507,7 +507,8 @@ func (p *parser) crossCheck(s *Spec) {
 		for i, name := range s.Matrix.Methods {
 			m, ok := s.Methods[name]
 			if !ok {
-				p.errf(p.methodRefs[i], "matrix.method[%d]: method %q is not defined in methods (defined: %s)", i, clip(name), strings.Join(defined, ", "))
+				r := p.methodRefs[i]
+				p.errf(r.node, "matrix.method[%d]: method %q is not defined in methods (defined: %s)", r.index, clip(name), strings.Join(defined, ", "))
 				continue
 			}
 			if !m.Baseline() && speculative == "" {

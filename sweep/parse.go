@@ -100,11 +100,17 @@ type parser struct {
 	// in any order.
 	cmd0       *yaml.Node // server.command[0]
 	matrixNode *yaml.Node
-	methodRefs []*yaml.Node // parallel to Matrix.Methods
+	methodRefs []ref        // parallel to Matrix.Methods
 	tpRefs     []*yaml.Node // parallel to Matrix.TP when tp is given
 	matrixKeys map[string]bool
 	hostsOK    bool // every host decoded cleanly: GPU counts and drivers are known
 	methodsOK  bool // methods is a mapping: its names are known
+}
+
+// ref is a list item's node and its index in the YAML list.
+type ref struct {
+	node  *yaml.Node
+	index int
 }
 
 func (p *parser) errf(n *yaml.Node, format string, args ...any) {
@@ -204,6 +210,9 @@ func (p *parser) object(n *yaml.Node, path string, fields []field) (map[string]b
 			continue
 		}
 		first[key] = k.Line
+		if path == "" && strings.HasPrefix(key, "x-") {
+			continue // extension keys hold YAML anchors for reuse, as in Compose files
+		}
 		var f *field
 		for j := range fields {
 			if fields[j].key == key {

@@ -1,0 +1,117 @@
+package sweep_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	_ "time/tzdata" // CRON_TZ zones validate the same on machines without zoneinfo
+
+	"github.com/specsweep/specsweep/sweep"
+)
+
+// TestGoodFiles: every testdata/*.good.yaml parses, validates and plans.
+func TestGoodFiles(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.good.yaml")
+	if len(files) < 4 {
+		t.Fatalf("found %d good files, want at least 4", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			s, err := sweep.Load(f)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			p := s.Plan()
+			if len(p.Points) == 0 {
+				t.Fatal("plan has no points")
+			}
+			if p.Runs != len(p.Points)*len(s.Workload.Concurrency)*s.Workload.Repeats {
+				t.Errorf("runs = %d", p.Runs)
+			}
+			if p.Estimate <= 0 {
+				t.Errorf("estimate = %v", p.Estimate)
+			}
+		})
+	}
+}
+
+// TestSharedExamples: the design's examples stay in sync with the copies in
+// testdata (the copies keep this package's tests self-contained).
+func TestSharedExamples(t *testing.T) {
+	for _, name := range []string{"eagle3-steps", "two-hosts-methods"} {
+		shared, err := os.ReadFile(filepath.Join("..", "..", "shared", "examples", name+".yaml"))
+		if err != nil {
+			t.Skipf("shared examples not present: %v", err)
+		}
+		copy, err := os.ReadFile(filepath.Join("testdata", name+".good.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(shared, copy) {
+			t.Errorf("testdata/%s.good.yaml differs from the shared example", name)
+		}
+	}
+}
+
+// TestBadFiles: each testdata/*.bad.yaml starts with "# want: LINE:COL: text"
+// lines; the errors must be exactly those (each want a prefix of one error).
+func TestBadFiles(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.bad.yaml")
+	if len(files) < 15 {
+		t.Fatalf("found %d bad files, want at least 15", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wants []string
+			sc := bufio.NewScanner(bytes.NewReader(data))
+			for sc.Scan() {
+				if w, ok := strings.CutPrefix(sc.Text(), "# want: "); ok {
+					wants = append(wants, w)
+				}
+			}
+			if len(wants) == 0 {
+				t.Fatal("no # want: lines")
+			}
+			_, err = sweep.Parse(f, data)
+			var list sweep.ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("Parse error = %v (%T), want an ErrorList", err, err)
+			}
+			var got []string
+			for _, e := range list {
+				if e.File != f {
+					t.Errorf("error file = %q, want %q", e.File, f)
+				}
+				s := e.Error()
+				if !strings.HasPrefix(s, f+":") {
+					t.Errorf("error %q does not start with the file name", s)
+				}
+				got = append(got, strings.TrimPrefix(s, f+":"))
+			}
+			used := make([]bool, len(got))
+		wantLoop:
+			for _, w := range wants {
+				for i, g := range got {
+					if !used[i] && strings.HasPrefix(g, w) {
+						used[i] = true
+						continue wantLoop
+					}
+				}
+				t.Errorf("missing error %q", w)
+			}
+			for i, g := range got {
+				if !used[i] {
+					t.Errorf("unexpected error %q", g)
+				}
+			}
+		})
+	}
+}
