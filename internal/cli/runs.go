@@ -3,8 +3,8 @@ package cli
 import (
 	"context"
 	"flag"
-	"fmt"
 	"strings"
+	"time"
 
 	"github.com/specsweep/specsweep/internal/tabular"
 	"github.com/specsweep/specsweep/store"
@@ -70,11 +70,11 @@ func sweepsCmd() command {
 				if err != nil {
 					return err
 				}
-				cols := []string{"id", "name", "state", "points", "done", "failed", "pending", "running", "spec_hash", "created_at"}
+				cols := []string{"id", "name", "state", "points", "done", "failed", "pending", "running", "cancelled", "spec_hash", "created_at"}
 				vals := make([][]any, 0, len(list))
 				for _, s := range list {
-					vals = append(vals, []any{s.ID, s.Name, s.State, s.Points, s.Done, s.Failed, s.Pending, s.Running,
-						shortHash(s.SpecHash), formatMillis(s.CreatedAt, *format)})
+					vals = append(vals, []any{s.ID, s.Name, string(s.State), s.Points, s.Done, s.Failed, s.Pending, s.Running,
+						s.Cancelled, shortHash(s.SpecHash), formatTime(s.CreatedAt, *format)})
 				}
 				return tabular.Write(env.Stdout, *format, cols, vals)
 			}
@@ -91,10 +91,14 @@ func checkFormat(f string) error {
 	return usagef("unknown --format %q (want one of %s)", f, strings.Join(tabular.Formats, ", "))
 }
 
-// formatMillis shows unix milliseconds as UTC time for people; machine formats keep the number.
-func formatMillis(ms int64, format string) any {
-	if format != "table" || ms == 0 {
-		return ms
+// formatTime shows a time as UTC text for people; machine formats keep unix milliseconds, the
+// store's one representation of time.
+func formatTime(t time.Time, format string) any {
+	if t.IsZero() {
+		return nil
 	}
-	return fmt.Sprint(timeFromMillis(ms).UTC().Format("2006-01-02 15:04:05Z"))
+	if format != "table" {
+		return t.UnixMilli()
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
 }

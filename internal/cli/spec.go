@@ -135,5 +135,3 @@ func roundDuration(d time.Duration) string {
 		return d.Round(100 * time.Millisecond).String()
 	}
 }
-
-func timeFromMillis(ms int64) time.Time { return time.UnixMilli(ms) }
