@@ -1,0 +1,103 @@
+package sim
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// FailMode is a parsed SGLANGSIM_FAIL value.
+type FailMode struct {
+	Kind    string  // "", "oom", "crash-during-load", "exit-during-start", "hang-after", "ignore-sigterm", "slow-drain"
+	N       int     // requests, for crash-during-load and hang-after
+	Seconds float64 // for slow-drain
+}
+
+// ParseFail parses SGLANGSIM_FAIL.
+func ParseFail(s string) (FailMode, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return FailMode{}, nil
+	}
+	kind, arg, hasArg := strings.Cut(s, ":")
+	f := FailMode{Kind: kind}
+	switch kind {
+	case "oom", "exit-during-start", "ignore-sigterm":
+		if hasArg {
+			return f, fmt.Errorf("SGLANGSIM_FAIL=%s takes no argument", kind)
+		}
+	case "crash-during-load", "hang-after":
+		n, err := strconv.Atoi(arg)
+		if !hasArg || err != nil || n < 0 {
+			return f, fmt.Errorf("SGLANGSIM_FAIL=%s needs a request count, e.g. %s:10", kind, kind)
+		}
+		f.N = n
+	case "slow-drain":
+		v, err := strconv.ParseFloat(arg, 64)
+		if !hasArg || err != nil || v < 0 {
+			return f, fmt.Errorf("SGLANGSIM_FAIL=slow-drain needs seconds, e.g. slow-drain:30")
+		}
+		f.Seconds = v
+	default:
+		return f, fmt.Errorf("unknown SGLANGSIM_FAIL %q (oom, crash-during-load:N, exit-during-start, hang-after:N, ignore-sigterm, slow-drain:S)", s)
+	}
+	return f, nil
+}
+
+// Config holds the SGLANGSIM_* knobs (and SGL_FORCE_SHUTDOWN).
+type Config struct {
+	LoadSeconds   float64
+	WarmupSeconds float64
+	TimeScale     float64
+	GPUMemGB      float64
+	Profile       string
+	Fail          FailMode
+	TruthPath     string
+	ForceShutdown bool
+	// DraftCaptureShare is the extra load time of speculative methods
+	// (draft model load + draft CUDA graph capture) as a share of LoadSeconds.
+	DraftCaptureShare float64
+}
+
+// LoadConfig reads the knobs from the environment.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	c := Config{LoadSeconds: 20, WarmupSeconds: 2, TimeScale: 1, GPUMemGB: 96, DraftCaptureShare: 0.5}
+	num := func(name string, dst *float64, positive bool) error {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return nil
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || (positive && f == 0) {
+			return fmt.Errorf("invalid %s=%q: want a non-negative number", name, v)
+		}
+		*dst = f
+		return nil
+	}
+	for _, e := range []struct {
+		name string
+		dst  *float64
+		pos  bool
+	}{
+		{"SGLANGSIM_LOAD_SECONDS", &c.LoadSeconds, false},
+		{"SGLANGSIM_WARMUP_SECONDS", &c.WarmupSeconds, false},
+		{"SGLANGSIM_TIME_SCALE", &c.TimeScale, true},
+		{"SGLANGSIM_GPU_MEM_GB", &c.GPUMemGB, true},
+		{"SGLANGSIM_DRAFT_CAPTURE_SHARE", &c.DraftCaptureShare, false},
+	} {
+		if err := num(e.name, e.dst, e.pos); err != nil {
+			return c, err
+		}
+	}
+	var err error
+	if c.Fail, err = ParseFail(getenv("SGLANGSIM_FAIL")); err != nil {
+		return c, err
+	}
+	c.Profile = strings.TrimSpace(getenv("SGLANGSIM_PROFILE"))
+	c.TruthPath = getenv("SGLANGSIM_TRUTH")
+	switch strings.ToLower(strings.TrimSpace(getenv("SGL_FORCE_SHUTDOWN"))) {
+	case "1", "true", "yes", "on":
+		c.ForceShutdown = true
+	}
+	return c, nil
+}

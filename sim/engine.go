@@ -1,0 +1,453 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Request is one generation request travelling from an HTTP handler through
+// the scheduler and back. The scheduler owns the unexported progress fields;
+// delivery to the handler goes through mu/notify so the scheduler never
+// blocks on a slow client.
+type Request struct {
+	RID     string
+	Salt    uint64 // picks the output words
+	Prompt  int    // prompt tokens
+	MaxNew  int
+	Arrival time.Time
+
+	target int    // tokens to produce before finishing
+	stop   string // finish reason when target is reached: "length" or "stop"
+	rng    *rand.Rand
+
+	generated, verify int // scheduler-owned
+	firstSched        time.Time
+	lastSched         time.Time
+
+	aborted atomic.Bool
+	notify  chan struct{}
+
+	mu       sync.Mutex
+	steps    []int // token counts of steps not yet taken by the handler
+	total    int   // tokens produced
+	verifyCt int
+	done     bool
+	finish   string
+	firstGen time.Time // when the scheduler produced the first token
+}
+
+// NewRequest prepares a request; seed makes its accepted lengths and output
+// length reproducible.
+func NewRequest(rid string, prompt, maxNew int, ignoreEOS bool, naturalLen int, seed uint64) *Request {
+	r := &Request{RID: rid, Salt: seed, Prompt: prompt, MaxNew: maxNew, notify: make(chan struct{}, 1),
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	r.target, r.stop = maxNew, "length"
+	if !ignoreEOS && naturalLen > 0 {
+		// Output length of a model that stops by itself: exponential around the profile's mean.
+		n := 1 + int(r.rng.ExpFloat64()*float64(naturalLen))
+		if n < maxNew {
+			r.target, r.stop = n, "stop"
+		}
+	}
+	if r.target < 1 {
+		r.target = 1
+	}
+	return r
+}
+
+// Take moves the undelivered step counts into buf and reports progress.
+func (r *Request) Take(buf []int) (steps []int, total, verify int, done bool, finish string) {
+	r.mu.Lock()
+	buf = append(buf[:0], r.steps...)
+	r.steps = r.steps[:0]
+	total, verify, done, finish = r.total, r.verifyCt, r.done, r.finish
+	r.mu.Unlock()
+	return buf, total, verify, done, finish
+}
+
+// Notify is signalled whenever there is something new to Take.
+func (r *Request) Notify() <-chan struct{} { return r.notify }
+
+// Abort asks the scheduler to drop the request at its next iteration.
+func (r *Request) Abort() { r.aborted.Store(true) }
+
+// FirstGen is when the scheduler produced the first token (zero if none yet).
+func (r *Request) FirstGen() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.firstGen
+}
+
+func (r *Request) push(n int, at time.Time, finish string) {
+	r.mu.Lock()
+	if n > 0 {
+		r.steps = append(r.steps, n)
+		if r.total == 0 {
+			r.firstGen = at
+		}
+		r.total += n
+	}
+	r.verifyCt = r.verify
+	if finish != "" {
+		r.done, r.finish = true, finish
+	}
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Stats are the scheduler's counters and the gauges of its last log line.
+type Stats struct {
+	PromptTokens, GenTokens, VerifyCalls, Requests int64
+	// accept length since start or the last flush_cache
+	CumAccepted, CumVerifyReqSteps int64
+	// gauges, refreshed at each prefill/decode log
+	Running, Queued, Tokens   int
+	TokenUsage, GenThroughput float64
+	AcceptLen, AcceptRate     float64
+	TTFT, ITL, E2E            *histogram
+}
+
+// Engine is the batch scheduler: one goroutine advances every running
+// request one verify step per iteration.
+type Engine struct {
+	M     *Model
+	Scale float64 // SGLANGSIM_TIME_SCALE
+	Log   func(format string, args ...any)
+
+	inMu     sync.Mutex
+	incoming []*Request
+	wake     chan struct{}
+
+	waiting, running []*Request
+	used             int // KV pool tokens reserved by running requests
+
+	// decode log window
+	decodeIters                    int
+	winTokens, winAccept, winReqSt int64
+	winStart                       time.Time
+
+	mu sync.Mutex
+	st Stats
+}
+
+// NewEngine returns an idle scheduler for model m.
+func NewEngine(m *Model, scale float64, logf func(string, ...any)) *Engine {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	e := &Engine{M: m, Scale: scale, Log: logf, wake: make(chan struct{}, 1)}
+	e.st.TTFT = newHistogram(ttftBuckets)
+	e.st.ITL = newHistogram(itlBuckets)
+	e.st.E2E = newHistogram(e2eBuckets)
+	return e
+}
+
+// Submit hands a request to the scheduler; it never blocks.
+func (e *Engine) Submit(r *Request) {
+	e.inMu.Lock()
+	e.incoming = append(e.incoming, r)
+	e.inMu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Wake makes the scheduler look at its queues now (after an abort).
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Snapshot returns a copy of the statistics.
+func (e *Engine) Snapshot() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.st
+	s.TTFT, s.ITL, s.E2E = e.st.TTFT.clone(), e.st.ITL.clone(), e.st.E2E.clone()
+	return s
+}
+
+// AvgAcceptLen is the accept length since start or the last flush.
+func (e *Engine) AvgAcceptLen() float64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.st.CumVerifyReqSteps == 0 {
+		return 0
+	}
+	return float64(e.st.CumAccepted) / float64(e.st.CumVerifyReqSteps)
+}
+
+// FlushCache resets the accept-length counters when idle, like /flush_cache.
+func (e *Engine) FlushCache() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.st.Running > 0 || e.st.Queued > 0 {
+		return false
+	}
+	e.st.CumAccepted, e.st.CumVerifyReqSteps = 0, 0
+	return true
+}
+
+func (e *Engine) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * e.Scale)
+}
+
+// intake moves submitted requests into the waiting queue.
+func (e *Engine) intake() {
+	e.inMu.Lock()
+	e.waiting = append(e.waiting, e.incoming...)
+	clear(e.incoming)
+	e.incoming = e.incoming[:0]
+	e.inMu.Unlock()
+}
+
+// Idle reports whether nothing is queued or running.
+func (e *Engine) Idle() bool { return len(e.waiting) == 0 && len(e.running) == 0 }
+
+// dropAborted removes aborted requests from both queues.
+func (e *Engine) dropAborted(now time.Time) {
+	keep := e.waiting[:0]
+	for _, r := range e.waiting {
+		if r.aborted.Load() {
+			r.push(0, now, "abort")
+			continue
+		}
+		keep = append(keep, r)
+	}
+	clear(e.waiting[len(keep):])
+	e.waiting = keep
+	run := e.running[:0]
+	for _, r := range e.running {
+		if r.aborted.Load() {
+			e.used -= e.M.Footprint(r.Prompt, r.MaxNew)
+			r.push(0, now, "abort")
+			continue
+		}
+		run = append(run, r)
+	}
+	clear(e.running[len(run):])
+	e.running = run
+}
+
+// Iterate plans the next batch: admission (FIFO, bounded by
+// max_running_requests and the KV pool) then one prefill batch for newly
+// admitted requests or one decode step for all running ones. It returns the
+// batch's duration (already time-scaled) and the commit to run when the
+// batch ends; commit is nil when there is nothing to do.
+func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
+	e.intake()
+	e.dropAborted(now)
+	pl := &e.M.Plan
+	var admitted []*Request
+	for len(e.waiting) > 0 && len(e.running) < pl.MaxRunning {
+		r := e.waiting[0]
+		fp := e.M.Footprint(r.Prompt, r.MaxNew)
+		if e.used+fp > pl.MaxTotalTokens && len(e.running) > 0 {
+			break
+		}
+		e.waiting = e.waiting[1:]
+		e.used += fp
+		e.running = append(e.running, r)
+		admitted = append(admitted, r)
+	}
+	if len(admitted) > 0 {
+		n := 0
+		for _, r := range admitted {
+			n += r.Prompt
+		}
+		return e.scaled(e.M.PrefillTime(n)), func(end time.Time) { e.commitPrefill(admitted, n, end) }
+	}
+	if len(e.running) == 0 {
+		return 0, nil
+	}
+	ctx := 0
+	for _, r := range e.running {
+		ctx += r.Prompt + r.generated
+	}
+	return e.scaled(e.M.StepTime(len(e.running), ctx)), func(end time.Time) { e.commitDecode(ctx, end) }
+}
+
+func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time) {
+	e.mu.Lock()
+	for _, r := range admitted {
+		r.generated = 1
+		r.firstSched, r.lastSched = end, end
+		e.st.PromptTokens += int64(r.Prompt)
+		e.st.GenTokens++
+		e.st.TTFT.observe(end.Sub(r.Arrival).Seconds(), 1)
+	}
+	for _, r := range admitted {
+		fin := ""
+		if r.generated >= r.target {
+			fin = r.stop
+			e.finishReq(r, end)
+		}
+		r.push(1, end, fin)
+	}
+	e.refreshGauges()
+	usage := e.tokenUsage()
+	e.mu.Unlock()
+	e.Log("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, #running-req: %d, #queue-req: %d, ",
+		len(admitted), newTokens, usage, len(e.running)-len(admitted), len(e.waiting))
+	e.removeFinished()
+}
+
+func (e *Engine) commitDecode(ctx int, end time.Time) {
+	m := e.M
+	spec := m.kind != ""
+	bs := len(e.running)
+	var produced, accepted int64
+	e.mu.Lock()
+	for _, r := range e.running {
+		l := 1
+		if spec {
+			l = m.SampleAccept(r.rng)
+		}
+		n := min(l, r.target-r.generated)
+		accepted += int64(l)
+		produced += int64(n)
+		r.generated += n
+		r.verify++
+		if n > 0 {
+			e.st.ITL.observe(end.Sub(r.lastSched).Seconds()/float64(n), n)
+			r.lastSched = end
+		}
+		fin := ""
+		if r.generated >= r.target {
+			fin = r.stop
+			e.finishReq(r, end)
+		}
+		r.push(n, end, fin)
+	}
+	e.st.GenTokens += produced
+	if spec {
+		e.st.VerifyCalls += int64(bs)
+		e.st.CumAccepted += accepted
+		e.st.CumVerifyReqSteps += int64(bs)
+	}
+	e.winTokens += produced
+	e.winAccept += accepted
+	e.winReqSt += int64(bs)
+	e.decodeIters++
+	logNow := e.decodeIters%e.A().DecodeLogInterval == 0
+	var line string
+	if logNow {
+		el := end.Sub(e.winStart).Seconds()
+		if e.winStart.IsZero() || el <= 0 {
+			el = 1
+		}
+		e.st.GenThroughput = float64(e.winTokens) / el
+		e.refreshGauges()
+		e.st.Tokens = ctx + int(produced)
+		line = fmt.Sprintf("Decode batch. #running-req: %d, #token: %d, token usage: %.2f, ", bs, ctx+int(produced), e.tokenUsage())
+		if spec {
+			al := float64(e.winAccept) / float64(e.winReqSt)
+			e.st.AcceptLen, e.st.AcceptRate = al, al/float64(e.A().DraftTokens)
+			line += fmt.Sprintf("accept len: %.2f, accept rate: %.2f, ", al, e.st.AcceptRate)
+		}
+		line += fmt.Sprintf("cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d, ",
+			pyBool(!e.A().DisableCudaGraph && bs <= e.M.Plan.CudaGraphMaxBS), e.st.GenThroughput, len(e.waiting))
+		e.winTokens, e.winAccept, e.winReqSt, e.winStart = 0, 0, 0, end
+	}
+	if e.winStart.IsZero() {
+		e.winStart = end
+	}
+	e.mu.Unlock()
+	if logNow {
+		e.Log("%s", line)
+	}
+	e.removeFinished()
+}
+
+func pyBool(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}
+
+// A returns the effective arguments.
+func (e *Engine) A() *Args { return e.M.A }
+
+// finishReq records a finished request; the scheduler goroutine calls it
+// holding e.mu.
+func (e *Engine) finishReq(r *Request, end time.Time) {
+	e.used -= e.M.Footprint(r.Prompt, r.MaxNew)
+	e.st.Requests++
+	e.st.E2E.observe(end.Sub(r.Arrival).Seconds(), 1)
+}
+
+func (e *Engine) removeFinished() {
+	run := e.running[:0]
+	for _, r := range e.running {
+		if r.generated < r.target {
+			run = append(run, r)
+		}
+	}
+	clear(e.running[len(run):])
+	e.running = run
+}
+
+// refreshGauges updates running/queued gauges; caller holds e.mu.
+func (e *Engine) refreshGauges() {
+	e.st.Running, e.st.Queued = len(e.running), len(e.waiting)
+	e.st.TokenUsage = e.tokenUsage()
+}
+
+func (e *Engine) tokenUsage() float64 {
+	if e.M.Plan.MaxTotalTokens == 0 {
+		return 0
+	}
+	return float64(e.used) / float64(e.M.Plan.MaxTotalTokens)
+}
+
+// Run is the live scheduler loop. It paces batches by deadlines so timer
+// overshoot does not accumulate, and returns when stop is closed. check runs
+// before every iteration (failure injection); it may block or never return.
+func (e *Engine) Run(stop <-chan struct{}, check func()) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var deadline time.Time
+	for {
+		if check != nil {
+			check()
+		}
+		now := time.Now()
+		d, commit := e.Iterate(now)
+		if commit == nil {
+			e.mu.Lock()
+			e.refreshGauges()
+			e.mu.Unlock()
+			deadline = time.Time{} // idle: the next batch starts when work arrives
+			select {
+			case <-e.wake:
+				continue
+			case <-stop:
+				return
+			}
+		}
+		start := now
+		if !deadline.IsZero() && now.Sub(deadline) < 20*time.Millisecond && deadline.Before(now) {
+			start = deadline // we are a little late: do not let the delay accumulate
+		}
+		deadline = start.Add(d)
+		if wait := time.Until(deadline); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-stop:
+				return
+			}
+		}
+		commit(deadline)
+	}
+}

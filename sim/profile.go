@@ -1,0 +1,333 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Profile holds the calibrated numbers of one model. Times are milliseconds
+// at RefTP GPUs; memory is in GB (1e9 bytes) or bytes as named.
+// docs/sglangsim.md explains every field and how to add a profile.
+type Profile struct {
+	Name         string
+	Match        []string // lower-case substrings of --model-path that select the profile when SGLANGSIM_PROFILE is unset
+	ModelType    string
+	Architecture string
+	ContextLen   int
+
+	// Decode step time at RefTP, per forward:
+	//   T0 + PerToken*(tokens verified in the batch) + PerKCtx*(context tokens in the batch)/1000
+	// plus, under speculation, DraftFixed + per draft step (DraftStep + DraftPerTok*batch*width).
+	RefTP                 int
+	TPExp                 float64 // step time scales by (RefTP/tp)^TPExp
+	T0, PerToken, PerKCtx float64
+	DraftFixed            float64
+	DraftStep             float64
+	DraftPerTok           float64
+	PrefillFixed          float64 // ms per prefill batch
+	PrefillPerK           float64 // ms per 1000 prompt tokens
+
+	// Acceptance: chain probability that draft position i is accepted given
+	// every earlier one was, per effective algorithm. Positions past the end
+	// of a table reuse its last value.
+	Accept   map[string][]float64
+	TopKBeta float64 // a tree with branching b turns p into 1-(1-p)*b^-TopKBeta
+
+	// Memory model (per the whole model; divided by tp per GPU).
+	WeightsGB       float64
+	DraftGB         map[string]float64
+	KVBytesPerToken float64
+	StateMBPerReq   float64 // recurrent state per request; x(1+num_draft_tokens) under speculation
+	ActGB           float64 // activations/workspace per GPU, kept out of the static pool
+	GraphBaseGB     float64 // CUDA graph memory per GPU, fixed part
+	GraphPerTokGB   float64 // CUDA graph memory per GPU per (batch size x tokens per forward)
+
+	NaturalLen int // mean completion length when EOS is not ignored
+}
+
+// Profiles are the built-in performance profiles, by name.
+var Profiles = map[string]*Profile{
+	"qwen3.5-122b-a10b": {
+		Name: "qwen3.5-122b-a10b", Match: []string{"122b"},
+		ModelType: "qwen3_5_moe", Architecture: "Qwen3_5MoeForConditionalGeneration", ContextLen: 262144,
+		RefTP: 4, TPExp: 0.8,
+		T0: 9.45, PerToken: 0.25, PerKCtx: 0.02,
+		DraftFixed: 5.2, DraftStep: 0.1, DraftPerTok: 0.05,
+		PrefillFixed: 20, PrefillPerK: 40,
+		Accept: map[string][]float64{
+			// Fitted to the field report (steps 1..5 -> 123,186,234,277,282 tok/s; 5.5 at 10):
+			// the EAGLE-3 head is good for four positions, then falls off.
+			"EAGLE3":     {0.97, 0.9506, 0.9316, 0.9129, 0.54},
+			"EAGLE":      {0.90, 0.82, 0.74, 0.66, 0.58, 0.50},
+			"STANDALONE": {0.82, 0.74, 0.68, 0.62, 0.56, 0.50},
+			"NGRAM":      {0.55, 0.45, 0.40, 0.35, 0.30},
+			"DFLASH":     {0.93, 0.88, 0.83, 0.78, 0.72, 0.66, 0.60, 0.54, 0.48, 0.42},
+		},
+		TopKBeta:  0.7,
+		WeightsGB: 244, DraftGB: map[string]float64{"EAGLE3": 2, "EAGLE": 3, "STANDALONE": 1.2, "DFLASH": 2},
+		KVBytesPerToken: 32768, StateMBPerReq: 200,
+		ActGB: 3, GraphBaseGB: 1, GraphPerTokGB: 0.004,
+		NaturalLen: 600,
+	},
+	"qwen3.6-27b": {
+		Name: "qwen3.6-27b", Match: []string{"27b"},
+		ModelType: "qwen3_5", Architecture: "Qwen3_5ForConditionalGeneration", ContextLen: 262144,
+		RefTP: 2, TPExp: 0.75,
+		T0: 29.7, PerToken: 0.3, PerKCtx: 0.04,
+		DraftFixed: 2.5, DraftStep: 1.4, DraftPerTok: 0.1,
+		PrefillFixed: 25, PrefillPerK: 110,
+		Accept: map[string][]float64{
+			// NEXTN (MTP) calibrated to 59.36 tok/s at TP2, concurrency 1, SGLang's default (3,1,4).
+			"EAGLE":      {0.71, 0.56, 0.46, 0.40, 0.35},
+			"EAGLE3":     {0.78, 0.66, 0.58, 0.52, 0.46},
+			"STANDALONE": {0.70, 0.60, 0.52, 0.46, 0.40},
+			"NGRAM":      {0.50, 0.40, 0.35, 0.30},
+			"DFLASH":     {0.85, 0.80, 0.75, 0.70, 0.65, 0.60, 0.55, 0.50, 0.45, 0.40},
+		},
+		TopKBeta:  0.7,
+		WeightsGB: 54, DraftGB: map[string]float64{"EAGLE3": 1, "EAGLE": 1.6, "STANDALONE": 1.2, "DFLASH": 1.5},
+		KVBytesPerToken: 65536, StateMBPerReq: 100,
+		ActGB: 2.5, GraphBaseGB: 0.8, GraphPerTokGB: 0.003,
+		NaturalLen: 600,
+	},
+}
+
+// DefaultProfile is used when neither SGLANGSIM_PROFILE nor the model path picks one.
+const DefaultProfile = "qwen3.5-122b-a10b"
+
+// ProfileNames lists the built-in profiles, sorted.
+func ProfileNames() []string {
+	var n []string
+	for k := range Profiles {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// PickProfile returns the named profile, or (name empty) the first whose
+// Match substring occurs in the model path, or the default.
+func PickProfile(name, modelPath string) (*Profile, error) {
+	if name != "" {
+		if p, ok := Profiles[strings.ToLower(name)]; ok {
+			return p, nil
+		}
+		return nil, fmt.Errorf("unknown SGLANGSIM_PROFILE %q (known: %s)", name, strings.Join(ProfileNames(), ", "))
+	}
+	lp := strings.ToLower(modelPath)
+	for _, n := range ProfileNames() {
+		for _, m := range Profiles[n].Match {
+			if strings.Contains(lp, m) {
+				return Profiles[n], nil
+			}
+		}
+	}
+	return Profiles[DefaultProfile], nil
+}
+
+// MemPlan is the memory layout of one GPU and what follows from it.
+type MemPlan struct {
+	GPUMemGB, MemFraction               float64
+	WeightsGB, DraftGB, GraphGB, PoolGB float64 // per GPU
+	MaxTotalTokens                      int     // KV pool in tokens
+	StateTokens                         int     // token-equivalent of one request's recurrent state
+	MaxRunning, CudaGraphMaxBS          int
+	ContextLen                          int
+	// OOM is "" when the plan fits, else the stage that runs out of memory:
+	// "weights" (during weight loading) or "graph" (KV pool + CUDA graphs).
+	OOM        string
+	OOMAllocGB float64
+}
+
+// Model is the performance model of one server configuration.
+type Model struct {
+	P        *Profile
+	A        *Args
+	Plan     MemPlan
+	accept   []float64 // effective per-position acceptance; len = max accepted drafts per step
+	tpFactor float64
+	kind     string // "" (no speculation), "chain", "block", "lookup"
+}
+
+// NewModel builds the model of args under profile p on GPUs of gpuMemGB.
+func NewModel(a *Args, p *Profile, gpuMemGB float64) *Model {
+	m := &Model{P: p, A: a, tpFactor: math.Pow(float64(p.RefTP)/float64(a.TP), p.TPExp)}
+	if a.Spec() {
+		switch a.SpecAlgo {
+		case "DFLASH", "DSPARK":
+			m.kind = "block"
+		case "NGRAM":
+			m.kind = "lookup"
+		default:
+			m.kind = "chain"
+		}
+		table := p.Accept[algoKey(a.SpecAlgo)]
+		if len(table) == 0 {
+			table = []float64{0.6}
+		}
+		n := a.Steps
+		if m.kind != "chain" {
+			n = a.DraftTokens - 1
+		}
+		n = max(0, min(n, a.DraftTokens-1))
+		b := 1.0
+		if m.kind == "chain" && a.TopK > 1 {
+			b = math.Max(1, math.Min(float64(a.TopK), float64(a.DraftTokens-1)/float64(a.Steps)))
+		}
+		m.accept = make([]float64, n)
+		for i := range m.accept {
+			pi := table[min(i, len(table)-1)]
+			m.accept[i] = 1 - (1-pi)*math.Pow(b, -p.TopKBeta)
+		}
+	}
+	m.Plan = m.plan(gpuMemGB)
+	return m
+}
+
+func algoKey(a string) string {
+	if a == "DSPARK" {
+		return "DFLASH"
+	}
+	return a
+}
+
+// tokensPerForward is how many tokens the target verifies per request per step.
+func (m *Model) tokensPerForward() int {
+	if m.kind == "" {
+		return 1
+	}
+	return m.A.DraftTokens
+}
+
+// draftShape returns the number of sequential draft forwards per step and
+// the tokens each drafts per request.
+func (m *Model) draftShape() (steps int, width int) {
+	switch m.kind {
+	case "chain":
+		return m.A.Steps, m.A.TopK
+	case "block":
+		return 1, m.A.DraftTokens - 1
+	}
+	return 0, 0
+}
+
+func (m *Model) plan(gpuMemGB float64) MemPlan {
+	a, p := m.A, m.P
+	tp := float64(a.TP)
+	pl := MemPlan{GPUMemGB: gpuMemGB, ContextLen: p.ContextLen}
+	if a.ContextLen > 0 {
+		pl.ContextLen = a.ContextLen
+	}
+	pl.WeightsGB = p.WeightsGB / tp
+	if m.kind != "" {
+		pl.DraftGB = p.DraftGB[algoKey(a.SpecAlgo)] / tp
+	}
+	pl.MaxRunning = a.MaxRunning
+	pl.CudaGraphMaxBS = a.CudaGraphMaxBS
+	if pl.CudaGraphMaxBS == 0 {
+		pl.CudaGraphMaxBS = 256
+		if m.kind != "" {
+			pl.CudaGraphMaxBS = min(a.MaxRunning, 256)
+		}
+	}
+	ds, dw := m.draftShape()
+	if !a.DisableCudaGraph {
+		pl.GraphGB = p.GraphBaseGB + p.GraphPerTokGB*float64(pl.CudaGraphMaxBS)*float64(m.tokensPerForward()+ds*dw)
+	}
+	reserve := p.ActGB + pl.GraphGB
+	pl.MemFraction = a.MemFraction
+	if pl.MemFraction == 0 {
+		pl.MemFraction = math.Round(math.Max(0.3, (gpuMemGB-reserve)/gpuMemGB)*1000) / 1000
+	}
+	if pl.WeightsGB+pl.DraftGB > gpuMemGB*0.98 {
+		pl.OOM, pl.OOMAllocGB = "weights", math.Min(pl.WeightsGB, 4.5)
+		return pl
+	}
+	pl.PoolGB = gpuMemGB*pl.MemFraction - pl.WeightsGB - pl.DraftGB
+	kvPerGPU := p.KVBytesPerToken / tp
+	pl.MaxTotalTokens = int(math.Max(0, pl.PoolGB) * 1e9 / kvPerGPU)
+	stateMul := 1.0
+	if m.kind != "" {
+		stateMul = float64(1 + a.DraftTokens)
+	}
+	pl.StateTokens = int(p.StateMBPerReq * 1e6 * stateMul / p.KVBytesPerToken)
+	if pl.MaxRunning == 0 {
+		pl.MaxRunning = max(1, min(2048, pl.MaxTotalTokens/(pl.StateTokens+2048)))
+	}
+	free := gpuMemGB*(1-pl.MemFraction) - p.ActGB
+	if pl.MaxTotalTokens < pl.StateTokens+4096 || (a.MemFraction > 0 && free < pl.GraphGB) {
+		pl.OOM = "graph"
+		pl.OOMAllocGB = math.Max(0.5, math.Round(pl.GraphGB*0.37*100)/100)
+	}
+	return pl
+}
+
+// Footprint is the KV pool share (tokens) a request reserves while running.
+func (m *Model) Footprint(prompt, maxNew int) int { return prompt + maxNew + m.Plan.StateTokens }
+
+// StepTime is the duration of one decode (verify) forward for a batch of bs
+// requests holding ctx context tokens in total, at time scale 1.
+func (m *Model) StepTime(bs, ctx int) time.Duration {
+	p := m.P
+	ms := p.T0 + p.PerToken*float64(bs*m.tokensPerForward()) + p.PerKCtx*float64(ctx)/1000
+	switch m.kind {
+	case "chain", "block":
+		ds, dw := m.draftShape()
+		per := p.DraftStep + p.DraftPerTok*float64(bs*dw)
+		if m.A.SpecAlgo == "STANDALONE" {
+			per *= 4
+		}
+		ms += p.DraftFixed + float64(ds)*per
+	case "lookup":
+		ms += 0.5
+	}
+	if m.A.DisableCudaGraph || bs > m.Plan.CudaGraphMaxBS {
+		ms *= 1.3
+	}
+	return time.Duration(ms * m.tpFactor * float64(time.Millisecond))
+}
+
+// PrefillTime is the duration of a prefill batch of newTokens prompt tokens.
+func (m *Model) PrefillTime(newTokens int) time.Duration {
+	ms := m.P.PrefillFixed + m.P.PrefillPerK*float64(newTokens)/1000
+	if m.kind != "" {
+		ms *= 1.1 // draft extend
+	}
+	return time.Duration(ms * m.tpFactor * float64(time.Millisecond))
+}
+
+// SampleAccept draws the accepted length of one verify step (bonus token
+// included): 1 plus the run of accepted draft positions.
+func (m *Model) SampleAccept(r *rand.Rand) int {
+	n := 1
+	for _, p := range m.accept {
+		if r.Float64() >= p {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// ExpectedAccept is the mean of SampleAccept.
+func (m *Model) ExpectedAccept() float64 {
+	e, c := 1.0, 1.0
+	for _, p := range m.accept {
+		c *= p
+		e += c
+	}
+	return e
+}
+
+// MaxAccept is the largest accepted length of one step.
+func (m *Model) MaxAccept() int { return len(m.accept) + 1 }
+
+// SingleStreamTokS is the analytic decode speed of one request alone with
+// ctx context tokens (tokens per second, time scale 1).
+func (m *Model) SingleStreamTokS(ctx int) float64 {
+	return m.ExpectedAccept() / m.StepTime(1, ctx).Seconds()
+}

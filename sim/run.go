@@ -1,0 +1,370 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Main runs sglangsim with argv (without the program name) and returns the
+// exit code. Fatal paths (out of memory, scheduler crash, end of a drain)
+// do not return: like SGLang, the process SIGKILLs itself.
+func Main(argv []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	a, warnings, err := ParseArgs(argv)
+	var ue *UsageError
+	var ae *AssertionError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprint(stderr, Usage())
+		fmt.Fprintf(stderr, "%s: error: %s\n", Prog, ue.Msg)
+		return 2
+	case errors.Is(err, HelpRequested{}):
+		fmt.Fprint(stdout, Help())
+		return 0
+	case errors.As(err, &ae):
+		fmt.Fprint(stderr, assertionTraceback(ae))
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: error: %v\n", Prog, err)
+		return 2
+	}
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
+		return 1
+	}
+	prof, err := PickProfile(cfg.Profile, a.ModelPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
+		return 1
+	}
+	truth, err := OpenTruth(cfg.TruthPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "sglangsim: SGLANGSIM_TRUTH: %v\n", err)
+		return 1
+	}
+	log := NewLogger(stderr, stdout)
+	m := NewModel(a, prof, cfg.GPUMemGB)
+	die := func(reason string) {
+		truth.Exit(time.Now(), reason)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	s := newServer(a, m, cfg, log, truth, die)
+	return s.run(warnings)
+}
+
+func (s *Server) scaled(sec float64) time.Duration {
+	return time.Duration(sec * s.C.TimeScale * float64(time.Second))
+}
+
+// run is the process lifecycle: load (port closed), warmup (503), ready,
+// then SIGTERM handling.
+func (s *Server) run(warnings []string) int {
+	sigc := make(chan os.Signal, 4)
+	if s.C.Fail.Kind == "ignore-sigterm" {
+		signal.Ignore(syscall.SIGTERM)
+		signal.Notify(sigc, syscall.SIGINT)
+	} else {
+		signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
+	}
+	log, pl, a := s.log, &s.M.Plan, s.A
+	for _, w := range warnings {
+		log.Main("%s", w)
+	}
+	log.Main("%s", serverArgsRepr(s.info))
+
+	// The load timeline: fractions of the load time at which each line appears.
+	load := s.C.LoadSeconds
+	draft := 0.0
+	if a.Spec() && s.M.kind != "lookup" {
+		draft = load * s.C.DraftCaptureShare
+	}
+	at := 0.0 // simulated seconds elapsed
+	wait := func(until float64) {
+		if until <= at {
+			return
+		}
+		t := time.NewTimer(s.scaled(until - at))
+		defer t.Stop()
+		at = until
+		select {
+		case <-t.C:
+		case sig := <-sigc:
+			log.Main("Received %s during start-up. Killing the process tree.", sigName(sig))
+			s.die("signal_during_load")
+		}
+	}
+	avail := pl.GPUMemGB - 1.2
+	for r := 0; r < a.TP; r++ {
+		log.Rank(r, "Init torch distributed begin.")
+	}
+	wait(0.03 * load)
+	for r := 0; r < a.TP; r++ {
+		log.Rank(r, "Init torch distributed ends. mem usage=%.2f GB", 1.2)
+	}
+	log.TP("Load weight begin. avail mem=%.2f GB", avail)
+	if s.C.Fail.Kind == "exit-during-start" {
+		wait(0.4 * load)
+		log.TP("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3"))
+		log.Main("Rank 0 scheduler is dead. Please check if there are relevant logs.")
+		log.Raw("Traceback (most recent call last):\n  File \"<frozen runpy>\", line 198, in _run_module_as_main\n  File \"/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py\", line 32, in <module>\n    launch_server(server_args)\n  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/entrypoints/http_server.py\", line 1412, in launch_server\n    tokenizer_manager, template_manager, scheduler_info = _launch_subprocesses(server_args=server_args)\nRuntimeError: Initialization failed. Please see the error messages above.\n")
+		s.truth.Exit(time.Now(), "exit_during_start")
+		return 1
+	}
+	if pl.OOM == "weights" {
+		wait(0.3 * load)
+		log.TP("Scheduler hit an exception: %s", schedulerCrashTrace(cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.4)))
+		log.Main("Received sigquit from a child process. It usually means the child failed.")
+		s.die("oom")
+	}
+	wait(0.6 * load)
+	avail -= pl.WeightsGB
+	log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", s.M.P.Architecture, avail, pl.WeightsGB)
+	if a.Spec() && s.M.kind != "lookup" {
+		log.TP("Load weight begin. avail mem=%.2f GB", avail)
+		log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", draftArch(a.SpecAlgo), avail-pl.DraftGB, pl.DraftGB)
+		avail -= pl.DraftGB
+	}
+	kvGB := max(0, pl.PoolGB)
+	log.TP("Using KV cache dtype: torch.bfloat16")
+	log.TP("KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB", pl.MaxTotalTokens, kvGB/2, kvGB/2)
+	avail -= kvGB
+	log.TP("Memory pool end. avail mem=%.2f GB", avail)
+	if !a.DisableCudaGraph {
+		log.TP("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
+	}
+	tCap := time.Now()
+	wait(load)
+	targetGraph := pl.GraphGB
+	if a.Spec() {
+		targetGraph = pl.GraphGB * float64(s.M.tokensPerForward()) / float64(s.M.tokensPerForward()+dsw(s.M))
+	}
+	if pl.OOM == "graph" && !a.Spec() {
+		s.graphOOM("")
+	}
+	if !a.DisableCudaGraph {
+		log.TP("Capture cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(tCap).Seconds(), targetGraph, avail-targetGraph)
+	}
+	avail -= targetGraph
+	if draft > 0 {
+		t0 := time.Now()
+		if !a.DisableCudaGraph {
+			log.TP("Capture draft cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
+		}
+		wait(load + draft)
+		if pl.OOM == "graph" {
+			s.graphOOM("draft ")
+		}
+		if !a.DisableCudaGraph {
+			log.TP("Capture draft cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(t0).Seconds(), pl.GraphGB-targetGraph, avail-(pl.GraphGB-targetGraph))
+		}
+		avail -= pl.GraphGB - targetGraph
+	}
+	if s.C.Fail.Kind == "oom" {
+		s.graphOOM("")
+	}
+	log.TP("max_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
+		pl.MaxTotalTokens, pl.MaxRunning, pl.ContextLen, avail)
+
+	// Scheduler.
+	stop := make(chan struct{})
+	go s.E.Run(stop, s.failCheck())
+
+	// Uvicorn.
+	ln, err := listen(a.Host, a.Port)
+	if err != nil {
+		log.Main("ERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): %s", a.Host, a.Port, bindReason(err))
+		s.truth.Exit(time.Now(), "bind_error")
+		return 1
+	}
+	listenAt := time.Now()
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: time.Minute}
+	go func() { _ = srv.Serve(ln) }()
+	log.Main("INFO:     Started server process [%d]", os.Getpid())
+	log.Main("INFO:     Waiting for application startup.")
+	log.Main("INFO:     Application startup complete.")
+	log.Main("INFO:     Uvicorn running on http://%s (Press CTRL+C to quit)", ln.Addr())
+
+	ready := make(chan struct{})
+	go s.warmup(ready)
+	for {
+		select {
+		case <-ready:
+			ready = nil
+		case sig := <-sigc:
+			s.shutdown(sig, listenAt) // does not return
+		}
+	}
+}
+
+func sigName(sig os.Signal) string {
+	if sig == syscall.SIGINT {
+		return "SIGINT"
+	}
+	return "SIGTERM"
+}
+
+func dsw(m *Model) int {
+	d, w := m.draftShape()
+	return d * w
+}
+
+func bindReason(err error) string {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return "address already in use"
+	}
+	return err.Error()
+}
+
+func draftArch(algo string) string {
+	switch algo {
+	case "EAGLE3":
+		return "LlamaForCausalLMEagle3"
+	case "EAGLE":
+		return "Qwen3_5MoeForCausalLMMTP"
+	case "DFLASH", "DSPARK":
+		return "DFlashDraftModel"
+	}
+	return "Qwen3ForCausalLM"
+}
+
+// warmup keeps /health at 503 for the warmup time while SGLang's own short
+// /generate runs, then declares the server ready.
+func (s *Server) warmup(ready chan<- struct{}) {
+	t0 := time.Now()
+	if !s.A.SkipWarmup {
+		req := NewRequest("warmup", 6, 8, true, 0, 1)
+		req.Arrival = t0
+		s.E.Submit(req)
+		for {
+			<-req.Notify()
+			if _, _, _, done, _ := req.Take(nil); done {
+				break
+			}
+		}
+		if s.A.LogHTTP {
+			s.log.Main("INFO:     127.0.0.1:%d - \"POST /generate HTTP/1.1\" 200 OK", 40000+os.Getpid()%20000)
+		}
+		if rest := s.scaled(s.C.WarmupSeconds) - time.Since(t0); rest > 0 {
+			time.Sleep(rest)
+		}
+	}
+	if s.phase.CompareAndSwap(phaseWarmup, phaseReady) {
+		s.truth.Ready(time.Now())
+		s.log.Main("The server is fired up and ready to roll!")
+	}
+	close(ready)
+}
+
+// failCheck returns the scheduler hook that injects crash-during-load and
+// hang-after.
+func (s *Server) failCheck() func() {
+	f := s.C.Fail
+	switch f.Kind {
+	case "crash-during-load":
+		return func() {
+			if s.received.Load() > int64(f.N) {
+				s.log.TP("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."))
+				s.log.Main("Received sigquit from a child process. It usually means the child failed.")
+				s.die("crash")
+			}
+		}
+	case "hang-after":
+		return func() {
+			if s.received.Load() > int64(f.N) {
+				s.hung.Store(true)
+				select {}
+			}
+		}
+	}
+	return nil
+}
+
+// shutdown is SGLang's SIGTERM path: log, /health 503, drain in-flight
+// requests checking every 5 s without bound (unless SGL_FORCE_SHUTDOWN),
+// then SIGKILL itself.
+func (s *Server) shutdown(sig os.Signal, since time.Time) {
+	t0 := time.Now()
+	s.log.Main("%s received. signum=%s frame=None. Draining requests and shutting down...", sigName(sig), sigNum(sig))
+	s.phase.Store(phaseDraining)
+	period := s.scaled(5)
+	if period > 0 {
+		// the watchdog wakes every 5 s since start
+		time.Sleep(period - time.Since(since)%period)
+	}
+	for {
+		n := s.inflight.Load()
+		if s.C.ForceShutdown {
+			s.log.Main("Signal SIGTERM received while force shutdown flag set. Force exiting... remaining number of requests %d", n)
+			break
+		}
+		s.log.Main("Gracefully exiting... remaining number of requests %d", n)
+		if n == 0 {
+			break
+		}
+		time.Sleep(max(period, time.Millisecond))
+	}
+	if rest := s.scaled(s.C.Fail.Seconds) - time.Since(t0); s.C.Fail.Kind == "slow-drain" && rest > 0 {
+		time.Sleep(rest)
+	}
+	reason := "sigterm"
+	if s.C.ForceShutdown {
+		reason = "sigterm_force"
+	}
+	s.die(reason)
+}
+
+func sigNum(sig os.Signal) string {
+	if sig == syscall.SIGINT {
+		return "<Signals.SIGINT: 2>"
+	}
+	return "<Signals.SIGTERM: 15>"
+}
+
+func (s *Server) graphOOM(which string) {
+	pl := &s.M.Plan
+	s.log.TP("Scheduler hit an exception: %s", schedulerCrashTrace(
+		"Exception: Capture "+which+"cuda graph failed: "+cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.3)+"\n"+
+			"Possible solutions:\n"+
+			"1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"+
+			"2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"+
+			"3. disable torch compile by not using --enable-torch-compile\n"+
+			"4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"+
+			"Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose"))
+	s.log.Main("Received sigquit from a child process. It usually means the child failed.")
+	s.die("oom")
+}
+
+func cudaOOM(alloc, total, free float64) string {
+	if alloc <= 0 {
+		alloc = 2
+	}
+	return fmt.Sprintf("CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 has a total capacity of %.2f GiB of which %.2f GiB is free. "+
+		"Including non-PyTorch memory, this process has %.2f GiB memory in use. Of the allocated memory %.2f GiB is allocated by PyTorch, "+
+		"and %.2f MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "+
+		"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  "+
+		"(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)", alloc, total*0.931, free, total*0.931-free, total*0.9-free, 187.5)
+}
+
+func schedulerCrashTrace(last string) string {
+	return strings.Join([]string{
+		"Traceback (most recent call last):",
+		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 2987, in run_scheduler_process",
+		"    scheduler.event_loop_overlap()",
+		"  File \"/usr/local/lib/python3.12/dist-packages/torch/utils/_contextlib.py\", line 120, in decorate_context",
+		"    return func(*args, **kwargs)",
+		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 1034, in event_loop_overlap",
+		"    batch_result = self.run_batch(batch)",
+		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 2121, in run_batch",
+		"    batch_result = self.model_worker.forward_batch_generation(batch_or_worker_batch)",
+		last,
+		"",
+	}, "\n")
+}

@@ -1,0 +1,83 @@
+package sim
+
+import "time"
+
+// SimResult is the outcome of a closed-loop load run in virtual time.
+type SimResult struct {
+	Concurrency    int
+	Requests       int
+	OutputTokS     float64 // completion tokens / makespan
+	PerStreamTokS  float64 // mean over requests of decode tokens / decode time
+	AcceptLen      float64 // completion tokens per verify step (decode only)
+	MeanTTFT       time.Duration
+	MeanRunning    float64
+	Makespan       time.Duration
+	CompletionToks int
+}
+
+// Simulate drives the same scheduler the server runs, in virtual time (no
+// sleeping): concurrency clients each send a request of input prompt tokens
+// asking for output tokens with ignore_eos, and send the next one as soon as
+// theirs finishes, until requests have been sent.
+func Simulate(m *Model, concurrency, requests, input, output int, seed uint64) SimResult {
+	e := NewEngine(m, 1, nil)
+	now := time.Unix(1_000_000, 0)
+	t0 := now
+	sent := 0
+	var active []*Request
+	res := SimResult{Concurrency: concurrency}
+	var ttft time.Duration
+	var streamSum float64
+	var runWeighted float64
+	submit := func() {
+		r := NewRequest("sim", input, output, true, 0, seed+uint64(sent)*7919)
+		r.Arrival = now
+		sent++
+		e.Submit(r)
+		active = append(active, r)
+	}
+	for sent < min(concurrency, requests) {
+		submit()
+	}
+	for len(active) > 0 {
+		d, commit := e.Iterate(now)
+		if commit == nil {
+			break
+		}
+		runWeighted += float64(len(e.running)) * d.Seconds()
+		now = now.Add(d)
+		commit(now)
+		keep := active[:0]
+		for _, r := range active {
+			_, total, verify, done, _ := r.Take(nil)
+			if !done {
+				keep = append(keep, r)
+				continue
+			}
+			res.Requests++
+			res.CompletionToks += total
+			first := r.FirstGen()
+			ttft += first.Sub(r.Arrival)
+			if dec := now.Sub(first).Seconds(); dec > 0 && total > 1 {
+				streamSum += float64(total-1) / dec
+			}
+			if verify > 0 {
+				res.AcceptLen += float64(total-1) / float64(verify)
+			}
+		}
+		done := len(active) - len(keep)
+		active = keep
+		for i := 0; i < done && sent < requests; i++ {
+			submit()
+		}
+	}
+	res.Makespan = now.Sub(t0)
+	if res.Requests > 0 {
+		res.OutputTokS = float64(res.CompletionToks) / res.Makespan.Seconds()
+		res.PerStreamTokS = streamSum / float64(res.Requests)
+		res.AcceptLen /= float64(res.Requests)
+		res.MeanTTFT = ttft / time.Duration(res.Requests)
+		res.MeanRunning = runWeighted / res.Makespan.Seconds()
+	}
+	return res
+}
