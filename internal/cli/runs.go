@@ -20,6 +20,7 @@ func runsCmd() command {
 			sw := fs.String("sweep", "", "only this sweep: its id, or its name (the latest sweep of that name)")
 			where := fs.String("where", "", "SQL expression over run_summary's columns, e.g. \"concurrency = 16 AND tp = 4\"")
 			format := fs.String("format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
+			sortBy := fs.String("sort", "", "SQL ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
 			limit := fs.Int("limit", 0, "at most this many rows (0: all)")
 			return func(ctx context.Context, env Env, pos []string) error {
 				if len(pos) > 0 {
@@ -36,7 +37,7 @@ func runsCmd() command {
 					return err
 				}
 				defer st.Close()
-				rows, err := st.QueryRuns(ctx, store.RunsQuery{Sweep: *sw, Where: *where, Limit: *limit})
+				rows, err := st.QueryRuns(ctx, store.RunsQuery{Sweep: *sw, Where: *where, OrderBy: *sortBy, Limit: *limit})
 				if err != nil {
 					return err
 				}
