@@ -120,7 +120,7 @@ func (s *Server) run(warnings []string) int {
 	}
 	if pl.OOM == "weights" {
 		wait(0.3 * load)
-		log.TP("Scheduler hit an exception: %s", schedulerCrashTrace(cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.4)))
+		log.TP("Scheduler hit an exception: %s", schedulerCrashTrace("torch.OutOfMemoryError: "+cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.4)))
 		log.Main("Received sigquit from a child process. It usually means the child failed.")
 		s.die("oom")
 	}
