@@ -151,19 +151,7 @@ SELECT
     r.tpot_p50_ms       AS tpot_p50_ms,
     r.e2e_p50_ms        AS e2e_p50_ms,
     r.accept_length     AS accept_length,
-    r.output_tok_s / (
-        SELECT b.output_tok_s
-        FROM points bp
-        JOIN runs b ON b.point_ref = bp.id
-        WHERE bp.sweep_id = p.sweep_id
-          AND bp.baseline = 1
-          AND bp.tp = p.tp
-          AND b.concurrency = r.concurrency
-          AND b.repeat = r.repeat
-          AND b.status = 'ok'
-        ORDER BY bp.plan_order
-        LIMIT 1
-    )                   AS speedup,
+    r.output_tok_s / b.output_tok_s AS speedup,
     r.started_at        AS started_at,
     r.finished_at       AS finished_at,
     r.id                AS run_id,
@@ -181,9 +169,22 @@ SELECT
     r.e2e_mean_ms       AS e2e_mean_ms,
     r.e2e_p99_ms        AS e2e_p99_ms,
     r.error             AS error
-FROM runs r
-JOIN points p ON p.id = r.point_ref
-JOIN sweeps s ON s.id = p.sweep_id;
+-- CROSS JOIN fixes the join order (sweeps, then points, then runs by the
+-- runs_by_level index) so queries stay fast without ANALYZE statistics,
+-- which a read-only connection cannot gather.
+FROM sweeps s
+CROSS JOIN points p ON p.sweep_id = s.id
+CROSS JOIN runs r ON r.point_ref = p.id
+-- The baseline run for speedup: the ok run at the same concurrency and
+-- repeat of the sweep's first baseline point (in plan order) at the same tp.
+-- At most one matches: a point's ok runs all belong to its current attempt.
+LEFT JOIN runs b ON b.point_ref = (
+        SELECT bp.id FROM points bp
+        WHERE bp.sweep_id = p.sweep_id AND bp.tp = p.tp AND bp.baseline = 1
+        ORDER BY bp.plan_order LIMIT 1)
+    AND b.concurrency = r.concurrency
+    AND b.repeat = r.repeat
+    AND b.status = 'ok';
 
 -- Public contract (ARCHITECTURE.md): one row per measured run.
 CREATE VIEW run_summary AS

@@ -1,9 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -31,28 +34,58 @@ func (db *DB) query1(ctx context.Context, query string, args ...any) (*Rows, err
 	if err := singleStatement(query); err != nil {
 		return nil, err
 	}
-	rows, err := db.query.QueryContext(ctx, query, args...)
+	conn, err := db.query.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	cols, err := rows.Columns()
+	defer conn.Close()
+	named := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		v, err := driver.DefaultParameterConverter.ConvertValue(a)
+		if err != nil {
+			return nil, fmt.Errorf("argument %d: %w", i+1, err)
+		}
+		named[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	var out *Rows
+	// The driver's rows are read directly: for large results, database/sql's
+	// per-value Scan doubles the cost of reading them.
+	err = conn.Raw(func(dc any) error {
+		qc, ok := dc.(driver.QueryerContext)
+		if !ok {
+			return fmt.Errorf("driver %T cannot query", dc)
+		}
+		rows, err := qc.QueryContext(ctx, query, named)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		out = &Rows{Columns: rows.Columns()}
+		n := len(out.Columns)
+		dest := make([]driver.Value, n)
+		var chunk []any // rows are carved from chunks: fewer allocations
+		for {
+			if err := rows.Next(dest); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+			if len(chunk) < n {
+				chunk = make([]any, n*256)
+			}
+			row := chunk[:n:n]
+			chunk = chunk[n:]
+			for i, v := range dest {
+				if b, ok := v.([]byte); ok {
+					v = bytes.Clone(b)
+				}
+				row[i] = v
+			}
+			out.Values = append(out.Values, row)
+		}
+	})
 	if err != nil {
-		return nil, err
-	}
-	out := &Rows{Columns: cols}
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out.Values = append(out.Values, vals)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -95,16 +95,21 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", abs, err)
 	}
-	if err := db.rw.PingContext(ctx); err != nil {
+	// Switching a new file to WAL can fail with SQLITE_BUSY without waiting
+	// for the busy timeout when another process opens it at the same time.
+	var mode string
+	err = retryBusy(ctx, func() error {
+		return db.rw.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+	})
+	if err != nil {
 		db.rw.Close()
 		return nil, fmt.Errorf("store: open %s: %w", abs, err)
 	}
-	var mode string
-	if err := db.rw.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+	if mode != "wal" {
 		db.rw.Close()
-		return nil, fmt.Errorf("store: open %s: journal mode is %q, want wal (err: %v)", abs, mode, err)
+		return nil, fmt.Errorf("store: open %s: journal mode is %q, want wal", abs, mode)
 	}
-	if err := migrate(ctx, db.rw); err != nil {
+	if err := retryBusy(ctx, func() error { return migrate(ctx, db.rw) }); err != nil {
 		db.rw.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", abs, err)
 	}
@@ -193,6 +198,11 @@ func openQueryDB(path string) *sql.DB {
 	registerQueryDriver.Do(func() {
 		sql.Register(queryDriver, &sqlite3.SQLiteDriver{
 			ConnectHook: func(c *sqlite3.SQLiteConn) error {
+				// Sorts of large results stay in memory (the default spills
+				// to temporary files beyond the 2 MB page cache).
+				if _, err := c.Exec("PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536; PRAGMA mmap_size = 268435456", nil); err != nil {
+					return err
+				}
 				c.RegisterAuthorizer(authorizeRead)
 				return nil
 			},
@@ -325,6 +335,25 @@ func fromMS(v sql.NullInt64) time.Time {
 }
 
 func (db *DB) nowMS() int64 { return db.now().UnixMilli() }
+
+// retryBusy retries fn while it fails with SQLITE_BUSY or SQLITE_LOCKED,
+// for at most BusyTimeout.
+func retryBusy(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(BusyTimeout)
+	for {
+		err := fn()
+		var se sqlite3.Error
+		if err == nil || !errors.As(err, &se) || (se.Code != sqlite3.ErrBusy && se.Code != sqlite3.ErrLocked) ||
+			time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
 
 func isUniqueViolation(err error) bool {
 	var se sqlite3.Error
