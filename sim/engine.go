@@ -248,23 +248,24 @@ func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
 	e.dropAborted(now)
 	pl := &e.M.Plan
 	var admitted []*Request
+	newTokens := 0
 	for len(e.waiting) > 0 && len(e.running) < pl.MaxRunning {
 		r := e.waiting[0]
 		fp := e.M.Footprint(r.Prompt, r.MaxNew)
 		if e.used+fp > pl.MaxTotalTokens && len(e.running) > 0 {
 			break
 		}
+		if len(admitted) > 0 && newTokens+r.Prompt > pl.MaxPrefillTokens {
+			break // one prefill batch holds at most max_prefill_tokens
+		}
+		newTokens += r.Prompt
 		e.waiting = e.waiting[1:]
 		e.used += fp
 		e.running = append(e.running, r)
 		admitted = append(admitted, r)
 	}
 	if len(admitted) > 0 {
-		n := 0
-		for _, r := range admitted {
-			n += r.Prompt
-		}
-		return e.scaled(e.M.PrefillTime(n)), func(end time.Time) { e.commitPrefill(admitted, n, end) }
+		return e.scaled(e.M.PrefillTime(newTokens)), func(end time.Time) { e.commitPrefill(admitted, newTokens, end) }
 	}
 	if len(e.running) == 0 {
 		return 0, nil

@@ -136,6 +136,7 @@ type MemPlan struct {
 	MaxTotalTokens                      int     // KV pool in tokens
 	StateTokens                         int     // token-equivalent of one request's recurrent state
 	MaxRunning, CudaGraphMaxBS          int
+	MaxPrefillTokens                    int // prompt tokens per prefill batch
 	ContextLen                          int
 	// OOM is "" when the plan fits, else the stage that runs out of memory:
 	// "weights" (during weight loading) or "graph" (KV pool + CUDA graphs).
@@ -227,6 +228,7 @@ func (m *Model) plan(gpuMemGB float64) MemPlan {
 		pl.DraftGB = p.DraftGB[algoKey(a.SpecAlgo)] / tp
 	}
 	pl.MaxRunning = a.MaxRunning
+	pl.MaxPrefillTokens = intOr(a.Raw, "max_prefill_tokens", 16384)
 	pl.CudaGraphMaxBS = a.CudaGraphMaxBS
 	if pl.CudaGraphMaxBS == 0 {
 		pl.CudaGraphMaxBS = 256
@@ -266,8 +268,15 @@ func (m *Model) plan(gpuMemGB float64) MemPlan {
 	return pl
 }
 
-// Footprint is the KV pool share (tokens) a request reserves while running.
-func (m *Model) Footprint(prompt, maxNew int) int { return prompt + maxNew + m.Plan.StateTokens }
+// ReserveCap bounds the completion tokens a request reserves at admission
+// (SGLang estimates future tokens instead of reserving max_new_tokens).
+const ReserveCap = 4096
+
+// Footprint is the KV pool share (tokens) a request reserves while running:
+// prompt + min(max_new_tokens, ReserveCap) + its recurrent state.
+func (m *Model) Footprint(prompt, maxNew int) int {
+	return prompt + min(maxNew, ReserveCap) + m.Plan.StateTokens
+}
 
 // StepTime is the duration of one decode (verify) forward for a batch of bs
 // requests holding ctx context tokens in total, at time scale 1.
