@@ -1,0 +1,721 @@
+// Package testhost boots real GPU-host stand-ins for tests: systemd as PID 1
+// of its own PID namespace, on its own overlay root, with OpenSSH, journald
+// and an operator-style sglang.service running sglangsim, reachable over a
+// veth pair at 10.231.N.2 in a network namespace of its own
+// (docs/testhosts.md, ../shared/design/TESTHOSTS.md).
+//
+// Hosts are torn down with t.Cleanup even when the test fails: the
+// namespace's PID 1 is SIGKILLed by its pid, the network namespace and the
+// veth deleted, the overlay unmounted and the scratch directory removed.
+// Boot skips the test (with what to install) when not root or when a needed
+// binary is missing.
+package testhost
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Subnet is the /16 every test host address lives in: host N is 10.231.N.2,
+// the machine's side of its veth 10.231.N.1.
+const Subnet = "10.231."
+
+// SimPath is where sglangsim is installed inside every host.
+const SimPath = "/usr/local/bin/sglangsim"
+
+// Options shape the hosts Boot creates.
+type Options struct {
+	// Env is added to the operator unit's Environment= (e.g. SGLANGSIM_TIME_SCALE).
+	Env map[string]string
+	// Args replaces the simulator arguments of the operator unit's ExecStart
+	// (default: --model-path /models/Qwen3.5-122B-A10B --host 127.0.0.1 --port 30000).
+	Args []string
+	// UnitEnabled makes the operator unit enabled and started at boot.
+	UnitEnabled bool
+	// NoUnit leaves sglang.service out (a host where the unit does not exist).
+	NoUnit bool
+	// BootTimeout bounds each host's boot (default 90 s).
+	BootTimeout time.Duration
+}
+
+// DefaultArgs are the simulator arguments of the operator unit.
+var DefaultArgs = []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--host", "127.0.0.1", "--port", "30000"}
+
+// Host is one booted test host.
+type Host struct {
+	Name       string // hostname inside, also the netns name
+	N          int    // subnet index: 10.231.N.0/24
+	Addr       string // 10.231.N.2
+	SSHAddr    string // 10.231.N.2:22
+	Root       string // the host's root (overlay) as seen from the machine
+	KeyFile    string // private test key (OpenSSH PEM) authorised for root
+	KnownHosts string // known_hosts file holding this host's key (and only it)
+	HostKey    ssh.PublicKey
+	Signer     ssh.Signer
+	UnitText   []byte // the operator's sglang.service as installed (nil with NoUnit)
+
+	scratch  string
+	vethHost string
+	lock     *os.File
+	pid1     int // PID 1 of the host's PID namespace, as seen from the machine
+	launcher int // the unshare process
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// UnitPath is the operator unit's path inside the host.
+const UnitPath = "/etc/systemd/system/sglang.service"
+
+var bootMu sync.Mutex // serialises the cheap setup steps across hosts of one process
+
+// Requirements reports what is missing to boot hosts here, or "".
+func Requirements() string {
+	if os.Geteuid() != 0 {
+		return "testhost: needs root (network namespaces, overlay mounts, systemd as PID 1); CI runs as root"
+	}
+	for _, b := range []struct{ path, pkg string }{
+		{"/usr/sbin/sshd", "openssh-server"},
+		{"/usr/lib/openssh/sftp-server", "openssh-server"},
+		{"/lib/systemd/systemd", "systemd"},
+		{"/usr/bin/unshare", "util-linux"},
+		{"/usr/bin/nsenter", "util-linux"},
+	} {
+		if _, err := os.Stat(b.path); err != nil {
+			return fmt.Sprintf("testhost: %s missing: apt-get install -y %s", b.path, b.pkg)
+		}
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return "testhost: ip missing: apt-get install -y iproute2"
+	}
+	return ""
+}
+
+// Boot boots n hosts in parallel and registers their teardown with t.Cleanup.
+// It skips the test when Requirements reports something missing.
+func Boot(t testing.TB, n int, o Options) []*Host {
+	t.Helper()
+	if msg := Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	if testing.Short() {
+		t.Skip("testhost: real hosts are skipped with -short")
+	}
+	if o.BootTimeout == 0 {
+		o.BootTimeout = 90 * time.Second
+	}
+	reapStale()
+	sim := SimBinary(t)
+	key, signer := clientKey(t)
+	keyFile := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hosts := make([]*Host, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		h := &Host{KeyFile: keyFile, Signer: signer, done: make(chan struct{})}
+		hosts[i] = h
+		t.Cleanup(h.teardown)
+		wg.Go(func() { errs[i] = h.boot(sim, o) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("testhost: booting host %d: %v\n%s", i, err, hosts[i].consoleTail())
+		}
+	}
+	return hosts
+}
+
+var (
+	simOnce sync.Once
+	simPath string
+	simErr  error
+)
+
+// SimBinary builds sglangsim once per test process and returns its path.
+func SimBinary(t testing.TB) string {
+	t.Helper()
+	simOnce.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			simErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "sst-sim-")
+		if err != nil {
+			simErr = err
+			return
+		}
+		simPath = filepath.Join(dir, "sglangsim")
+		cmd := exec.Command("go", "build", "-o", simPath, "./cmd/sglangsim")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			simErr = fmt.Errorf("go build ./cmd/sglangsim: %v\n%s", err, out)
+		}
+	})
+	if simErr != nil {
+		t.Fatalf("testhost: %v", simErr)
+	}
+	return simPath
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %v", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the specsweep module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func clientKey(t testing.TB) ([]byte, ssh.Signer) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "specsweep-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(blk), signer
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// lockDir holds one lock file per subnet index in use by a live test process.
+const lockDir = "/run/specsweep-testhost"
+
+// allocate picks a free subnet index: its lock file is flocked by this
+// process (released by the kernel if the process dies) and no interface of
+// the machine holds an address in it.
+func (h *Host) allocate() error {
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		return err
+	}
+	for n := 1; n < 255; n++ {
+		f, err := os.OpenFile(filepath.Join(lockDir, strconv.Itoa(n)+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return err
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close()
+			continue
+		}
+		out, _ := exec.Command("ip", "-o", "-4", "addr", "show", "to", fmt.Sprintf("%s%d.0/24", Subnet, n)).Output()
+		if len(bytes.TrimSpace(out)) != 0 {
+			f.Close() // a leftover we do not own: skip the index
+			continue
+		}
+		h.lock, h.N = f, n
+		return nil
+	}
+	return errors.New("no free 10.231.N.0/24 subnet")
+}
+
+func (h *Host) boot(sim string, o Options) error {
+	if err := h.allocate(); err != nil {
+		return err
+	}
+	pid := os.Getpid()
+	h.Name = fmt.Sprintf("sst-%d-%d", pid, h.N)
+	h.vethHost = fmt.Sprintf("s%dh%d", pid, h.N)
+	vethPeer := fmt.Sprintf("s%dc%d", pid, h.N)
+	h.Addr = fmt.Sprintf("%s%d.2", Subnet, h.N)
+	h.SSHAddr = net.JoinHostPort(h.Addr, "22")
+	var err error
+	h.scratch, err = os.MkdirTemp("/var/tmp", h.Name+"-")
+	if err != nil {
+		return err
+	}
+	up, work := filepath.Join(h.scratch, "upper"), filepath.Join(h.scratch, "work")
+	h.Root = filepath.Join(h.scratch, "root")
+	for _, d := range []string{up, work, h.Root} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := run("mount", "-t", "overlay", "overlay", "-o",
+		"lowerdir=/,upperdir="+up+",workdir="+work, h.Root); err != nil {
+		return err
+	}
+	if err := h.prepareRoot(sim, o); err != nil {
+		return err
+	}
+	// Network: the namespace, a veth pair, addresses.
+	steps := [][]string{
+		{"netns", "add", h.Name},
+		{"link", "add", h.vethHost, "type", "veth", "peer", "name", vethPeer},
+		{"link", "set", vethPeer, "netns", h.Name},
+		{"addr", "add", fmt.Sprintf("%s%d.1/24", Subnet, h.N), "dev", h.vethHost},
+		{"link", "set", h.vethHost, "up"},
+		{"-n", h.Name, "addr", "add", h.Addr + "/24", "dev", vethPeer},
+		{"-n", h.Name, "link", "set", vethPeer, "up"},
+		{"-n", h.Name, "link", "set", "lo", "up"},
+	}
+	for _, s := range steps {
+		if err := run("ip", s...); err != nil {
+			return err
+		}
+	}
+	if err := h.startSystemd(); err != nil {
+		return err
+	}
+	return h.waitSSH(o.BootTimeout)
+}
+
+// prepareRoot writes the host's own files into its overlay root: host key,
+// authorized_keys, sshd settings, sglangsim and the operator unit, and
+// removes boot units a test host does not want.
+func (h *Host) prepareRoot(sim string, o Options) error {
+	r := h.Root
+	// Units that must not start inside a test host.
+	for _, glob := range []string{
+		"etc/systemd/system/multi-user.target.wants/*",
+		"etc/systemd/system/getty.target.wants/*",
+		"etc/systemd/system/timers.target.wants/*",
+		"etc/systemd/system/sysinit.target.wants/*",
+	} {
+		matches, _ := filepath.Glob(filepath.Join(r, glob))
+		for _, m := range matches {
+			if filepath.Base(m) == "ssh.service" {
+				continue
+			}
+			if err := os.Remove(m); err != nil {
+				return err
+			}
+		}
+	}
+	// Mask the console getty and units that touch hardware.
+	for _, u := range []string{"console-getty.service", "getty@tty1.service", "systemd-networkd.service",
+		"systemd-resolved.service", "systemd-timesyncd.service", "apt-daily.timer", "apt-daily-upgrade.timer",
+		"postgresql.service", "e2scrub_reap.service", "systemd-pstore.service"} {
+		p := filepath.Join(r, "etc/systemd/system", u)
+		_ = os.Remove(p)
+		if err := os.Symlink("/dev/null", p); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(r, "etc/hostname"), []byte(h.Name+"\n"), 0o644); err != nil {
+		return err
+	}
+	// Own host keys: only ed25519, so every host has a distinct identity.
+	keys, _ := filepath.Glob(filepath.Join(r, "etc/ssh/ssh_host_*"))
+	for _, k := range keys {
+		_ = os.Remove(k)
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "root@"+h.Name)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r, "etc/ssh/ssh_host_ed25519_key"), pem.EncodeToMemory(blk), 0o600); err != nil {
+		return err
+	}
+	h.HostKey, err = ssh.NewPublicKey(pub)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r, "etc/ssh/ssh_host_ed25519_key.pub"), ssh.MarshalAuthorizedKey(h.HostKey), 0o644); err != nil {
+		return err
+	}
+	conf := "# specsweep test host\nHostKey /etc/ssh/ssh_host_ed25519_key\nPasswordAuthentication no\n" +
+		"KbdInteractiveAuthentication no\nUseDNS no\nMaxSessions 64\nMaxStartups 64:30:128\n"
+	if err := os.MkdirAll(filepath.Join(r, "etc/ssh/sshd_config.d"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r, "etc/ssh/sshd_config.d/00-specsweep-test.conf"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	sshDir := filepath.Join(r, "root/.ssh")
+	if err := os.MkdirAll(sshDir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(sshDir, "authorized_keys"), ssh.MarshalAuthorizedKey(h.Signer.PublicKey()), 0o600); err != nil {
+		return err
+	}
+	h.KnownHosts = filepath.Join(h.scratch, "known_hosts")
+	line := h.Addr + " " + string(ssh.MarshalAuthorizedKey(h.HostKey))
+	if err := os.WriteFile(h.KnownHosts, []byte(line), 0o600); err != nil {
+		return err
+	}
+	// sglangsim and the operator's unit.
+	if err := copyFile(sim, filepath.Join(r, SimPath), 0o755); err != nil {
+		return err
+	}
+	if o.NoUnit {
+		return nil
+	}
+	h.UnitText = OperatorUnit(o.Args, o.Env)
+	if err := os.WriteFile(filepath.Join(r, UnitPath), h.UnitText, 0o644); err != nil {
+		return err
+	}
+	if o.UnitEnabled {
+		if err := os.Symlink(UnitPath, filepath.Join(r, "etc/systemd/system/multi-user.target.wants/sglang.service")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OperatorUnit renders an operator-style sglang.service running sglangsim,
+// with comments and a layout a drop-in must never disturb.
+func OperatorUnit(args []string, env map[string]string) []byte {
+	if args == nil {
+		args = DefaultArgs
+	}
+	var b strings.Builder
+	b.WriteString("# /etc/systemd/system/sglang.service -- maintained by the ops team, do not edit by hand\n")
+	b.WriteString("[Unit]\nDescription=SGLang inference server (sglangsim stand-in)\nAfter=network-online.target\nWants=network-online.target\n\n")
+	b.WriteString("[Service]\nType=simple\nUser=root\nWorkingDirectory=/\n")
+	b.WriteString("Environment=PYTHONUNBUFFERED=1\n")
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "Environment=%s=%s\n", k, env[k])
+	}
+	b.WriteString("# the launch line\nExecStart=" + SimPath)
+	for _, a := range args {
+		b.WriteString(" " + a)
+	}
+	b.WriteString("\nRestart=no\nTimeoutStopSec=90\nLimitNOFILE=65535\n\n[Install]\nWantedBy=multi-user.target\n")
+	return []byte(b.String())
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// startSystemd starts systemd as PID 1 of a new PID namespace inside the
+// network namespace, on the overlay root. The launcher runs on a locked OS
+// thread that lives until teardown, so its parent-death signal (SIGKILL)
+// fires only if the test process dies; unshare --kill-child passes it on
+// to the namespace's PID 1.
+func (h *Host) startSystemd() error {
+	console, err := os.Create(filepath.Join(h.scratch, "console.log"))
+	if err != nil {
+		return err
+	}
+	// The machine's /dev is bound into the root before the chroot (the overlay shows only the empty
+	// mount point); the mount namespace is private, so nothing propagates back to the machine.
+	r := h.Root
+	script := "mount --rbind /dev " + r + "/dev && mount -t proc proc " + r + "/proc && mount -t sysfs sysfs " + r +
+		"/sys && cd " + r + " && exec chroot " + r + " /bin/sh -c 'hostname " + h.Name +
+		" && cd / && exec /lib/systemd/systemd --system --unit=multi-user.target'"
+	cmd := exec.Command("ip", "netns", "exec", h.Name, "unshare", "--pid", "--fork", "--kill-child", "--mount",
+		"--propagation", "private", "--uts", "sh", "-c", script)
+	cmd.Stdin = nil
+	cmd.Stdout, cmd.Stderr = console, console
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, after teardown
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+		console.Close()
+		close(h.done)
+	}()
+	if err := <-started; err != nil {
+		console.Close()
+		close(h.done)
+		return err
+	}
+	h.launcher = cmd.Process.Pid
+	// PID 1 of the namespace is unshare's only child.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", h.launcher, h.launcher))
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			h.pid1, _ = strconv.Atoi(f[0])
+			return nil
+		}
+		select {
+		case <-h.done:
+			return errors.New("the launcher exited before systemd started")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return errors.New("no PID 1 appeared in the new PID namespace")
+}
+
+// waitSSH waits until sshd inside the host greets on port 22 and systemd has
+// finished booting (running or degraded).
+func (h *Host) waitSSH(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("sshd of %s did not answer within %v", h.Name, timeout)
+		}
+		select {
+		case <-h.done:
+			return errors.New("systemd exited during boot")
+		default:
+		}
+		c, err := net.DialTimeout("tcp", h.SSHAddr, time.Second)
+		if err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			buf := make([]byte, 4)
+			_, err = io.ReadFull(c, buf)
+			c.Close()
+			if err == nil && string(buf) == "SSH-" {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, err := h.Nsenter(ctx, "systemctl", "is-system-running", "--wait")
+	state := strings.TrimSpace(string(out))
+	if state == "running" || state == "degraded" {
+		return nil
+	}
+	return fmt.Errorf("systemd did not finish booting: %q %v", state, err)
+}
+
+// Nsenter runs a command inside the host (all its namespaces and its root),
+// bypassing SSH: for test set-up and assertions.
+func (h *Host) Nsenter(ctx context.Context, args ...string) ([]byte, error) {
+	full := append([]string{"-t", strconv.Itoa(h.pid1), "-m", "-u", "-n", "-i", "-p", "-r", "-w", "--"}, args...)
+	return exec.CommandContext(ctx, "nsenter", full...).CombinedOutput()
+}
+
+// ReadFile reads a file of the host by its path inside the host.
+func (h *Host) ReadFile(path string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(h.Root, path))
+}
+
+// WriteFile writes a file of the host by its path inside the host.
+func (h *Host) WriteFile(path string, data []byte, mode os.FileMode) error {
+	p := filepath.Join(h.Root, path)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, mode)
+}
+
+// Unplug takes the machine side of the host's veth down: the host vanishes
+// from the network (connections hang, no RST), as a host that crashed.
+func (h *Host) Unplug() error { return run("ip", "link", "set", h.vethHost, "down") }
+
+// Plug brings the host back.
+func (h *Host) Plug() error { return run("ip", "link", "set", h.vethHost, "up") }
+
+// SSHConfig is a client config for root with the test key, verifying the
+// host key exactly.
+func (h *Host) SSHConfig() *ssh.ClientConfig {
+	return &ssh.ClientConfig{
+		User:              "root",
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(h.Signer)},
+		HostKeyCallback:   ssh.FixedHostKey(h.HostKey),
+		HostKeyAlgorithms: []string{ssh.KeyAlgoED25519},
+		Timeout:           10 * time.Second,
+	}
+}
+
+// Run runs a shell command over a fresh SSH connection and returns its
+// combined output.
+func (h *Host) Run(ctx context.Context, command string) ([]byte, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", h.SSHAddr)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	c, chans, reqs, err := ssh.NewClientConn(nc, h.SSHAddr, h.SSHConfig())
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	client := ssh.NewClient(c, chans, reqs)
+	defer client.Close()
+	s, err := client.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.CombinedOutput(command)
+}
+
+func (h *Host) consoleTail() string {
+	if h.scratch == "" {
+		return ""
+	}
+	b, _ := os.ReadFile(filepath.Join(h.scratch, "console.log"))
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// teardown removes everything boot created, whatever state it reached.
+func (h *Host) teardown() {
+	h.stopOnce.Do(func() {
+		if h.pid1 > 0 {
+			_ = syscall.Kill(h.pid1, syscall.SIGKILL)
+		}
+		if h.launcher > 0 {
+			_ = syscall.Kill(h.launcher, syscall.SIGKILL)
+			select {
+			case <-h.done:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		if h.Name != "" {
+			_ = exec.Command("ip", "netns", "del", h.Name).Run()
+		}
+		if h.vethHost != "" {
+			_ = exec.Command("ip", "link", "del", h.vethHost).Run() // usually gone with the netns
+		}
+		if h.Root != "" {
+			for range 50 {
+				if exec.Command("umount", h.Root).Run() == nil || !mounted(h.Root) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if mounted(h.Root) {
+				_ = exec.Command("umount", "-l", h.Root).Run()
+			}
+		}
+		if h.scratch != "" && !mounted(h.Root) {
+			_ = os.RemoveAll(h.scratch)
+		}
+		if h.lock != nil {
+			h.lock.Close()
+		}
+	})
+}
+
+func mounted(path string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == path {
+			return true
+		}
+	}
+	return false
+}
+
+// reapStale removes what test processes that died without cleaning up
+// (a killed `go test`) left behind: only names of this harness
+// (sst-<pid>-<n>) whose pid no longer exists.
+func reapStale() {
+	bootMu.Lock()
+	defer bootMu.Unlock()
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if pid, ok := harnessPid(f[0]); ok && !alive(pid) {
+			_ = exec.Command("ip", "netns", "del", f[0]).Run()
+		}
+	}
+	dirs, _ := filepath.Glob("/var/tmp/sst-*-*-*")
+	for _, d := range dirs {
+		name := filepath.Base(d)
+		name = name[:strings.LastIndexByte(name, '-')]
+		if pid, ok := harnessPid(name); ok && !alive(pid) {
+			root := filepath.Join(d, "root")
+			if mounted(root) {
+				_ = exec.Command("umount", "-l", root).Run()
+			}
+			if !mounted(root) {
+				_ = os.RemoveAll(d)
+			}
+		}
+	}
+}
+
+func harnessPid(name string) (int, bool) {
+	f := strings.Split(name, "-")
+	if len(f) != 3 || f[0] != "sst" {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return 0, false
+	}
+	if _, err := strconv.Atoi(f[2]); err != nil {
+		return 0, false
+	}
+	return pid, true
+}
+
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
