@@ -24,7 +24,6 @@ type Request struct {
 	rng    *rand.Rand
 
 	generated, verify int // scheduler-owned
-	firstSched        time.Time
 	lastSched         time.Time
 
 	aborted atomic.Bool
@@ -281,7 +280,7 @@ func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time
 	e.mu.Lock()
 	for _, r := range admitted {
 		r.generated = 1
-		r.firstSched, r.lastSched = end, end
+		r.lastSched = end
 		e.st.PromptTokens += int64(r.Prompt)
 		e.st.GenTokens++
 		e.st.TTFT.observe(end.Sub(r.Arrival).Seconds(), 1)

@@ -20,13 +20,20 @@ import (
 
 var simBin string
 
+// raceBuild is set under -race: the binary is then built with -race too.
+var raceBuild bool
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sglangsim-test")
 	if err != nil {
 		panic(err)
 	}
 	simBin = filepath.Join(dir, "sglangsim")
-	out, err := exec.Command("go", "build", "-o", simBin, "github.com/specsweep/specsweep/cmd/sglangsim").CombinedOutput()
+	args := []string{"build", "-o", simBin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "github.com/specsweep/specsweep/cmd/sglangsim")...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building sglangsim: %v\n%s", err, out)
 		os.Exit(1)
@@ -109,6 +116,9 @@ func startSim(t *testing.T, env map[string]string, args ...string) *proc {
 		default:
 			_ = p.cmd.Process.Kill()
 			<-p.done
+		}
+		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			t.Errorf("data race in sglangsim")
 		}
 		if t.Failed() {
 			t.Logf("stderr:\n%s\nstdout:\n%s", tail(p.stderr.String(), 40), tail(p.stdout.String(), 20))
