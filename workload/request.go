@@ -1,0 +1,265 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// worker sends one request at a time and keeps its buffers between requests.
+type worker struct {
+	r     *runner
+	sse   *SSEReader
+	chunk Chunk
+	out   outcome
+}
+
+// outcome is what one request gave. itls aliases the worker's buffer.
+type outcome struct {
+	ok                 bool
+	errMsg             string
+	levelAborted       bool // failed because the level was being cut short
+	start, end         time.Time
+	ttft, e2e          time.Duration
+	prompt, completion int64
+	usage              bool
+	chunks             int
+	itls               []time.Duration
+	id                 string
+}
+
+var (
+	errRequestTimeout = errors.New("request timeout")
+	errHeaderStall    = errors.New("no response headers (stall timeout)")
+	errStall          = errors.New("stream stalled (stall timeout)")
+)
+
+// maxITLPerRequest bounds the inter-token samples a request keeps (a misbehaving server could send
+// any number of chunks); beyond it, samples are dropped.
+const maxITLPerRequest = 1 << 16
+
+// do sends prompt i of stream key and reads the whole stream.
+func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
+	r := w.r
+	o := &w.out
+	*o = outcome{itls: o.itls[:0]}
+	prompt := r.cfg.Prompts.Prompt(key, i)
+	body := r.body(prompt)
+
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(r.cfg.RequestTimeout, func() { cancel(errRequestTimeout) })
+	defer deadline.Stop()
+	headers := time.AfterFunc(r.cfg.StallTimeout, func() { cancel(errHeaderStall) })
+	defer headers.Stop()
+
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, r.base+r.path, bytes.NewReader(body))
+	if err != nil {
+		return w.fail(rctx, err, "build request")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if r.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
+	}
+	o.start = time.Now()
+	resp, err := r.client.Do(req)
+	headers.Stop()
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = fmt.Errorf("server closed the connection before answering (%v)", err)
+		}
+		return w.fail(rctx, err, "")
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		o.end = time.Now()
+		o.errMsg = "HTTP " + strconv.Itoa(resp.StatusCode) + ": " + errorText(b)
+		return o
+	}
+	sb := &stallBody{rc: resp.Body, d: r.cfg.StallTimeout, cancel: cancel}
+	defer sb.stop()
+	w.sse.Reset(sb, nil, 0)
+	var (
+		c                  = &w.chunk
+		first, done, final bool
+		last               time.Time
+	)
+	for {
+		data, at, err := w.sse.Next()
+		if err != nil {
+			if err == io.EOF {
+				break
+			}
+			if done {
+				break // the answer is complete; what follows does not matter
+			}
+			return w.fail(rctx, err, fmt.Sprintf("stream broke after %d chunks", o.chunks))
+		}
+		if done {
+			continue // drain to EOF so the connection is reused
+		}
+		if err := ParseChunk(data, c); err != nil {
+			o.end = at
+			o.errMsg = "malformed stream data: " + err.Error()
+			return o
+		}
+		if c.Done {
+			done, o.e2e = true, at.Sub(o.start)
+			continue
+		}
+		if c.Error {
+			o.end = at
+			o.errMsg = "error in stream: " + errorText(c.ErrorMsg)
+			return o
+		}
+		if o.id == "" && len(c.ID) > 0 && r.save != nil {
+			o.id = string(c.ID)
+		}
+		if c.Content > 0 {
+			if !first {
+				first, o.ttft = true, at.Sub(o.start)
+			} else if len(o.itls) < maxITLPerRequest {
+				o.itls = append(o.itls, at.Sub(last))
+			}
+			last = at
+			o.chunks++
+		}
+		if c.Usage {
+			o.usage, o.prompt, o.completion = true, c.PromptTokens, c.CompletionTokens
+		}
+		if c.Finish {
+			final = true
+		}
+		o.e2e = at.Sub(o.start)
+	}
+	o.end = o.start.Add(o.e2e)
+	switch {
+	case !done && !final:
+		o.errMsg = fmt.Sprintf("stream ended after %d chunks without [DONE] or a finish_reason", o.chunks)
+		return o
+	case !first:
+		o.errMsg = "stream carried no token"
+		return o
+	}
+	if !o.usage {
+		o.completion = int64(o.chunks)
+		o.prompt = int64(countWords(prompt))
+	}
+	o.ok = true
+	return o
+}
+
+// fail fills the outcome of a request that broke, naming the real cause (a timeout, a stall, the
+// level ending, the caller cancelling) rather than "context canceled".
+func (w *worker) fail(rctx context.Context, err error, what string) *outcome {
+	o := &w.out
+	o.end = time.Now()
+	if cause := context.Cause(rctx); cause != nil {
+		switch {
+		case errors.Is(cause, errRequestTimeout):
+			err = fmt.Errorf("timed out after %v (request timeout)", w.r.cfg.RequestTimeout)
+		case errors.Is(cause, errHeaderStall):
+			err = fmt.Errorf("no response headers within %v (stall timeout)", w.r.cfg.StallTimeout)
+		case errors.Is(cause, errStall):
+			err = fmt.Errorf("no data for %v (stall timeout)", w.r.cfg.StallTimeout)
+		case errors.Is(cause, errLevelAborted):
+			err, o.levelAborted = errLevelAborted, true
+		default:
+			err = cause
+		}
+	}
+	msg := err.Error()
+	if what != "" {
+		msg = what + ": " + msg
+	}
+	o.errMsg = msg
+	return o
+}
+
+// body encodes the request: streaming with usage, ignore_eos, max_tokens, temperature 0.
+func (r *runner) body(prompt string) []byte {
+	b := make([]byte, 0, len(prompt)+256)
+	b = append(b, `{"model":`...)
+	b = append(b, r.model...)
+	if r.cfg.API == APIChat {
+		b = append(b, `,"messages":[{"role":"user","content":`...)
+		b = append(b, jsonString(prompt)...)
+		b = append(b, `}]`...)
+	} else {
+		b = append(b, `,"prompt":`...)
+		b = append(b, jsonString(prompt)...)
+	}
+	b = append(b, `,"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(r.cfg.OutputTokens), 10)
+	b = append(b, `,"temperature":0,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`...)
+	return b
+}
+
+// stallBody cancels the request when no bytes arrive for d once the stream has started.
+type stallBody struct {
+	rc     io.Reader
+	d      time.Duration
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	t      *time.Timer
+}
+
+func (s *stallBody) Read(p []byte) (int, error) {
+	n, err := s.rc.Read(p)
+	if n > 0 {
+		s.mu.Lock()
+		if s.t == nil {
+			s.t = time.AfterFunc(s.d, func() { s.cancel(errStall) })
+		} else {
+			s.t.Reset(s.d)
+		}
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+func (s *stallBody) stop() {
+	s.mu.Lock()
+	if s.t != nil {
+		s.t.Stop()
+	}
+	s.mu.Unlock()
+}
+
+// errorText extracts a readable message from an error body (OpenAI {"message"} or {"error":
+// {"message"}}, FastAPI {"detail"}), else an excerpt.
+func errorText(b []byte) string {
+	var c Chunk
+	if ParseChunk(b, &c) == nil && len(c.ErrorMsg) > 0 {
+		b = c.ErrorMsg
+	}
+	s := strings.TrimSpace(string(b))
+	if uq, err := strconv.Unquote(`"` + s + `"`); err == nil {
+		s = uq
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	if s == "" {
+		s = "(empty body)"
+	}
+	return s
+}
+
+func countWords(s string) int {
+	return len(strings.Fields(s))
+}

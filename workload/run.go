@@ -1,0 +1,382 @@
+package workload
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runner is the state of one level.
+type runner struct {
+	cfg    Config
+	base   string
+	path   string // /v1/chat/completions or /v1/completions
+	client *http.Client
+	model  []byte // JSON string
+
+	shards []*shard
+
+	mu          sync.Mutex
+	errs        []ErrorSample
+	consecutive int
+	aborted     string
+	completed   int
+	failed      int
+	warmOK      int
+	warmFailed  int
+	save        *bufio.Writer
+	saveErr     error
+	abort       context.CancelCauseFunc
+	lastEnd     time.Time
+	sent        atomic.Int64
+	workerPool  sync.Pool
+	estPrompt   func(p string) int64
+	measureFrom time.Time
+}
+
+// shard holds the figures of some workers; merged once at the end.
+type shard struct {
+	mu                   sync.Mutex
+	ttft, itl, tpot, e2e *dist
+	in, out              int64
+	usageMissing         int
+}
+
+func newShard() *shard {
+	return &shard{ttft: newDist(), itl: newDist(), tpot: newDist(), e2e: newDist()}
+}
+
+// errLevelAborted is the cause given to requests still in flight when a level is cut short.
+var errLevelAborted = errors.New("level aborted")
+
+// Run runs one load level: warmup, then the measured requests, and returns its figures. It
+// returns an error only when the level cannot start (bad configuration, dataset or URL, no model)
+// or when ctx is cancelled (then with the partial result); a server that fails, dies or hangs is
+// reported in the Result (Failed, Errors, Aborted).
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	base, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, base: base, client: cfg.HTTPClient}
+	if r.client == nil {
+		r.client = NewHTTPClient(max(cfg.Concurrency, 1))
+		defer r.client.CloseIdleConnections()
+	}
+	r.path = "/v1/chat/completions"
+	if cfg.API == APICompletions {
+		r.path = "/v1/completions"
+	}
+	if cfg.Model == "" {
+		if r.cfg.Model, err = r.firstModel(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
+	}
+	r.model = jsonString(r.cfg.Model)
+	if cfg.SaveRequests != nil {
+		r.save = bufio.NewWriterSize(cfg.SaveRequests, 64<<10)
+	}
+	nShards := max(1, min(cfg.Concurrency, runtime.GOMAXPROCS(0)))
+	if cfg.Concurrency == 0 {
+		nShards = runtime.GOMAXPROCS(0)
+	}
+	for range nShards {
+		r.shards = append(r.shards, newShard())
+	}
+	r.workerPool.New = func() any { return &worker{r: r, sse: NewSSEReader(nil, nil, 0)} }
+	res := &Result{API: cfg.API, Model: r.cfg.Model, Dataset: cfg.Prompts.String(), Concurrency: cfg.Concurrency,
+		RequestRate: cfg.RequestRate, InputTokens: cfg.InputTokens, OutputTokens: cfg.OutputTokens}
+
+	// Warmup: at the level's concurrency, its own prompts, figures dropped.
+	if cfg.Warmup > 0 {
+		r.warmup(ctx)
+		res.WarmupCompleted, res.WarmupFailed = r.warmOK, r.warmFailed
+		if ctx.Err() != nil {
+			r.fill(res)
+			return res, ctx.Err()
+		}
+		if r.warmOK == 0 {
+			r.fill(res)
+			res.Aborted = fmt.Sprintf("all %d warmup requests failed", cfg.Warmup)
+			if len(r.errs) > 0 {
+				res.Aborted += ": " + r.errs[0].Message
+			}
+			return res, nil
+		}
+	}
+
+	info := r.serverInfo(ctx)
+	before := r.counters(ctx)
+	lctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	r.abort = abort
+	start := time.Now()
+	r.measureFrom = start
+	if cfg.RequestRate > 0 {
+		r.openLoop(lctx, start)
+	} else {
+		r.closedLoop(lctx, start)
+	}
+	end := r.lastEnd
+	if end.IsZero() || end.Before(start) {
+		end = time.Now()
+	}
+	res.Start, res.Duration = start, end.Sub(start)
+	r.fill(res)
+	if r.save != nil {
+		if err := r.save.Flush(); err != nil && r.saveErr == nil {
+			r.saveErr = err
+		}
+	}
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	if res.Aborted == "" && res.Completed > 0 {
+		after := r.counters(ctx)
+		info2 := serverInfo{}
+		if !(before.ok && before.hasVerify) {
+			info2 = r.serverInfo(ctx)
+		}
+		res.AcceptLength, res.AcceptLengthSource = acceptLength(info, before, after, info2)
+	}
+	if r.saveErr != nil {
+		return res, fmt.Errorf("save requests: %w", r.saveErr)
+	}
+	return res, nil
+}
+
+// fill copies the runner's counts and merged figures into res.
+func (r *runner) fill(res *Result) {
+	r.mu.Lock()
+	res.Completed, res.Failed, res.Aborted = r.completed, r.failed, r.aborted
+	res.Sent = int(r.sent.Load())
+	res.Errors = append([]ErrorSample(nil), r.errs...)
+	r.mu.Unlock()
+	all := newShard()
+	for _, s := range r.shards {
+		s.mu.Lock()
+		all.ttft.merge(s.ttft)
+		all.itl.merge(s.itl)
+		all.tpot.merge(s.tpot)
+		all.e2e.merge(s.e2e)
+		all.in += s.in
+		all.out += s.out
+		all.usageMissing += s.usageMissing
+		s.mu.Unlock()
+	}
+	res.TTFT, res.ITL, res.TPOT, res.E2E = all.ttft.summary(), all.itl.summary(), all.tpot.summary(), all.e2e.summary()
+	res.TotalInputTokens, res.TotalOutputTokens, res.UsageMissing = all.in, all.out, all.usageMissing
+	if sec := res.Duration.Seconds(); sec > 0 {
+		res.RequestThroughput = float64(res.Completed) / sec
+		res.InputThroughput = float64(res.TotalInputTokens) / sec
+		res.OutputThroughput = float64(res.TotalOutputTokens) / sec
+	}
+}
+
+func (r *runner) warmup(ctx context.Context) {
+	n := r.cfg.Warmup
+	par := min(n, max(r.cfg.Concurrency, 1))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	key := streamKey(&r.cfg, true)
+	for range par {
+		wg.Go(func() {
+			w := r.workerPool.Get().(*worker)
+			defer r.workerPool.Put(w)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				o := w.do(ctx, key, i)
+				r.mu.Lock()
+				if o.ok {
+					r.warmOK++
+				} else {
+					r.warmFailed++
+					r.noteError(-1, "warmup: "+o.errMsg)
+				}
+				r.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// more reports whether measured request i may be sent.
+func (r *runner) more(ctx context.Context, i int, deadline time.Time) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if r.cfg.Requests > 0 && i >= r.cfg.Requests {
+		return false
+	}
+	if r.cfg.Duration > 0 && !time.Now().Before(deadline) {
+		return false
+	}
+	return true
+}
+
+func (r *runner) closedLoop(ctx context.Context, start time.Time) {
+	deadline := start.Add(r.cfg.Duration)
+	key := streamKey(&r.cfg, false)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for wi := range r.cfg.Concurrency {
+		sh := r.shards[wi%len(r.shards)]
+		wg.Go(func() {
+			w := r.workerPool.Get().(*worker)
+			defer r.workerPool.Put(w)
+			for {
+				i := int(next.Add(1) - 1)
+				if !r.more(ctx, i, deadline) {
+					return
+				}
+				r.sent.Add(1)
+				r.record(sh, i, w.do(ctx, key, i))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (r *runner) openLoop(ctx context.Context, start time.Time) {
+	deadline := start.Add(r.cfg.Duration)
+	key := streamKey(&r.cfg, false)
+	limit := r.cfg.Concurrency
+	if limit == 0 {
+		limit = OpenLoopMaxInFlight
+	}
+	sem := make(chan struct{}, limit)
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, key))
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var wg sync.WaitGroup
+	at := start
+	for i := 0; r.more(ctx, i, deadline); i++ {
+		if i > 0 {
+			at = at.Add(time.Duration(rng.ExpFloat64() / r.cfg.RequestRate * float64(time.Second)))
+			if wait := time.Until(at); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					wg.Wait()
+					return
+				}
+			}
+			if !r.more(ctx, i, deadline) {
+				break
+			}
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		sh := r.shards[i%len(r.shards)]
+		r.sent.Add(1)
+		wg.Go(func() {
+			defer func() { <-sem }()
+			w := r.workerPool.Get().(*worker)
+			defer r.workerPool.Put(w)
+			r.record(sh, i, w.do(ctx, key, i))
+		})
+	}
+	wg.Wait()
+}
+
+// record adds one measured request's outcome.
+func (r *runner) record(sh *shard, i int, o *outcome) {
+	if o.ok {
+		sh.mu.Lock()
+		sh.ttft.record(o.ttft)
+		sh.e2e.record(o.e2e)
+		for _, d := range o.itls {
+			sh.itl.record(d)
+		}
+		if o.completion > 1 {
+			sh.tpot.record((o.e2e - o.ttft) / time.Duration(o.completion-1))
+		}
+		sh.in += o.prompt
+		sh.out += o.completion
+		if !o.usage {
+			sh.usageMissing++
+		}
+		sh.mu.Unlock()
+	}
+	r.mu.Lock()
+	if end := o.start.Add(o.e2e); o.ok && end.After(r.lastEnd) {
+		r.lastEnd = end
+	} else if !o.ok && o.end.After(r.lastEnd) {
+		r.lastEnd = o.end
+	}
+	if o.ok {
+		r.completed++
+		r.consecutive = 0
+	} else {
+		r.failed++
+		r.noteError(i, o.errMsg)
+		if !o.levelAborted {
+			r.consecutive++
+		}
+		if lim := r.cfg.MaxConsecutiveFailures; lim > 0 && r.consecutive >= lim && r.aborted == "" {
+			r.aborted = fmt.Sprintf("stopped after %d failed requests in a row; last error: %s", r.consecutive, o.errMsg)
+			r.abort(errLevelAborted)
+		}
+	}
+	if r.save != nil && r.saveErr == nil {
+		rec := RequestRecord{Index: i, ID: o.id, StartUnixMs: float64(o.start.UnixNano()) / 1e6, OK: o.ok,
+			E2EMs: ms(o.e2e), PromptTokens: o.prompt, CompletionTokens: o.completion, Chunks: o.chunks, Error: o.errMsg}
+		if o.ok {
+			rec.TTFTMs = ms(o.ttft)
+		} else {
+			rec.E2EMs = ms(o.end.Sub(o.start))
+		}
+		b, _ := json.Marshal(rec)
+		b = append(b, '\n')
+		if _, err := r.save.Write(b); err != nil {
+			r.saveErr = err
+		}
+	}
+	c, f := r.completed, r.failed
+	r.mu.Unlock()
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(c, f)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// noteError keeps the first distinct causes; the caller holds r.mu.
+func (r *runner) noteError(i int, msg string) {
+	for k := range r.errs {
+		if r.errs[k].Message == msg {
+			r.errs[k].Count++
+			return
+		}
+	}
+	if len(r.errs) < maxErrorSamples-1 {
+		r.errs = append(r.errs, ErrorSample{Message: msg, Count: 1, FirstRequest: i})
+		return
+	}
+	if len(r.errs) < maxErrorSamples {
+		r.errs = append(r.errs, ErrorSample{Message: otherErrors, FirstRequest: i})
+	}
+	r.errs[len(r.errs)-1].Count++
+}
+
+// otherErrors labels the causes beyond the first distinct ones.
+const otherErrors = "(other errors)"

@@ -1,0 +1,191 @@
+package workload
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// probeTimeout bounds every side request (/v1/models, /metrics, /get_server_info).
+const probeTimeout = 10 * time.Second
+
+func (r *runner) get(ctx context.Context, path string, limit int64) ([]byte, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	if r.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return b, resp.StatusCode, err
+}
+
+// FirstModel returns the id of the first model /v1/models lists.
+func (r *runner) firstModel(ctx context.Context) (string, error) {
+	b, code, err := r.get(ctx, "/v1/models", 1<<20)
+	if err != nil {
+		return "", fmt.Errorf("list models: %w", err)
+	}
+	if code != http.StatusOK {
+		return "", fmt.Errorf("list models: GET /v1/models: HTTP %d: %s", code, excerpt(b))
+	}
+	var v struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", fmt.Errorf("list models: GET /v1/models: %w", err)
+	}
+	if len(v.Data) == 0 || v.Data[0].ID == "" {
+		return "", errors.New("list models: GET /v1/models lists no model (use --model)")
+	}
+	return v.Data[0].ID, nil
+}
+
+// serverInfo is what the load generator reads from /get_server_info.
+type serverInfo struct {
+	ok        bool
+	spec      bool // a speculative algorithm is set
+	specKnown bool // speculative_algorithm was present
+	accept    float64
+	hasAccept bool
+}
+
+func (r *runner) serverInfo(ctx context.Context) serverInfo {
+	b, code, err := r.get(ctx, "/get_server_info", 8<<20)
+	if err != nil || code != http.StatusOK {
+		return serverInfo{}
+	}
+	var v struct {
+		SpecAlgo       *string          `json:"speculative_algorithm"`
+		InternalStates []map[string]any `json:"internal_states"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return serverInfo{}
+	}
+	var raw map[string]json.RawMessage
+	_ = json.Unmarshal(b, &raw)
+	si := serverInfo{ok: true}
+	if _, present := raw["speculative_algorithm"]; present {
+		si.specKnown = true
+		si.spec = v.SpecAlgo != nil && *v.SpecAlgo != "" && !strings.EqualFold(*v.SpecAlgo, "none")
+	}
+	for _, st := range v.InternalStates {
+		if a, ok := st["avg_spec_accept_length"].(float64); ok && a > 0 {
+			si.accept, si.hasAccept = a, true
+			break
+		}
+	}
+	return si
+}
+
+// counters are the /metrics counters accept length is derived from.
+type counters struct {
+	ok                bool
+	gen, verify       float64
+	hasGen, hasVerify bool
+}
+
+func (r *runner) counters(ctx context.Context) counters {
+	b, code, err := r.get(ctx, "/metrics", 32<<20)
+	if err != nil || code != http.StatusOK {
+		return counters{}
+	}
+	return parseCounters(b)
+}
+
+// parseCounters sums every series of SGLang's generation_tokens_total and spec_verify_calls_total
+// counters in a Prometheus text exposition.
+func parseCounters(b []byte) counters {
+	c := counters{ok: true}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		name := line
+		if i := bytes.IndexAny(line, "{ "); i >= 0 {
+			name = line[:i]
+		}
+		var dst *float64
+		var has *bool
+		switch string(name) {
+		case "sglang:generation_tokens_total", "sglang_generation_tokens_total":
+			dst, has = &c.gen, &c.hasGen
+		case "sglang:spec_verify_calls_total", "sglang_spec_verify_calls_total":
+			dst, has = &c.verify, &c.hasVerify
+		default:
+			continue
+		}
+		rest := line[len(name):]
+		if len(rest) > 0 && rest[0] == '{' {
+			j := bytes.LastIndexByte(rest, '}')
+			if j < 0 {
+				continue
+			}
+			rest = rest[j+1:]
+		}
+		fields := strings.Fields(string(rest))
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			continue
+		}
+		*dst += v
+		*has = true
+	}
+	return c
+}
+
+// acceptLength decides the level's accept length: counter deltas over the measured window when the
+// server exports both counters and verified anything, else /get_server_info's cumulative average;
+// nil for a server without speculative decoding (or when nothing tells).
+func acceptLength(info serverInfo, before, after counters, after2 serverInfo) (*float64, string) {
+	if info.specKnown && !info.spec {
+		return nil, ""
+	}
+	if before.ok && after.ok && before.hasVerify && after.hasVerify && before.hasGen && after.hasGen {
+		dv, dg := after.verify-before.verify, after.gen-before.gen
+		if dv > 0 && dg > 0 {
+			a := dg / dv
+			return &a, "metrics"
+		}
+		if dv == 0 && !info.specKnown {
+			return nil, "" // counters say: no verify step, a baseline
+		}
+	}
+	if after2.hasAccept {
+		a := after2.accept
+		return &a, "server_info"
+	}
+	return nil, ""
+}
+
+func excerpt(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
