@@ -314,6 +314,7 @@ type Args struct {
 	DecodeLogInterval                               int
 	RandomSeed                                      int64
 	LogHTTP                                         bool // uvicorn access log lines
+	LogQuiet                                        bool // --log-level warning/error: no info lines
 	APIKey                                          string
 	Raw                                             rawArgs // everything given, for /get_server_info
 }
@@ -367,6 +368,10 @@ func ParseArgs(argv []string) (a *Args, warnings []string, err error) {
 	}
 	lvl := strings.ToLower(str("log_level_http", str("log_level", "info")))
 	a.LogHTTP = lvl == "info" || lvl == "debug"
+	switch strings.ToLower(str("log_level", "info")) {
+	case "warning", "error", "critical":
+		a.LogQuiet = true
+	}
 
 	// Values argparse accepts but SGLang later refuses: treat as start errors.
 	if a.TP < 1 {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -12,16 +13,23 @@ import (
 // Logger writes SGLang-style log lines: "[YYYY-MM-DD HH:MM:SS TP0] msg".
 // Every line is one Write, so lines of different goroutines never mix.
 type Logger struct {
-	mu  sync.Mutex
-	out io.Writer // SGLang's logging (Python logging: stderr)
-	acc io.Writer // uvicorn access log (stdout)
-	buf []byte
+	// Quiet drops info lines (--log-level warning or error), as Python
+	// logging does; warnings, errors and tracebacks still print.
+	Quiet bool
+	mu    sync.Mutex
+	out   io.Writer // SGLang's logging (Python logging: stderr)
+	acc   io.Writer // uvicorn access log (stdout)
+	buf   []byte
 }
 
 // NewLogger logs to out and writes uvicorn access lines to acc.
 func NewLogger(out, acc io.Writer) *Logger { return &Logger{out: out, acc: acc} }
 
 func (l *Logger) line(w io.Writer, tag string, format string, args ...any) {
+	tag, important := strings.CutSuffix(tag, "!")
+	if l.Quiet && !important && w == l.out {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buf[:0]
@@ -38,6 +46,13 @@ func (l *Logger) line(w io.Writer, tag string, format string, args ...any) {
 	_, _ = w.Write(b)
 	l.buf = b
 }
+
+// Warn logs a warning or error from the launcher process (printed even at
+// --log-level warning).
+func (l *Logger) Warn(format string, args ...any) { l.line(l.out, "!", format, args...) }
+
+// TPError logs an error from tensor-parallel rank 0.
+func (l *Logger) TPError(format string, args ...any) { l.line(l.out, " TP0!", format, args...) }
 
 // Main logs from the launcher process (no rank tag).
 func (l *Logger) Main(format string, args ...any) { l.line(l.out, "", format, args...) }

@@ -50,6 +50,7 @@ func Main(argv []string, getenv func(string) string, stdout, stderr io.Writer) i
 		return 1
 	}
 	log := NewLogger(stderr, stdout)
+	log.Quiet = a.LogQuiet
 	m := NewModel(a, prof, cfg.GPUMemGB)
 	die := func(reason string) {
 		truth.Exit(time.Now(), reason)
@@ -76,7 +77,7 @@ func (s *Server) run(warnings []string) int {
 	}
 	log, pl, a := s.log, &s.M.Plan, s.A
 	for _, w := range warnings {
-		log.Main("%s", w)
+		log.Warn("%s", w)
 	}
 	log.Main("%s", serverArgsRepr(s.info))
 
@@ -97,7 +98,7 @@ func (s *Server) run(warnings []string) int {
 		select {
 		case <-t.C:
 		case sig := <-sigc:
-			log.Main("Received %s during start-up. Killing the process tree.", sigName(sig))
+			log.Warn("Received %s during start-up. Killing the process tree.", sigName(sig))
 			s.die("signal_during_load")
 		}
 	}
@@ -112,16 +113,16 @@ func (s *Server) run(warnings []string) int {
 	log.TP("Load weight begin. avail mem=%.2f GB", avail)
 	if s.C.Fail.Kind == "exit-during-start" {
 		wait(0.4 * load)
-		log.TP("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3"))
-		log.Main("Rank 0 scheduler is dead. Please check if there are relevant logs.")
+		log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3"))
+		log.Warn("Rank 0 scheduler is dead. Please check if there are relevant logs.")
 		log.Raw("Traceback (most recent call last):\n  File \"<frozen runpy>\", line 198, in _run_module_as_main\n  File \"/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py\", line 32, in <module>\n    launch_server(server_args)\n  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/entrypoints/http_server.py\", line 1412, in launch_server\n    tokenizer_manager, template_manager, scheduler_info = _launch_subprocesses(server_args=server_args)\nRuntimeError: Initialization failed. Please see the error messages above.\n")
 		s.truth.Exit(time.Now(), "exit_during_start")
 		return 1
 	}
 	if pl.OOM == "weights" {
 		wait(0.3 * load)
-		log.TP("Scheduler hit an exception: %s", schedulerCrashTrace("torch.OutOfMemoryError: "+cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.4)))
-		log.Main("Received sigquit from a child process. It usually means the child failed.")
+		log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("torch.OutOfMemoryError: "+cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.4)))
+		log.Warn("Received sigquit from a child process. It usually means the child failed.")
 		s.die("oom")
 	}
 	wait(0.6 * load)
@@ -170,8 +171,8 @@ func (s *Server) run(warnings []string) int {
 	if s.C.Fail.Kind == "oom" {
 		s.graphOOM("")
 	}
-	log.TP("max_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
-		pl.MaxTotalTokens, pl.MaxRunning, pl.ContextLen, avail)
+	log.TP("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
+		pl.MaxTotalTokens, intOr(a.Raw, "chunked_prefill_size", 8192), pl.MaxPrefillTokens, pl.MaxRunning, pl.ContextLen, avail)
 
 	// Scheduler.
 	stop := make(chan struct{})
@@ -180,7 +181,7 @@ func (s *Server) run(warnings []string) int {
 	// Uvicorn.
 	ln, err := listen(a.Host, a.Port)
 	if err != nil {
-		log.Main("ERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): %s", a.Host, a.Port, bindReason(err))
+		log.Warn("ERROR:    [Errno 98] error while attempting to bind on address ('%s', %d): %s", a.Host, a.Port, bindReason(err))
 		s.truth.Exit(time.Now(), "bind_error")
 		return 1
 	}
@@ -250,7 +251,7 @@ func (s *Server) warmup(ready chan<- struct{}) {
 			}
 		}
 		if s.A.LogHTTP {
-			s.log.Main("INFO:     127.0.0.1:%d - \"POST /generate HTTP/1.1\" 200 OK", 40000+os.Getpid()%20000)
+			s.log.Access("INFO:     127.0.0.1:%d - \"POST /generate HTTP/1.1\" 200 OK", 40000+os.Getpid()%20000)
 		}
 		if rest := s.scaled(s.C.WarmupSeconds) - time.Since(t0); rest > 0 {
 			time.Sleep(rest)
@@ -271,8 +272,8 @@ func (s *Server) failCheck() func() {
 	case "crash-during-load":
 		return func() {
 			if s.received.Load() > int64(f.N) {
-				s.log.TP("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."))
-				s.log.Main("Received sigquit from a child process. It usually means the child failed.")
+				s.log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."))
+				s.log.Warn("Received sigquit from a child process. It usually means the child failed.")
 				s.die("crash")
 			}
 		}
@@ -292,7 +293,7 @@ func (s *Server) failCheck() func() {
 // then SIGKILL itself.
 func (s *Server) shutdown(sig os.Signal, since time.Time) {
 	t0 := time.Now()
-	s.log.Main("%s received. signum=%s frame=None. Draining requests and shutting down...", sigName(sig), sigNum(sig))
+	s.log.Warn("%s received. signum=%s frame=None. Draining requests and shutting down...", sigName(sig), sigNum(sig))
 	s.phase.Store(phaseDraining)
 	period := s.scaled(5)
 	if period > 0 {
@@ -302,7 +303,7 @@ func (s *Server) shutdown(sig os.Signal, since time.Time) {
 	for {
 		n := s.inflight.Load()
 		if s.C.ForceShutdown {
-			s.log.Main("Signal SIGTERM received while force shutdown flag set. Force exiting... remaining number of requests %d", n)
+			s.log.Warn("Signal SIGTERM received while force shutdown flag set. Force exiting... remaining number of requests %d", n)
 			break
 		}
 		s.log.Main("Gracefully exiting... remaining number of requests %d", n)
@@ -330,7 +331,7 @@ func sigNum(sig os.Signal) string {
 
 func (s *Server) graphOOM(which string) {
 	pl := &s.M.Plan
-	s.log.TP("Scheduler hit an exception: %s", schedulerCrashTrace(
+	s.log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace(
 		"Exception: Capture "+which+"cuda graph failed: "+cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.3)+"\n"+
 			"Possible solutions:\n"+
 			"1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"+
@@ -338,7 +339,7 @@ func (s *Server) graphOOM(which string) {
 			"3. disable torch compile by not using --enable-torch-compile\n"+
 			"4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"+
 			"Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose"))
-	s.log.Main("Received sigquit from a child process. It usually means the child failed.")
+	s.log.Warn("Received sigquit from a child process. It usually means the child failed.")
 	s.die("oom")
 }
 

@@ -625,7 +625,7 @@ func TestShutdownDrain(t *testing.T) {
 
 func TestShutdownIdleAndForced(t *testing.T) {
 	t.Parallel()
-	idle := startSim(t, nil)
+	idle := startSim(t, nil, "--log-level", "warning")
 	forced := startSim(t, map[string]string{"SGL_FORCE_SHUTDOWN": "1"}, spec3...)
 	slow := startSim(t, map[string]string{"SGLANGSIM_FAIL": "slow-drain:60"})
 	idle.waitReady()
@@ -639,6 +639,9 @@ func TestShutdownIdleAndForced(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 200*time.Millisecond { // watchdog period 5 s scaled = 50 ms
 		t.Errorf("idle stop took %v", d)
+	}
+	if l := idle.stderr.String(); strings.Contains(l, "Load weight begin") || !strings.Contains(l, "SIGTERM received.") {
+		t.Errorf("--log-level warning: want warnings only, got %s", tail(l, 5))
 	}
 
 	go forced.sse("/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "x"}}, "max_tokens": 100000, "ignore_eos": true})
