@@ -310,10 +310,10 @@ func TestBadDataset(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"not": "an array"}`), 0o644)
 	for spec, want := range map[string]string{
-		"sharegpt:" + bad:                       "want a JSON array",
+		"sharegpt:" + bad:                        "want a JSON array",
 		"sharegpt:" + filepath.Join(dir, "nope"): "no such file",
-		"sharegpt:":                             "needs a file path",
-		"alpaca":                                "unknown dataset",
+		"sharegpt:":                              "needs a file path",
+		"alpaca":                                 "unknown dataset",
 	} {
 		_, err := workload.Run(t.Context(), workload.Config{URL: "http://127.0.0.1:1", Model: "m", Concurrency: 1,
 			Requests: 1, InputTokens: 4, OutputTokens: 4, Dataset: spec})

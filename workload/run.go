@@ -338,7 +338,7 @@ func (r *runner) record(sh *shard, i int, o *outcome) {
 		}
 	}
 	if r.save != nil && r.saveErr == nil {
-		rec := RequestRecord{Index: i, ID: o.id, StartUnixMs: float64(o.start.UnixNano()) / 1e6, OK: o.ok,
+		rec := RequestRecord{Concurrency: r.cfg.Concurrency, Index: i, ID: o.id, StartUnixMs: float64(o.start.UnixNano()) / 1e6, OK: o.ok,
 			E2EMs: ms(o.e2e), PromptTokens: o.prompt, CompletionTokens: o.completion, Chunks: o.chunks, Error: o.errMsg}
 		if o.ok {
 			rec.TTFTMs = ms(o.ttft)

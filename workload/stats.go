@@ -65,7 +65,9 @@ func (d *dist) summary() Dist {
 		return Dist{}
 	}
 	// hdrhistogram answers a bucket's highest equivalent value: keep it inside the exact range.
-	q := func(p float64) float64 { return math.Min(math.Max(float64(d.h.ValueAtQuantile(p)), d.min), d.max) / 1000 }
+	q := func(p float64) float64 {
+		return math.Min(math.Max(float64(d.h.ValueAtQuantile(p)), d.min), d.max) / 1000
+	}
 	return Dist{
 		Count:  d.n,
 		Mean:   d.sum / float64(d.n) / 1000,

@@ -200,6 +200,7 @@ func (r *Result) BenchServing() BenchServing {
 
 // RequestRecord is one measured request as --save-requests writes it (JSON lines).
 type RequestRecord struct {
+	Concurrency      int     `json:"max_concurrency"`
 	Index            int     `json:"index"`
 	ID               string  `json:"id,omitempty"` // the server's response id (SGLang: the request id)
 	StartUnixMs      float64 `json:"start_unix_ms"`

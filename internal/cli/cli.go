@@ -57,6 +57,7 @@ func commands() []command {
 		planCmd(),
 		runsCmd(),
 		sweepsCmd(),
+		benchCmd(),
 	}
 }
 

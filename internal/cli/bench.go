@@ -1,0 +1,293 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/tabular"
+	"github.com/specsweep/specsweep/workload"
+)
+
+func benchCmd() command {
+	return command{
+		name:    "bench",
+		args:    "",
+		summary: "One load test against a running server, like sglang.bench_serving: a table, or --json lines per level.",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			url := fs.String("url", "", "server base URL, e.g. http://127.0.0.1:30000 (required)")
+			api := fs.String("api", "chat", "endpoint: chat (/v1/chat/completions) or completions (/v1/completions)")
+			model := fs.String("model", "", "model name sent with each request (default: the first id of /v1/models)")
+			conc := fs.String("concurrency", "1", "comma-separated levels of requests in flight, e.g. 1,4,16; with --request-rate: the cap on requests in flight (default: none)")
+			rate := fs.Float64("request-rate", 0, "open loop: Poisson arrivals at this many requests per second (0: closed loop)")
+			requests := fs.Int("requests", 64, "measured requests per level")
+			duration := fs.Duration("duration", 0, "instead of --requests: send requests for this long per level, e.g. 60s")
+			warmup := fs.Int("warmup", 4, "warmup requests before each level, excluded from every figure")
+			in := fs.Int("input-tokens", 1024, "prompt length of random prompts, in tokens")
+			out := fs.Int("output-tokens", 512, "max_tokens of every request (sent with ignore_eos)")
+			dataset := fs.String("dataset", "random", "prompts: random, or sharegpt:PATH (a ShareGPT JSON file)")
+			seed := fs.Uint64("seed", 1, "seed of prompts and arrival times")
+			asJSON := fs.Bool("json", false, "one JSON object per level (bench_serving's field names) instead of a table")
+			save := fs.String("save-requests", "", "write one JSON line per measured request to FILE")
+			timeout := fs.Duration("timeout", 0, fmt.Sprintf("per-request timeout (default %v + %v per output token)", workload.DefaultTimeoutBase, workload.DefaultTimeoutPerToken))
+			stall := fs.Duration("stall-timeout", workload.DefaultStallTimeout, "fail a request after this long without response headers or, once streaming, without data")
+			apiKey := fs.String("api-key", "", "bearer token for a server started with --api-key (default $SPECSWEEP_API_KEY)")
+			return func(ctx context.Context, env Env, pos []string) error {
+				if len(pos) > 0 {
+					return usagef("unexpected argument %q", pos[0])
+				}
+				set := map[string]bool{}
+				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+				if *url == "" {
+					return usagef("--url is required")
+				}
+				if *api != workload.APIChat && *api != workload.APICompletions {
+					return usagef("unknown --api %q (want chat or completions)", *api)
+				}
+				if *rate < 0 {
+					return usagef("--request-rate must not be negative")
+				}
+				levels, err := parseLevels(*conc)
+				if err != nil {
+					return err
+				}
+				if *rate > 0 && !set["concurrency"] {
+					levels = []int{0}
+				}
+				if set["duration"] && set["requests"] {
+					return usagef("give --requests or --duration, not both")
+				}
+				n := *requests
+				if set["duration"] {
+					n = 0
+					if *duration <= 0 {
+						return usagef("--duration must be positive")
+					}
+				} else if n < 1 {
+					return usagef("--requests must be positive")
+				}
+				switch {
+				case *warmup < 0:
+					return usagef("--warmup must not be negative")
+				case *in < 1 || *out < 1:
+					return usagef("--input-tokens and --output-tokens must be positive")
+				case *timeout < 0 || *stall < 0:
+					return usagef("timeouts must not be negative")
+				case *dataset != "random" && !strings.HasPrefix(*dataset, "sharegpt:"):
+					return usagef("unknown --dataset %q (want random or sharegpt:PATH)", *dataset)
+				}
+				prompts, err := workload.ParseDataset(*dataset, *in, *seed)
+				if err != nil {
+					return err
+				}
+				key := *apiKey
+				if key == "" {
+					key = env.Getenv("SPECSWEEP_API_KEY")
+				}
+				var saveW io.Writer
+				if *save != "" {
+					f, err := os.Create(*save)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					saveW = f
+				}
+				maxC := 1
+				for _, c := range levels {
+					maxC = max(maxC, c)
+				}
+				client := workload.NewHTTPClient(maxC)
+				defer client.CloseIdleConnections()
+				prog := newProgress(env.Stderr)
+
+				var results []*workload.Result
+				var bad []string
+				for _, c := range levels {
+					cfg := workload.Config{URL: *url, API: *api, Model: *model, APIKey: key, Concurrency: c, RequestRate: *rate,
+						Requests: n, Duration: *duration, Warmup: *warmup, InputTokens: *in, OutputTokens: *out,
+						Prompts: prompts, Seed: *seed, RequestTimeout: *timeout, StallTimeout: *stall,
+						HTTPClient: client, SaveRequests: saveW}
+					if prog != nil {
+						cfg.Progress = prog.start(levelName(c, *rate), n)
+					}
+					res, err := workload.Run(ctx, cfg)
+					prog.stop()
+					if err != nil {
+						if res != nil && errors.Is(err, ctx.Err()) {
+							return exitError{ExitFailure, fmt.Errorf("specsweep bench: interrupted during level %s: %d completed, %d failed", levelName(c, *rate), res.Completed, res.Failed)}
+						}
+						return err
+					}
+					*model = res.Model // resolve /v1/models once
+					results = append(results, res)
+					reportFailures(env.Stderr, res, levelName(c, *rate))
+					if res.Aborted != "" || res.Completed == 0 {
+						bad = append(bad, levelName(c, *rate))
+					}
+					if *asJSON {
+						b, err := json.Marshal(res.BenchServing())
+						if err != nil {
+							return err
+						}
+						if _, err := fmt.Fprintf(env.Stdout, "%s\n", b); err != nil {
+							return err
+						}
+					}
+					if res.Aborted != "" {
+						break // the server is failing: further levels would only fail too
+					}
+				}
+				if !*asJSON {
+					if err := writeBenchTable(env.Stdout, results, *rate); err != nil {
+						return err
+					}
+				}
+				if len(bad) > 0 {
+					return exitError{ExitFailure, fmt.Errorf("specsweep bench: level %s failed (see above)", strings.Join(bad, ", "))}
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, usagef("bad --concurrency %q: want positive integers separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func levelName(c int, rate float64) string {
+	switch {
+	case rate > 0 && c > 0:
+		return fmt.Sprintf("rate=%g/s c<=%d", rate, c)
+	case rate > 0:
+		return fmt.Sprintf("rate=%g/s", rate)
+	}
+	return "c=" + strconv.Itoa(c)
+}
+
+func reportFailures(w io.Writer, r *workload.Result, level string) {
+	if r.Failed == 0 && r.WarmupFailed == 0 && r.Aborted == "" {
+		return
+	}
+	fmt.Fprintf(w, "specsweep bench: %s: %d of %d requests failed", level, r.Failed, r.Sent)
+	if r.WarmupFailed > 0 {
+		fmt.Fprintf(w, " (and %d of %d warmups)", r.WarmupFailed, r.WarmupFailed+r.WarmupCompleted)
+	}
+	fmt.Fprintln(w)
+	if r.Aborted != "" {
+		fmt.Fprintf(w, "  level ended early: %s\n", r.Aborted)
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "  %dx %s\n", e.Count, e.Message)
+	}
+}
+
+func writeBenchTable(w io.Writer, results []*workload.Result, rate float64) error {
+	cols := []string{"concurrency", "completed", "failed", "duration_s", "input_tokens", "output_tokens", "request_s",
+		"output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "e2e_p50_ms", "accept_length"}
+	if rate > 0 {
+		cols = append([]string{"request_rate"}, cols...)
+	}
+	var rows [][]any
+	for _, r := range results {
+		ms := func(d workload.Dist, v float64) any {
+			if d.Count == 0 {
+				return nil
+			}
+			return v
+		}
+		var conc any = r.Concurrency
+		if r.Concurrency == 0 {
+			conc = nil
+		}
+		var al any
+		if r.AcceptLength != nil {
+			al = *r.AcceptLength
+		}
+		row := []any{conc, r.Completed, r.Failed, r.Duration.Seconds(), r.TotalInputTokens, r.TotalOutputTokens,
+			r.RequestThroughput, r.OutputThroughput, ms(r.TTFT, r.TTFT.Median), ms(r.TTFT, r.TTFT.P99),
+			ms(r.ITL, r.ITL.Median), ms(r.ITL, r.ITL.P99), ms(r.TPOT, r.TPOT.Median), ms(r.E2E, r.E2E.Median), al}
+		if rate > 0 {
+			row = append([]any{r.RequestRate}, row...)
+		}
+		rows = append(rows, row)
+	}
+	return tabular.Write(w, "table", cols, rows)
+}
+
+// progress draws one status line on a terminal's stderr while a level runs.
+type progress struct {
+	w          io.Writer
+	done, fail atomic.Int64
+	stopc      chan struct{}
+	finished   chan struct{}
+}
+
+// newProgress returns nil unless w is a terminal.
+func newProgress(w io.Writer) *progress {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return &progress{w: w}
+}
+
+func (p *progress) start(level string, total int) func(int, int) {
+	p.done.Store(0)
+	p.fail.Store(0)
+	p.stopc, p.finished = make(chan struct{}), make(chan struct{})
+	t0 := time.Now()
+	draw := func() {
+		of := ""
+		if total > 0 {
+			of = "/" + strconv.Itoa(total)
+		}
+		fmt.Fprintf(p.w, "\r\033[K%s: %d%s done, %d failed, %.0fs", level, p.done.Load(), of, p.fail.Load(), time.Since(t0).Seconds())
+	}
+	go func() {
+		defer close(p.finished)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				draw()
+			case <-p.stopc:
+				fmt.Fprint(p.w, "\r\033[K")
+				return
+			}
+		}
+	}()
+	return func(c, f int) { p.done.Store(int64(c)); p.fail.Store(int64(f)) }
+}
+
+func (p *progress) stop() {
+	if p == nil || p.stopc == nil {
+		return
+	}
+	close(p.stopc)
+	<-p.finished
+	p.stopc = nil
+}

@@ -1,0 +1,126 @@
+package workload_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/specsweep/specsweep/internal/cli"
+	"github.com/specsweep/specsweep/workload"
+)
+
+func runBench(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = cli.Main(context.Background(), append([]string{"bench"}, args...),
+		cli.Env{Stdout: &o, Stderr: &e, Getenv: func(string) string { return "" }})
+	return o.String(), e.String(), code
+}
+
+// jsonKeys returns an object's keys in their order.
+func jsonKeys(t *testing.T, line string) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %q", line)
+	}
+	var keys []string
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.(string))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+func TestBenchCLIJSON(t *testing.T) {
+	sim := startSim(t, simOpts{spec: true})
+	save := filepath.Join(t.TempDir(), "reqs.jsonl")
+	out, errs, code := runBench(t, "--url", sim.URL, "--concurrency", "1,3", "--requests", "6", "--warmup", "1",
+		"--input-tokens", "32", "--output-tokens", "20", "--json", "--save-requests", save, "--api", "completions")
+	if code != cli.ExitOK {
+		t.Fatalf("code %d\n%s\n%s", code, out, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want one JSON line per level:\n%s", out)
+	}
+	want := "max_concurrency completed failed duration total_input_tokens total_output_tokens request_throughput " +
+		"input_throughput output_throughput mean_ttft_ms median_ttft_ms p99_ttft_ms mean_itl_ms median_itl_ms " +
+		"p99_itl_ms mean_tpot_ms median_tpot_ms mean_e2e_latency_ms median_e2e_latency_ms accept_length"
+	if strings.Join(workload.BenchServingFields, " ") != want {
+		t.Errorf("BenchServingFields drifted: %v", workload.BenchServingFields)
+	}
+	for i, l := range lines {
+		if got := strings.Join(jsonKeys(t, l), " "); got != want {
+			t.Errorf("keys\n got %s\nwant %s", got, want)
+		}
+		var bs workload.BenchServing
+		json.Unmarshal([]byte(l), &bs)
+		if bs.MaxConcurrency != []int{1, 3}[i] || bs.Completed != 6 || bs.Failed != 0 || bs.TotalInputTokens != 6*32 ||
+			bs.TotalOutputTokens != 6*20 || bs.AcceptLength == nil || bs.MedianTTFTMs == nil {
+			t.Errorf("level %d: %s", i, l)
+		}
+	}
+	b, err := os.ReadFile(save)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != 12 {
+		t.Errorf("%d saved requests, want 12", n)
+	}
+	if errs != "" {
+		t.Errorf("stderr is not a terminal, yet: %q", errs)
+	}
+}
+
+func TestBenchCLITableAndFailures(t *testing.T) {
+	sim := startSim(t, simOpts{})
+	out, errs, code := runBench(t, "--url", sim.URL, "--request-rate", "200", "--requests", "5", "--warmup", "0",
+		"--input-tokens", "8", "--output-tokens", "8")
+	if code != cli.ExitOK {
+		t.Fatalf("code %d\n%s\n%s", code, out, errs)
+	}
+	if !strings.HasPrefix(out, "request_rate  concurrency  completed") || !strings.Contains(out, "200") {
+		t.Errorf("table:\n%s", out)
+	}
+	// A level of HTTP errors: exit 1, the causes on stderr.
+	out, errs, code = runBench(t, "--url", sim.URL, "--requests", "3", "--warmup", "0", "--input-tokens", "8",
+		"--output-tokens", "300000", "--json")
+	if code != cli.ExitFailure || !strings.Contains(errs, "HTTP 400") || !strings.Contains(out, `"completed":0`) {
+		t.Errorf("code %d\n%s\n%s", code, out, errs)
+	}
+}
+
+func TestBenchCLIUsage(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte("not json"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{}, cli.ExitUsage, "--url is required"},
+		{[]string{"--url", "http://127.0.0.1:1", "--api", "grpc"}, cli.ExitUsage, "unknown --api"},
+		{[]string{"--url", "http://127.0.0.1:1", "--concurrency", "1,x"}, cli.ExitUsage, "bad --concurrency"},
+		{[]string{"--url", "http://127.0.0.1:1", "--requests", "3", "--duration", "1s"}, cli.ExitUsage, "not both"},
+		{[]string{"--url", "http://127.0.0.1:1", "--dataset", "alpaca"}, cli.ExitUsage, "unknown --dataset"},
+		{[]string{"--url", "http://127.0.0.1:1", "--dataset", "sharegpt:" + bad}, cli.ExitFailure, "not JSON"},
+		{[]string{"--url", "http://127.0.0.1:1"}, cli.ExitFailure, "connection refused"},
+	} {
+		_, errs, code := runBench(t, c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: code %d, stderr %q; want %d %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}
