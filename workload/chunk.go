@@ -376,8 +376,17 @@ func (p *parser) literal(lit string) error {
 // skip consumes one value of any type, iteratively (no recursion, bounded depth).
 func (p *parser) skip() error {
 	depth := 0
-	// stack of open containers, as a bit per level would limit depth to 64; use a small array.
-	var stack [maxDepth]byte
+	// open containers, one bit per level: set for an object, clear for an array
+	var stack [maxDepth / 8]byte
+	isObj := func() bool { return stack[(depth-1)/8]&(1<<((depth-1)%8)) != 0 }
+	push := func(obj bool) {
+		if obj {
+			stack[depth/8] |= 1 << (depth % 8)
+		} else {
+			stack[depth/8] &^= 1 << (depth % 8)
+		}
+		depth++
+	}
 	expectValue := true
 	for {
 		c := p.peek()
@@ -387,8 +396,7 @@ func (p *parser) skip() error {
 				if depth == maxDepth {
 					return p.errf("nesting too deep")
 				}
-				stack[depth] = '{'
-				depth++
+				push(true)
 				p.i++
 				if p.peek() == '}' {
 					p.i++
@@ -410,8 +418,7 @@ func (p *parser) skip() error {
 				if depth == maxDepth {
 					return p.errf("nesting too deep")
 				}
-				stack[depth] = '['
-				depth++
+				push(false)
 				p.i++
 				if p.peek() == ']' {
 					p.i++
@@ -452,7 +459,7 @@ func (p *parser) skip() error {
 		switch {
 		case c == ',':
 			p.i++
-			if stack[depth-1] == '{' {
+			if isObj() {
 				if p.peek() != '"' {
 					return p.errf("want a key")
 				}
@@ -464,7 +471,7 @@ func (p *parser) skip() error {
 				}
 				p.i++
 			}
-		case c == '}' && stack[depth-1] == '{', c == ']' && stack[depth-1] == '[':
+		case c == '}' && isObj(), c == ']' && !isObj():
 			p.i++
 			depth--
 			expectValue = false

@@ -116,6 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 
+	r.warmConnections(ctx, min(cfg.Concurrency, 1024))
 	info := r.serverInfo(ctx)
 	before := r.counters(ctx)
 	lctx, abort := context.WithCancelCause(ctx)
