@@ -47,7 +47,7 @@ type Options struct {
 	// Env is added to the operator unit's Environment= (e.g. SGLANGSIM_TIME_SCALE).
 	Env map[string]string
 	// Args replaces the simulator arguments of the operator unit's ExecStart
-	// (default: --model-path /models/Qwen3.5-122B-A10B --host 127.0.0.1 --port 30000).
+	// (default: --model-path /models/Qwen3.5-122B-A10B --tp-size 4 --host 127.0.0.1 --port 30000).
 	Args []string
 	// UnitEnabled makes the operator unit enabled and started at boot.
 	UnitEnabled bool
@@ -58,7 +58,7 @@ type Options struct {
 }
 
 // DefaultArgs are the simulator arguments of the operator unit.
-var DefaultArgs = []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--host", "127.0.0.1", "--port", "30000"}
+var DefaultArgs = []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--host", "127.0.0.1", "--port", "30000"}
 
 // Host is one booted test host.
 type Host struct {

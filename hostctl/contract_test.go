@@ -1,0 +1,401 @@
+package hostctl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// Fast simulator settings: 0.1 s of load, 0.1 s of warmup, drain checks every 0.25 s.
+var fastEnv = map[string]string{"SGLANGSIM_TIME_SCALE": "0.05", "SGLANGSIM_LOAD_SECONDS": "2", "SGLANGSIM_WARMUP_SECONDS": "2"}
+
+// driver is one Host implementation under the contract suite.
+type driver struct {
+	name   string
+	simBin string // sglangsim's path where the driver runs it
+	host   func(t *testing.T) Host
+}
+
+func launch(d driver, env map[string]string, args ...string) Launch {
+	e := map[string]string{}
+	for k, v := range fastEnv {
+		e[k] = v
+	}
+	for k, v := range env {
+		e[k] = v
+	}
+	argv := append([]string{d.simBin, "--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--port", "30000"}, args...)
+	return Launch{Argv: argv, Env: e, Port: 30000, ReadyTimeout: 30 * time.Second, StopTimeout: 10 * time.Second}
+}
+
+func contractDrivers(t *testing.T) []driver {
+	var ds []driver
+	ds = append(ds, localDriver(t))
+	ds = append(ds, sshDriver(t))
+	return ds
+}
+
+func sshDriver(t *testing.T) driver {
+	return driver{name: "ssh", simBin: testhost.SimPath, host: func(t *testing.T) Host {
+		h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+		return dialTestHost(t, h)
+	}}
+}
+
+func dialTestHost(t *testing.T, h *testhost.Host) *Remote {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
+		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func localDriver(t *testing.T) driver {
+	sim := testhost.SimBinary(t)
+	return driver{name: "local", simBin: sim, host: func(t *testing.T) Host {
+		l := NewLocal(LocalOptions{Name: "local"})
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_ = l.Restore(ctx)
+			l.Close()
+		})
+		return l
+	}}
+}
+
+func wantFailure(t *testing.T, err error, class Class, evidence string) *Failure {
+	t.Helper()
+	f, ok := AsFailure(err)
+	if !ok {
+		t.Fatalf("want a %s failure, got %v", class, err)
+	}
+	if f.Class != class {
+		t.Fatalf("want %s, got %s: %s\nevidence: %q", class, f.Class, f.Detail, f.Evidence)
+	}
+	if evidence != "" && !strings.Contains(strings.Join(f.Evidence, "\n"), evidence) {
+		t.Fatalf("%s evidence lacks %q: %q", class, evidence, f.Evidence)
+	}
+	return f
+}
+
+// TestContract runs the same behaviour checks against every driver: the
+// local child process and systemd over SSH on a real test host.
+func TestContract(t *testing.T) {
+	for _, d := range contractDrivers(t) {
+		t.Run(d.name, func(t *testing.T) {
+			if d.name == "ssh" {
+				if msg := testhost.Requirements(); msg != "" {
+					t.Skip(msg)
+				}
+			}
+			h := d.host(t)
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			stop := func(t *testing.T, in Instance) StopResult {
+				t.Helper()
+				res, err := in.Stop(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+
+			t.Run("start_ready_stop", func(t *testing.T) {
+				in, err := h.Start(ctx, launch(d, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := in.WaitReady(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if EngineVersion(r.ServerInfo) == "" {
+					t.Errorf("no engine version in /get_server_info: %.200s", r.ServerInfo)
+				}
+				resp, err := in.HTTPClient().Get(in.BaseURL() + "/health")
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("health after ready: %v %v", resp, err)
+				}
+				resp.Body.Close()
+				logs, _ := in.Logs(ctx)
+				if !strings.Contains(strings.Join(logs, "\n"), "The server is fired up and ready to roll!") {
+					t.Errorf("logs of the instance lack the ready line: %q", logs)
+				}
+				var seen []string
+				var mu sync.Mutex
+				res, err := in.Stop(ctx, func(s State) { mu.Lock(); seen = append(seen, s.ActiveState); mu.Unlock() })
+				if err != nil {
+					t.Fatal(err)
+				}
+				// SGLang kills itself after a clean drain: SIGKILL, but a clean stop.
+				if !res.Clean || res.Class != "" || !res.SIGKILL {
+					t.Fatalf("clean drain: %+v", res)
+				}
+				if len(seen) == 0 {
+					t.Error("no stop progress reported")
+				}
+				if f, err := in.Check(ctx); err != nil || f != nil && f.Class == ClassCrashDuringLoad {
+					// a stopped instance is not a crash... Check reports state only.
+					_ = f
+				}
+			})
+
+			t.Run("restart_sees_only_its_own_lines", func(t *testing.T) {
+				in1, err := h.Start(ctx, launch(d, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := in1.WaitReady(ctx); err != nil {
+					t.Fatal(err)
+				}
+				// Start stops the running instance first.
+				in2, err := h.Start(ctx, launch(d, map[string]string{"SGLANGSIM_FAIL": "exit-during-start"}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = in2.WaitReady(ctx)
+				f := wantFailure(t, err, ClassCrashDuringStart, "Initialization failed")
+				if strings.Contains(strings.Join(f.Evidence, "\n"), "ready to roll") {
+					t.Fatalf("evidence holds the previous instance's lines: %q", f.Evidence)
+				}
+				logs, _ := in2.Logs(ctx)
+				for _, l := range logs {
+					if strings.Contains(l, "ready to roll") {
+						t.Fatalf("instance 2's logs hold instance 1's line %q", l)
+					}
+				}
+			})
+
+			for _, c := range []struct {
+				name     string
+				env      map[string]string
+				args     []string
+				class    Class
+				evidence string
+			}{
+				{"bad_args_unknown_flag", nil, []string{"--bogus-flag", "1"}, ClassBadArgs, "unrecognized arguments"},
+				{"bad_args_bad_value", nil, []string{"--tp-size", "four"}, ClassBadArgs, "invalid int value"},
+				{"bad_args_assertion", nil, []string{"--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/d", "--speculative-num-steps", "3"}, ClassBadArgs, "AssertionError"},
+				{"oom", map[string]string{"SGLANGSIM_FAIL": "oom"}, nil, ClassOOM, "CUDA out of memory"},
+				{"crash_during_start", map[string]string{"SGLANGSIM_FAIL": "exit-during-start"}, nil, ClassCrashDuringStart, "Initialization failed"},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					in, err := h.Start(ctx, launch(d, c.env, c.args...))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t0 := time.Now()
+					_, err = in.WaitReady(ctx)
+					wantFailure(t, err, c.class, c.evidence)
+					if el := time.Since(t0); el > 5*time.Second {
+						t.Errorf("%s took %v to classify", c.class, el)
+					}
+					stop(t, in)
+				})
+			}
+
+			t.Run("crash_during_load", func(t *testing.T) {
+				in, err := h.Start(ctx, launch(d, map[string]string{"SGLANGSIM_FAIL": "crash-during-load:2"}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := in.WaitReady(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < 5; i++ {
+					body := strings.NewReader(`{"text":"a b c","sampling_params":{"max_new_tokens":2}}`)
+					resp, err := in.HTTPClient().Post(in.BaseURL()+"/generate", "application/json", body)
+					if err == nil {
+						resp.Body.Close()
+					}
+				}
+				var f *Failure
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+					if f, err = in.Check(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if f != nil {
+						break
+					}
+				}
+				if f == nil || f.Class != ClassCrashDuringLoad {
+					t.Fatalf("want crash_during_load, got %+v", f)
+				}
+				stop(t, in)
+			})
+
+			t.Run("ready_timeout", func(t *testing.T) {
+				l := launch(d, map[string]string{"SGLANGSIM_LOAD_SECONDS": "1000"})
+				l.ReadyTimeout = 1500 * time.Millisecond
+				in, err := h.Start(ctx, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = in.WaitReady(ctx)
+				wantFailure(t, err, ClassReadyTimeout, "")
+				stop(t, in)
+			})
+
+			t.Run("stop_timeout_sigkill", func(t *testing.T) {
+				l := launch(d, map[string]string{"SGLANGSIM_FAIL": "ignore-sigterm"})
+				l.StopTimeout = time.Second
+				in, err := h.Start(ctx, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := in.WaitReady(ctx); err != nil {
+					t.Fatal(err)
+				}
+				res := stop(t, in)
+				if res.Class != ClassStopTimeoutSIGKILL || res.Clean || !res.SIGKILL {
+					t.Fatalf("want stop_timeout_sigkill: %+v", res)
+				}
+				if !strings.Contains(strings.Join(res.Evidence, "\n"), "timed out") {
+					t.Fatalf("evidence lacks the timeout line: %q", res.Evidence)
+				}
+				if res.Duration < 900*time.Millisecond {
+					t.Fatalf("stop took only %v with a 1 s stop timeout", res.Duration)
+				}
+			})
+		})
+	}
+}
+
+func TestRemoteOnly(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	hosts := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, UnitEnabled: true})
+	h := hosts[0]
+	r := dialTestHost(t, h)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	d := driver{name: "ssh", simBin: testhost.SimPath}
+
+	t.Run("restore_byte_identical_and_running_again", func(t *testing.T) {
+		before, _ := h.ReadFile(testhost.UnitPath)
+		st0, err := r.UnitState(ctx)
+		if err != nil || st0.ActiveState != "active" {
+			t.Fatalf("operator unit should run at boot: %+v %v", st0, err)
+		}
+		in, err := r.Start(ctx, launch(d, nil, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/50% $HOME \"q\""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The drop-in is in place, the marker records the unit was running.
+		if _, err := h.ReadFile(DropInPath("sglang.service")); err != nil {
+			t.Fatal(err)
+		}
+		mb, err := h.ReadFile(MarkerPath("sglang.service"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, _ := DecodeMarker(mb); !m.WasActive {
+			t.Fatalf("marker: %s", mb)
+		}
+		// systemd saw exactly our argv (quoting of % $ " survived).
+		out, _ := h.Nsenter(ctx, "sh", "-c", "tr '\\0' '\\n' < /proc/$(systemctl show -p MainPID --value sglang.service)/cmdline")
+		if !strings.Contains(string(out), "/m/50% $HOME \"q\"\n") {
+			t.Fatalf("argv seen by the process: %q", out)
+		}
+		p, err := r.Provenance(ctx)
+		if err != nil || p.Hostname != h.Name || p.DropInHash == "" || p.UnitHash == "" {
+			t.Fatalf("provenance %+v %v", p, err)
+		}
+		// A new connection (specsweep crashed) restores from the marker alone.
+		r2 := dialTestHost(t, h)
+		if err := r2.Restore(ctx); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := h.ReadFile(testhost.UnitPath)
+		if !bytes.Equal(before, after) {
+			t.Fatal("the operator's unit changed")
+		}
+		if _, err := h.ReadFile(DropInPath("sglang.service")); err == nil {
+			t.Fatal("drop-in left")
+		}
+		if _, err := h.ReadFile(MarkerPath("sglang.service")); err == nil {
+			t.Fatal("marker left")
+		}
+		st, _ := r.UnitState(ctx)
+		if st.ActiveState != "active" {
+			t.Fatalf("unit not running again after restore: %+v", st)
+		}
+		out, _ = h.Nsenter(ctx, "systemctl", "show", "-p", "ExecStart", "--value", "sglang.service")
+		if strings.Contains(string(out), "EAGLE3") {
+			t.Fatalf("restored unit still runs the sweep's ExecStart: %s", out)
+		}
+		// Restore twice is a no-op.
+		if err := r.Restore(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("reconnect_after_sshd_restart", func(t *testing.T) {
+		if _, err := r.UnitState(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n0 := r.Conn().Reconnects()
+		if out, err := h.Nsenter(ctx, "systemctl", "restart", "ssh.service"); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		// sshd restart keeps existing sessions' processes; kill ours so the connection really breaks.
+		_, _ = h.Nsenter(ctx, "pkill", "-KILL", "-f", "^sshd: root")
+		var err error
+		for i := 0; i < 50; i++ {
+			if _, err = r.UnitState(ctx); err == nil && r.Conn().Reconnects() > n0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil || r.Conn().Reconnects() == n0 {
+			t.Fatalf("no reconnect: %v (reconnects %d)", err, r.Conn().Reconnects())
+		}
+	})
+
+	t.Run("host_vanishes_mid_command", func(t *testing.T) {
+		r.conn.o.ReconnectFor = 2 * time.Second
+		errc := make(chan error, 1)
+		go func() {
+			_, err := r.run(ctx, "sleep 30", time.Minute)
+			errc <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		if err := h.Unplug(); err != nil {
+			t.Fatal(err)
+		}
+		defer h.Plug()
+		t0 := time.Now()
+		select {
+		case err := <-errc:
+			var ue *UnreachableError
+			if !errors.As(err, &ue) {
+				t.Fatalf("want unreachable, got %v", err)
+			}
+			if el := time.Since(t0); el > 6*time.Second {
+				t.Fatalf("detected after %v", el)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("a command on a vanished host did not fail within 15 s")
+		}
+		_, err := r.Start(ctx, launch(d, nil))
+		if f, ok := AsFailure(err); !ok || f.Class != ClassHostUnreachable {
+			t.Fatalf("start on a vanished host: %v", err)
+		}
+	})
+}

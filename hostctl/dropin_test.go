@@ -1,0 +1,156 @@
+package hostctl
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestQuoteExecArg(t *testing.T) {
+	cases := map[string]string{
+		"plain":          `"plain"`,
+		"50%":            `"50%%"`,
+		"$HOME":          `"$$HOME"`,
+		`a"b`:            `"a\"b"`,
+		`back\slash`:     `"back\\slash"`,
+		"it's":           `"it's"`,
+		";":              `\;`,
+		"a;b":            `"a;b"`,
+		"":               `""`,
+		"tab\there":      `"tab\there"`,
+		"%n ${X} $$ %%":  `"%%n $${X} $$$$ %%%%"`,
+		"\x01ctrl":       `"\x01ctrl"`,
+		"ünïcode ✓ 世界": `"ünïcode ✓ 世界"`,
+	}
+	for in, want := range cases {
+		got, err := QuoteExecArg(in)
+		if err != nil || got != want {
+			t.Errorf("QuoteExecArg(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"a\nb", "nul\x00", "cr\r"} {
+		if _, err := QuoteExecArg(bad); err == nil {
+			t.Errorf("QuoteExecArg(%q): no error", bad)
+		}
+	}
+}
+
+func TestExecStartLine(t *testing.T) {
+	got, err := ExecStartLine([]string{"/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server", "--port", "30000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `/opt/sglang/.venv/bin/python "-m" "sglang.launch_server" "--port" "30000"`; got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+	if _, err := ExecStartLine([]string{"python", "-m"}); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Fatalf("relative path: %v", err)
+	}
+	if _, err := ExecStartLine(nil); err == nil {
+		t.Fatal("empty argv accepted")
+	}
+	// A path needing quotes is quoted.
+	got, _ = ExecStartLine([]string{"/opt/my dir/bin/x"})
+	if got != `"/opt/my dir/bin/x"` {
+		t.Fatalf("got %q", got)
+	}
+	// Long lines wrap with continuations, each physical line under the limit.
+	argv := []string{"/bin/x"}
+	for range 300 {
+		argv = append(argv, "--speculative-draft-model-path", "/models/"+strings.Repeat("m", 20))
+	}
+	got, err = ExecStartLine(argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split("ExecStart="+got, "\n") {
+		if len(line) > wrapAt+2 {
+			t.Fatalf("physical line of %d bytes", len(line))
+		}
+	}
+	back, err := unquoteExec(got)
+	if err != nil || !slices.Equal(back, argv) {
+		t.Fatalf("round trip of a wrapped line: %v", err)
+	}
+}
+
+func TestRenderDropIn(t *testing.T) {
+	b, err := RenderDropIn(Launch{
+		Argv:        []string{"/usr/local/bin/sglangsim", "--model-path", "/models/Q 1", "--port", "30001"},
+		Env:         map[string]string{"SGL_FORCE_SHUTDOWN": "1", "A_PCT": "50%", "Q": `say "hi" $X`},
+		StopTimeout: 2500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Written by specsweep for one sweep point; removed by `specsweep` when the sweep ends.\n" +
+		"# The operator's unit is untouched: delete this file and run `systemctl daemon-reload` to undo.\n" +
+		"[Service]\n" +
+		"ExecStart=\n" +
+		`ExecStart=/usr/local/bin/sglangsim "--model-path" "/models/Q 1" "--port" "30001"` + "\n" +
+		`Environment="A_PCT=50%%"` + "\n" +
+		`Environment="Q=say \"hi\" $X"` + "\n" +
+		`Environment="SGL_FORCE_SHUTDOWN=1"` + "\n" +
+		"TimeoutStopSec=2500ms\n"
+	if string(b) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b, want)
+	}
+	for _, l := range []Launch{
+		{Argv: []string{"/bin/x", "a\nb"}},
+		{Argv: []string{"/bin/x"}, Env: map[string]string{"BAD NAME": "x"}},
+		{Argv: []string{"/bin/x"}, Env: map[string]string{"X": "nul\x00"}},
+		{Argv: []string{"bin/x"}},
+	} {
+		if _, err := RenderDropIn(l); err == nil {
+			t.Errorf("RenderDropIn(%v): no error", l)
+		}
+	}
+}
+
+func TestMarkerRoundTrip(t *testing.T) {
+	m := Marker{Unit: "sglang.service", WasActive: true, DropIn: DropInPath("sglang.service"), CreatedAt: time.Unix(1, 0).UTC()}
+	got, err := DecodeMarker(m.Encode())
+	if err != nil || got != m {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := DecodeMarker([]byte("{}")); err == nil {
+		t.Fatal("empty marker accepted")
+	}
+}
+
+// FuzzExecStart checks that every argv either is refused (newline, NUL) or
+// renders to an ExecStart= value that splits back to exactly argv under
+// systemd's rules, with no raw newline except continuations.
+func FuzzExecStart(f *testing.F) {
+	for _, s := range []string{"plain", "50%", "$HOME ${X}", `a"b\c`, ";", "", "a;b", "\t", "\x7f", "%%$$", "ünï"} {
+		f.Add(s, "--x")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		argv := []string{"/usr/bin/env", a, b, a + b}
+		line, err := ExecStartLine(argv)
+		if strings.ContainsAny(a+b, "\n\r\x00") {
+			if err == nil {
+				t.Fatalf("accepted %q", argv)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(strings.ReplaceAll(line, "\\\n", ""), "\n") {
+			t.Fatalf("raw newline in %q", line)
+		}
+		back, err := unquoteExec(line)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if !slices.Equal(back, argv) {
+			t.Fatalf("round trip: %q -> %q -> %q", argv, line, back)
+		}
+		if !utf8.ValidString(line) {
+			t.Fatalf("not UTF-8 clean: %q", line)
+		}
+	})
+}

@@ -1,0 +1,252 @@
+// Package hostctl drives the SGLang server of one GPU host: over SSH/SFTP and
+// systemd for a remote host (driver "ssh"), or as a child process of
+// specsweep (driver "local"), behind one interface.
+//
+// A remote launch never edits the operator's unit: it writes a drop-in
+// (/etc/systemd/system/<unit>.d/50-specsweep.conf), reloads systemd and
+// (re)starts the unit; Restore deletes the drop-in and leaves the unit as the
+// operator had it, guided by a marker file that survives a crash of
+// specsweep. Readiness is polled with a bounded backoff while the unit state
+// and the journal lines of THIS invocation are checked at every step, so a
+// dead server is classified (bad_args, oom, ...) within about a second, with
+// the log lines that show why. docs/hostctl.md is the user reference.
+package hostctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Host drives the server of one machine. Methods are safe for use by one
+// goroutine at a time per Host (the orchestrator runs one worker per host),
+// except Close, which may be called at any time.
+type Host interface {
+	// Name is the host's name in the spec.
+	Name() string
+	// Start stops a previous instance if one still runs, installs the launch
+	// (drop-in + daemon-reload for ssh) and starts a new instance. It returns
+	// once the process was started: readiness is the Instance's WaitReady.
+	Start(ctx context.Context, l Launch) (Instance, error)
+	// Restore puts the machine back as it was before the first Start: the
+	// drop-in removed, the unit running again if it ran before, stopped
+	// otherwise. Idempotent; a no-op when nothing was changed.
+	Restore(ctx context.Context) error
+	// Provenance describes the machine (hostname, kernel, GPUs, unit hashes).
+	Provenance(ctx context.Context) (Provenance, error)
+	// Close releases connections; it does not stop or restore anything.
+	Close() error
+}
+
+// Instance is one started server process (one systemd invocation).
+type Instance interface {
+	// ID identifies the instance: the systemd InvocationID, or "local-PID".
+	ID() string
+	// WaitReady polls until the server answers /health and a one-token
+	// generation, fails (a *Failure), or ReadyTimeout passes (ready_timeout).
+	WaitReady(ctx context.Context) (Ready, error)
+	// Check reports a failure of an instance that was ready (crash during the
+	// load test, OOM, restart loop), or nil while it runs.
+	Check(ctx context.Context) (*Failure, error)
+	// State is the current unit (or process) state.
+	State(ctx context.Context) (State, error)
+	// Logs returns the log lines of this instance so far (at most the last 10000).
+	Logs(ctx context.Context) ([]string, error)
+	// Stop sends SIGTERM (systemctl stop --no-block) and follows the stop,
+	// reporting each observed state to progress (may be nil), until the
+	// process is gone. A clean drain ending in SGLang's self-SIGKILL is a
+	// clean stop; systemd's stop timeout gives a StopResult with
+	// Class == ClassStopTimeoutSIGKILL.
+	Stop(ctx context.Context, progress func(State)) (StopResult, error)
+	// HTTPClient reaches the server port (through the SSH connection for a
+	// remote host, so servers bound to 127.0.0.1 work); BaseURL is the URL
+	// to use with it. Do not drive a load test through it: use Address.
+	HTTPClient() *http.Client
+	BaseURL() string
+	// Address is host:port of the server as reachable directly from here
+	// (for the load generator), when the server listens on a non-loopback
+	// address of a remote host or locally; "" when only the tunnel works.
+	Address() string
+}
+
+// Launch is what one point runs.
+type Launch struct {
+	Argv         []string          // absolute command path first
+	Env          map[string]string // server and method environment
+	Port         int               // the server port (default 30000)
+	ReadyTimeout time.Duration     // default 20m
+	StopTimeout  time.Duration     // TimeoutStopSec (default 90s)
+}
+
+func (l Launch) withDefaults() Launch {
+	if l.Port == 0 {
+		l.Port = 30000
+	}
+	if l.ReadyTimeout == 0 {
+		l.ReadyTimeout = 20 * time.Minute
+	}
+	if l.StopTimeout == 0 {
+		l.StopTimeout = 90 * time.Second
+	}
+	return l
+}
+
+// Validate checks what a drop-in or a child process needs.
+func (l Launch) Validate() error {
+	if len(l.Argv) == 0 {
+		return errors.New("empty command")
+	}
+	if !strings.HasPrefix(l.Argv[0], "/") {
+		return fmt.Errorf("command %q: an absolute path is required", l.Argv[0])
+	}
+	for _, a := range l.Argv {
+		if strings.ContainsAny(a, "\n\r\x00") {
+			return fmt.Errorf("argument %q holds a newline or NUL", a)
+		}
+	}
+	for k, v := range l.Env {
+		if k == "" || strings.ContainsAny(k, "=\n\r\x00 \t\"'\\$%") {
+			return fmt.Errorf("bad environment variable name %q", k)
+		}
+		if strings.ContainsAny(v, "\n\r\x00") {
+			return fmt.Errorf("environment %s holds a newline or NUL", k)
+		}
+	}
+	return nil
+}
+
+// State is a unit's (or a local child's) state, systemctl show's names.
+type State struct {
+	ActiveState    string // active, activating, deactivating, inactive, failed
+	SubState       string // running, dead, failed, auto-restart, stop-sigterm, ...
+	Result         string // success, exit-code, signal, timeout, core-dump, ...
+	ExecMainCode   int    // CLD_*: 1 exited, 2 killed, 3 dumped
+	ExecMainStatus int    // exit status or signal number
+	MainPID        int
+	NRestarts      int
+	InvocationID   string
+	LoadState      string // loaded, not-found, ...
+	UnitFileState  string // enabled, disabled, static, ...
+	ActiveEnter    time.Time
+	InactiveEnter  time.Time
+	ExecMainStart  time.Time
+	ExecMainExit   time.Time
+	At             time.Time // when the state was read
+}
+
+// Codes of ExecMainCode (siginfo CLD_*).
+const (
+	CodeExited = 1
+	CodeKilled = 2
+	CodeDumped = 3
+)
+
+// Running reports whether the process is up (or starting or stopping).
+func (s State) Running() bool {
+	switch s.ActiveState {
+	case "active", "activating", "deactivating", "reloading":
+		return s.SubState != "auto-restart"
+	}
+	return false
+}
+
+// Exit renders how the main process ended, systemd-style.
+func (s State) Exit() string {
+	switch s.ExecMainCode {
+	case CodeExited:
+		return fmt.Sprintf("code=exited, status=%d", s.ExecMainStatus)
+	case CodeKilled:
+		return fmt.Sprintf("code=killed, status=%d", s.ExecMainStatus)
+	case CodeDumped:
+		return fmt.Sprintf("code=dumped, status=%d", s.ExecMainStatus)
+	}
+	return ""
+}
+
+// Class is a failure class (the store's point_summary.failure_class).
+type Class string
+
+// Failure classes.
+const (
+	ClassBadArgs            Class = "bad_args"
+	ClassOOM                Class = "oom"
+	ClassCrashDuringStart   Class = "crash_during_start"
+	ClassCrashDuringLoad    Class = "crash_during_load"
+	ClassStopTimeoutSIGKILL Class = "stop_timeout_sigkill"
+	ClassRestartLoop        Class = "restart_loop"
+	ClassReadyTimeout       Class = "ready_timeout"
+	ClassHostUnreachable    Class = "host_unreachable"
+	ClassGPUBusy            Class = "gpu_busy"
+)
+
+// Failure is a classified failure with its evidence.
+type Failure struct {
+	Class    Class
+	Detail   string   // one line: what happened
+	Evidence []string // the log lines that show it
+	State    State    // the unit state when it was classified
+	Err      error    // an underlying error (host_unreachable)
+}
+
+func (f *Failure) Error() string {
+	s := string(f.Class) + ": " + f.Detail
+	if len(f.Evidence) > 0 {
+		s += " (" + f.Evidence[len(f.Evidence)-1] + ")"
+	}
+	return s
+}
+
+func (f *Failure) Unwrap() error { return f.Err }
+
+// AsFailure returns err's *Failure, if any.
+func AsFailure(err error) (*Failure, bool) {
+	var f *Failure
+	ok := errors.As(err, &f)
+	return f, ok
+}
+
+// Ready describes a server that answered its readiness probes.
+type Ready struct {
+	At         time.Time     // when hostctl saw the server ready
+	StartedAt  time.Time     // when Start returned
+	Probes     int           // readiness probes sent
+	ServerInfo []byte        // the /get_server_info body (effective arguments, version)
+	Elapsed    time.Duration // At - StartedAt
+}
+
+// StopResult is how a stop went.
+type StopResult struct {
+	Duration time.Duration
+	Final    State
+	Clean    bool     // drained and exited (a self-SIGKILL after a clean drain included)
+	SIGKILL  bool     // the process ended by SIGKILL (its own or systemd's)
+	Class    Class    // ClassStopTimeoutSIGKILL when systemd's stop timeout killed it, else ""
+	Evidence []string // the journal lines of the stop
+	Already  bool     // nothing was running
+}
+
+// Provenance records where a point ran.
+type Provenance struct {
+	Hostname     string   `json:"hostname"`
+	Kernel       string   `json:"kernel"`
+	GPUs         []GPU    `json:"gpus,omitempty"`
+	Driver       string   `json:"driver"`
+	Unit         string   `json:"unit,omitempty"`
+	UnitHash     string   `json:"unit_sha256,omitempty"`
+	DropInHash   string   `json:"dropin_sha256,omitempty"`
+	ExecStart    string   `json:"exec_start,omitempty"`
+	Argv         []string `json:"argv,omitempty"`
+	SystemdVer   string   `json:"systemd,omitempty"`
+	EngineVer    string   `json:"engine_version,omitempty"`
+	CollectedErr string   `json:"error,omitempty"`
+}
+
+// GPU is one nvidia-smi row.
+type GPU struct {
+	Name     string `json:"name"`
+	Driver   string `json:"driver"`
+	MemoryMB int    `json:"memory_mb"`
+}

@@ -1,0 +1,317 @@
+package hostctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxLines bounds the log lines an instance keeps.
+const maxLines = 10000
+
+// instance is the driver-independent half of an Instance: readiness,
+// classification, logs and the stop loop. A driver supplies poll (read the
+// state and append new log lines) and sendStop (SIGTERM, non-blocking).
+type instance struct {
+	id        string
+	launch    Launch
+	startedAt time.Time
+	client    *http.Client
+	baseURL   string
+	addr      string
+
+	poll     func(ctx context.Context) (State, error)
+	sendStop func(ctx context.Context) error
+	afterStop func(ctx context.Context)
+
+	mu       sync.Mutex
+	lines    []string
+	dropped  int
+	ready    bool
+	stopped  bool
+	stopFrom int // index (counting dropped lines) of the first line after the stop began
+}
+
+func (in *instance) ID() string                { return in.id }
+func (in *instance) HTTPClient() *http.Client { return in.client }
+func (in *instance) BaseURL() string          { return in.baseURL }
+func (in *instance) Address() string          { return in.addr }
+
+func (in *instance) appendLines(ls []string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.lines = append(in.lines, ls...)
+	if over := len(in.lines) - maxLines; over > 0 {
+		in.lines = append(in.lines[:0:0], in.lines[over:]...)
+		in.dropped += over
+	}
+}
+
+func (in *instance) Logs(ctx context.Context) ([]string, error) {
+	if _, err := in.poll(ctx); err != nil {
+		return in.snapshot(0), err
+	}
+	return in.snapshot(0), nil
+}
+
+// snapshot copies the lines from absolute index from.
+func (in *instance) snapshot(from int) []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	i := max(0, from-in.dropped)
+	if i > len(in.lines) {
+		i = len(in.lines)
+	}
+	return append([]string(nil), in.lines[i:]...)
+}
+
+func (in *instance) lineCount() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.dropped + len(in.lines)
+}
+
+func (in *instance) State(ctx context.Context) (State, error) { return in.poll(ctx) }
+
+func unreachable(err error, st State) *Failure {
+	return &Failure{Class: ClassHostUnreachable, Detail: err.Error(), Err: err, State: st}
+}
+
+func isUnreachable(err error) bool {
+	var ue *UnreachableError
+	return errors.As(err, &ue)
+}
+
+// Readiness polling: bounded exponential backoff from 50 ms, capped at
+// 500 ms while the port is closed and 200 ms once it answers (the server is
+// warming up: ready is imminent).
+const (
+	backoffStart   = 50 * time.Millisecond
+	backoffCap     = 500 * time.Millisecond
+	backoffCapWarm = 200 * time.Millisecond
+	probeTimeout   = 3 * time.Second
+)
+
+// WaitReady: see Instance.
+func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
+	deadline := in.startedAt.Add(in.launch.ReadyTimeout)
+	wait, limit := backoffStart, backoffCap
+	probes := 0
+	var st State
+	for {
+		var err error
+		st, err = in.poll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Ready{}, ctx.Err()
+			}
+			if isUnreachable(err) {
+				return Ready{}, unreachable(err, st)
+			}
+			return Ready{}, err
+		}
+		if f := classify(st, in.snapshot(0), false); f != nil {
+			return Ready{}, f
+		}
+		probes++
+		code, perr := in.get(ctx, "/health")
+		if perr == nil && code == http.StatusOK {
+			if gerr := in.generateOne(ctx); gerr == nil {
+				r := Ready{At: time.Now(), StartedAt: in.startedAt, Probes: probes}
+				r.Elapsed = r.At.Sub(in.startedAt)
+				r.ServerInfo, _ = in.getBody(ctx, "/get_server_info")
+				in.mu.Lock()
+				in.ready = true
+				in.mu.Unlock()
+				return r, nil
+			}
+		}
+		if perr == nil {
+			limit = backoffCapWarm // listening: warming up
+		}
+		if time.Now().After(deadline) {
+			lines := in.snapshot(0)
+			return Ready{}, &Failure{Class: ClassReadyTimeout, State: st,
+				Detail:   fmt.Sprintf("not ready after %v (still %s/%s)", in.launch.ReadyTimeout, st.ActiveState, st.SubState),
+				Evidence: evidence(lines, reCrash, 4)}
+		}
+		sleep := min(wait, time.Until(deadline)+time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return Ready{}, ctx.Err()
+		case <-time.After(sleep):
+		}
+		wait = min(2*wait, limit)
+	}
+}
+
+func (in *instance) get(ctx context.Context, path string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.baseURL+path, nil)
+	resp, err := in.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (in *instance) getBody(ctx context.Context, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.baseURL+path, nil)
+	resp, err := in.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK {
+		return b, fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
+	}
+	return b, err
+}
+
+// generateOne asks for one token (older servers answer /health 200 before
+// they can generate).
+func (in *instance) generateOne(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	body := []byte(`{"text":"ping","sampling_params":{"max_new_tokens":1,"temperature":0}}`)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, in.baseURL+"/generate", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if k := apiKey(in.launch.Argv); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
+	resp, err := in.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/generate: HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Check: see Instance.
+func (in *instance) Check(ctx context.Context) (*Failure, error) {
+	st, err := in.poll(ctx)
+	if err != nil {
+		if isUnreachable(err) {
+			return unreachable(err, st), nil
+		}
+		return nil, err
+	}
+	in.mu.Lock()
+	ready := in.ready
+	in.mu.Unlock()
+	return classify(st, in.snapshot(0), ready), nil
+}
+
+// Stop: see Instance.
+func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
+	t0 := time.Now()
+	st, err := in.poll(ctx)
+	if err != nil {
+		return StopResult{Final: st}, err
+	}
+	if !st.Running() {
+		r := StopResult{Final: st, Already: true, Duration: time.Since(t0)}
+		if in.afterStop != nil {
+			in.afterStop(ctx)
+		}
+		return r, nil
+	}
+	from := in.lineCount()
+	if err := in.sendStop(ctx); err != nil {
+		return StopResult{Final: st}, err
+	}
+	wait := 20 * time.Millisecond
+	for {
+		st, err = in.poll(ctx)
+		if err != nil {
+			return StopResult{Final: st, Duration: time.Since(t0)}, err
+		}
+		if progress != nil {
+			progress(st)
+		}
+		if !st.Running() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return StopResult{Final: st, Duration: time.Since(t0)}, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+	// The last lines of a stop (systemd's "Failed with result") may trail the state by a moment.
+	_, _ = in.poll(ctx)
+	r := stopOutcome(st, in.snapshot(from))
+	r.Duration = time.Since(t0)
+	if in.afterStop != nil {
+		in.afterStop(ctx)
+	}
+	return r, nil
+}
+
+// serverEndpoint finds --host/--port in argv: the address probes dial on
+// the host (loopback for a wildcard bind) and whether it is reachable from
+// outside.
+func serverEndpoint(argv []string, port int) (host string, external bool) {
+	host = "127.0.0.1"
+	for i, a := range argv {
+		v, ok := "", false
+		if strings.HasPrefix(a, "--host=") {
+			v, ok = strings.TrimPrefix(a, "--host="), true
+		} else if a == "--host" && i+1 < len(argv) {
+			v, ok = argv[i+1], true
+		}
+		if ok {
+			host = v
+		}
+	}
+	switch host {
+	case "0.0.0.0", "::", "[::]", "":
+		return "127.0.0.1", true
+	case "127.0.0.1", "localhost", "::1":
+		return host, false
+	}
+	return host, true
+}
+
+func apiKey(argv []string) string {
+	for i, a := range argv {
+		if strings.HasPrefix(a, "--api-key=") {
+			return strings.TrimPrefix(a, "--api-key=")
+		}
+		if a == "--api-key" && i+1 < len(argv) {
+			return argv[i+1]
+		}
+	}
+	return ""
+}
+
+func hostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
+
+// EngineVersion extracts "version" from a /get_server_info body.
+func EngineVersion(serverInfo []byte) string {
+	var v struct {
+		Version string `json:"version"`
+	}
+	_ = json.Unmarshal(serverInfo, &v)
+	return v.Version
+}

@@ -1,0 +1,300 @@
+package hostctl
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LocalOptions configure the local driver.
+type LocalOptions struct {
+	Name string
+	// LogFile, if set, receives a copy of every server log line.
+	LogFile string
+}
+
+// Local runs the server as a child process of specsweep, in its own process
+// group, with its output captured: the same readiness and classification
+// as a systemd unit (states named like systemctl show's).
+type Local struct {
+	o       LocalOptions
+	mu      sync.Mutex
+	current *localProc
+	seq     int
+}
+
+var _ Host = (*Local)(nil)
+
+// NewLocal returns a local driver.
+func NewLocal(o LocalOptions) *Local {
+	if o.Name == "" {
+		o.Name = "local"
+	}
+	return &Local{o: o}
+}
+
+// Name implements Host.
+func (l *Local) Name() string { return l.o.Name }
+
+// Close implements Host (a running child keeps running: use Restore).
+func (l *Local) Close() error { return nil }
+
+type localProc struct {
+	*instance
+	cmd  *exec.Cmd
+	pgid int
+
+	mu          sync.Mutex
+	exited      chan struct{}
+	state       *os.ProcessState
+	stopping    bool
+	stopTimeout time.Duration
+	timedOut    bool
+	pending     []string
+}
+
+func (p *localProc) log(line string) {
+	p.mu.Lock()
+	p.pending = append(p.pending, line)
+	p.mu.Unlock()
+}
+
+func (p *localProc) currentState() State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := State{At: time.Now(), InvocationID: p.id, LoadState: "loaded", MainPID: p.cmd.Process.Pid}
+	select {
+	case <-p.exited:
+	default:
+		if p.stopping {
+			st.ActiveState, st.SubState = "deactivating", "stop-sigterm"
+		} else {
+			st.ActiveState, st.SubState = "active", "running"
+		}
+		return st
+	}
+	st.MainPID = 0
+	ws, _ := p.state.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		st.ExecMainCode, st.ExecMainStatus = CodeKilled, int(ws.Signal())
+	default:
+		st.ExecMainCode, st.ExecMainStatus = CodeExited, ws.ExitStatus()
+	}
+	switch {
+	case p.timedOut:
+		st.ActiveState, st.SubState, st.Result = "failed", "failed", "timeout"
+	case st.ExecMainCode == CodeExited && st.ExecMainStatus == 0:
+		st.ActiveState, st.SubState, st.Result = "inactive", "dead", "success"
+	case st.ExecMainCode == CodeKilled && p.stopping && st.ExecMainStatus == int(syscall.SIGTERM):
+		st.ActiveState, st.SubState, st.Result = "inactive", "dead", "success"
+	case st.ExecMainCode == CodeKilled:
+		st.ActiveState, st.SubState, st.Result = "failed", "failed", "signal"
+	default:
+		st.ActiveState, st.SubState, st.Result = "failed", "failed", "exit-code"
+	}
+	return st
+}
+
+// Start implements Host.
+func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
+	ln = ln.withDefaults()
+	if err := ln.Validate(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	prev := l.current
+	l.mu.Unlock()
+	if prev != nil {
+		if _, err := prev.Stop(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.Command(ln.Argv[0], ln.Argv[1:]...)
+	cmd.Env = os.Environ()
+	for k, v := range ln.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	var logf *os.File
+	if l.o.LogFile != "" {
+		if logf, err = os.OpenFile(l.o.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		if logf != nil {
+			logf.Close()
+		}
+		// A missing or non-executable command is systemd's 203/EXEC.
+		l.mu.Lock()
+		l.seq++
+		l.mu.Unlock()
+		return nil, &Failure{Class: ClassBadArgs, Detail: "cannot run the server command", Evidence: []string{err.Error()}, Err: err}
+	}
+	startedAt := time.Now()
+	l.mu.Lock()
+	l.seq++
+	id := fmt.Sprintf("local-%d-%d", cmd.Process.Pid, l.seq)
+	l.mu.Unlock()
+	host, _ := serverEndpoint(ln.Argv, ln.Port)
+	p := &localProc{cmd: cmd, pgid: cmd.Process.Pid, exited: make(chan struct{}), stopTimeout: ln.StopTimeout}
+	in := &instance{id: id, launch: ln, startedAt: startedAt,
+		client:  &http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}},
+		baseURL: "http://" + hostPort(host, ln.Port), addr: hostPort(host, ln.Port)}
+	p.instance = in
+	var wg sync.WaitGroup
+	var logMu sync.Mutex
+	for _, r := range []io.Reader{stdout, stderr} {
+		wg.Go(func() {
+			sc := bufio.NewScanner(r)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				line := sc.Text()
+				p.log(line)
+				if logf != nil {
+					logMu.Lock()
+					fmt.Fprintln(logf, line)
+					logMu.Unlock()
+				}
+			}
+		})
+	}
+	go func() {
+		wg.Wait() // all output read before the exit is visible, as the journal orders it
+		err := cmd.Wait()
+		if logf != nil {
+			logf.Close()
+		}
+		p.mu.Lock()
+		p.state = cmd.ProcessState
+		if p.state == nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				p.state = ee.ProcessState
+			}
+		}
+		st := p.state.Sys().(syscall.WaitStatus)
+		p.mu.Unlock()
+		// KillMode=control-group: whatever the server left in its group goes too.
+		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		exit := fmt.Sprintf("code=exited, status=%d", st.ExitStatus())
+		if st.Signaled() {
+			exit = fmt.Sprintf("code=killed, status=%d/%s", int(st.Signal()), strings.ToUpper(strings.TrimPrefix(unixSignalName(st.Signal()), "SIG")))
+		}
+		p.log("Main process exited, " + exit)
+		close(p.exited)
+	}()
+	in.poll = func(ctx context.Context) (State, error) {
+		p.mu.Lock()
+		lines := p.pending
+		p.pending = nil
+		p.mu.Unlock()
+		st := p.currentState()
+		in.appendLines(lines)
+		return st, nil
+	}
+	in.sendStop = func(ctx context.Context) error {
+		p.mu.Lock()
+		p.stopping = true
+		p.mu.Unlock()
+		if err := syscall.Kill(-p.pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+		go func() {
+			select {
+			case <-p.exited:
+			case <-time.After(p.stopTimeout):
+				p.log("State 'stop-sigterm' timed out. Killing.")
+				p.mu.Lock()
+				p.timedOut = true
+				p.mu.Unlock()
+				_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+			}
+		}()
+		return nil
+	}
+	l.mu.Lock()
+	l.current = p
+	l.mu.Unlock()
+	return p, nil
+}
+
+func unixSignalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	}
+	return s.String()
+}
+
+// Restore implements Host: the child is stopped (nothing else was changed).
+func (l *Local) Restore(ctx context.Context) error {
+	l.mu.Lock()
+	p := l.current
+	l.current = nil
+	l.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	_, err := p.Stop(ctx, nil)
+	return err
+}
+
+// Provenance implements Host.
+func (l *Local) Provenance(ctx context.Context) (Provenance, error) {
+	p := Provenance{Driver: "local"}
+	p.Hostname, _ = os.Hostname()
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		b := make([]byte, 0, len(u.Release))
+		for _, c := range u.Release {
+			if c == 0 {
+				break
+			}
+			b = append(b, byte(c))
+		}
+		p.Kernel = string(b)
+	}
+	if path, err := exec.LookPath("nvidia-smi"); err == nil {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		out, _ := exec.CommandContext(cctx, path, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits").Output()
+		cancel()
+		for _, line := range strings.Split(string(out), "\n") {
+			if g, ok := parseGPU(line); ok {
+				p.GPUs = append(p.GPUs, g)
+			}
+		}
+	}
+	l.mu.Lock()
+	if l.current != nil {
+		p.Argv = l.current.launch.Argv
+	}
+	l.mu.Unlock()
+	return p, nil
+}

@@ -1,0 +1,427 @@
+package hostctl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// RemoteOptions configure an ssh-driven host.
+type RemoteOptions struct {
+	Name       string
+	SSH        SSHOptions
+	Unit       string        // default sglang.service
+	CreateUnit bool          // create a managed unit when the host has none
+	GPUWait    time.Duration // how long to wait for GPUs to be free before a start (default 2 min)
+	// Event, if set, receives notable events (reconnects, stops ending in SIGKILL) for the event log.
+	Event func(kind, detail string)
+}
+
+// Remote drives a unit on a host over SSH. Use one per host.
+type Remote struct {
+	o    RemoteOptions
+	conn *Conn
+
+	mu      sync.Mutex
+	current *instance
+	dropIn  []byte
+}
+
+var _ Host = (*Remote)(nil)
+
+// DialRemote connects to the host.
+func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
+	if o.Unit == "" {
+		o.Unit = "sglang.service"
+	}
+	if !strings.Contains(o.Unit, ".") {
+		o.Unit += ".service"
+	}
+	if strings.ContainsAny(o.Unit, "/\n\x00 ") {
+		return nil, fmt.Errorf("bad unit name %q", o.Unit)
+	}
+	if o.GPUWait == 0 {
+		o.GPUWait = 2 * time.Minute
+	}
+	c, err := DialSSH(ctx, o.SSH)
+	if err != nil {
+		return nil, err
+	}
+	return &Remote{o: o, conn: c}, nil
+}
+
+// Conn is the host's SSH connection (for doctor and tests).
+func (r *Remote) Conn() *Conn { return r.conn }
+
+// Name implements Host.
+func (r *Remote) Name() string { return r.o.Name }
+
+// Close implements Host.
+func (r *Remote) Close() error { return r.conn.Close() }
+
+// run runs a shell script as root (sudo -n for a non-root login).
+func (r *Remote) run(ctx context.Context, script string, timeout time.Duration) (Output, error) {
+	return r.conn.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: timeout})
+}
+
+var showProps = []string{"ActiveState", "SubState", "Result", "ExecMainCode", "ExecMainStatus", "MainPID",
+	"NRestarts", "InvocationID", "LoadState", "UnitFileState", "ActiveEnterTimestamp", "InactiveEnterTimestamp",
+	"ExecMainStartTimestamp", "ExecMainExitTimestamp"}
+
+func (r *Remote) showCmd() string {
+	return "systemctl show --timestamp=unix -p " + strings.Join(showProps, ",") + " " + ShellQuote(r.o.Unit)
+}
+
+// parseShow parses systemctl show's KEY=VALUE lines.
+func parseShow(out []byte) State {
+	st := State{At: time.Now()}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(v)
+		switch k {
+		case "ActiveState":
+			st.ActiveState = v
+		case "SubState":
+			st.SubState = v
+		case "Result":
+			st.Result = v
+		case "ExecMainCode":
+			st.ExecMainCode = n
+		case "ExecMainStatus":
+			st.ExecMainStatus = n
+		case "MainPID":
+			st.MainPID = n
+		case "NRestarts":
+			st.NRestarts = n
+		case "InvocationID":
+			st.InvocationID = v
+		case "LoadState":
+			st.LoadState = v
+		case "UnitFileState":
+			st.UnitFileState = v
+		case "ActiveEnterTimestamp":
+			st.ActiveEnter = unixStamp(v)
+		case "InactiveEnterTimestamp":
+			st.InactiveEnter = unixStamp(v)
+		case "ExecMainStartTimestamp":
+			st.ExecMainStart = unixStamp(v)
+		case "ExecMainExitTimestamp":
+			st.ExecMainExit = unixStamp(v)
+		}
+	}
+	return st
+}
+
+func unixStamp(v string) time.Time {
+	if !strings.HasPrefix(v, "@") {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(v[1:], 10, 64)
+	if err != nil || n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0)
+}
+
+// UnitState reads the unit's state.
+func (r *Remote) UnitState(ctx context.Context) (State, error) {
+	out, err := r.run(ctx, r.showCmd(), 15*time.Second)
+	if err != nil {
+		return State{}, err
+	}
+	return parseShow(out.Stdout), nil
+}
+
+const journalSep = "@@specsweep-journal@@"
+
+// newInstance follows invocation id of the unit.
+func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance {
+	host, external := serverEndpoint(l.Argv, l.Port)
+	in := &instance{id: id, launch: l, startedAt: startedAt}
+	tunnel := hostPort(host, l.Port)
+	in.client = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return r.conn.DialTCP(ctx, tunnel)
+		},
+		MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true,
+	}}
+	in.baseURL = "http://" + tunnel
+	if external {
+		h, _, _ := net.SplitHostPort(r.conn.Addr())
+		if host != "127.0.0.1" {
+			h = host
+		}
+		in.addr = hostPort(h, l.Port)
+	}
+	var cursor string
+	var cmu sync.Mutex
+	in.poll = func(ctx context.Context) (State, error) {
+		cmu.Lock()
+		defer cmu.Unlock()
+		j := "journalctl --no-pager -q -o cat --show-cursor"
+		if cursor != "" {
+			j += " --after-cursor=" + ShellQuote(cursor)
+		}
+		j += " _SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id)
+		out, err := r.run(ctx, r.showCmd()+"; echo "+journalSep+"; "+j, 15*time.Second)
+		if err != nil {
+			var ee *ExitError
+			if !errors.As(err, &ee) || !bytes.Contains(out.Stdout, []byte(journalSep)) {
+				return State{}, err
+			}
+		}
+		show, jour, _ := bytes.Cut(out.Stdout, []byte(journalSep+"\n"))
+		st := parseShow(show)
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSuffix(string(jour), "\n"), "\n") {
+			if c, ok := strings.CutPrefix(l, "-- cursor: "); ok {
+				cursor = c
+				continue
+			}
+			if l != "" || len(jour) > 0 {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) == 1 && lines[0] == "" {
+			lines = nil
+		}
+		in.appendLines(lines)
+		return st, nil
+	}
+	in.sendStop = func(ctx context.Context) error {
+		_, err := r.run(ctx, "systemctl stop --no-block "+ShellQuote(r.o.Unit), 15*time.Second)
+		return err
+	}
+	in.afterStop = func(ctx context.Context) {
+		_, _ = r.run(ctx, "systemctl reset-failed "+ShellQuote(r.o.Unit)+" 2>/dev/null; true", 15*time.Second)
+	}
+	return in
+}
+
+// ensureMarker records the unit's pre-sweep state on the host, once.
+func (r *Remote) ensureMarker(ctx context.Context) (Marker, error) {
+	b, err := r.conn.ReadFile(ctx, MarkerPath(r.o.Unit))
+	if err == nil {
+		return DecodeMarker(b)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return Marker{}, err
+	}
+	st, err := r.UnitState(ctx)
+	if err != nil {
+		return Marker{}, err
+	}
+	m := Marker{Unit: r.o.Unit, DropIn: DropInPath(r.o.Unit), CreatedAt: time.Now().UTC(), By: "specsweep"}
+	if hn, herr := os.Hostname(); herr == nil {
+		m.By = "specsweep@" + hn
+	}
+	if st.LoadState == "not-found" || st.LoadState == "" {
+		if !r.o.CreateUnit {
+			return Marker{}, fmt.Errorf("unit %s does not exist on %s (install it, or set create_unit: true)", r.o.Unit, r.o.Name)
+		}
+		m.UnitCreated = true
+	} else {
+		m.WasActive = st.ActiveState == "active" || st.ActiveState == "activating" || st.ActiveState == "reloading"
+	}
+	if err := r.conn.WriteFileAtomic(ctx, MarkerPath(r.o.Unit), m.Encode(), 0o644); err != nil {
+		return Marker{}, fmt.Errorf("writing the restore marker: %w", err)
+	}
+	if m.UnitCreated {
+		if err := r.conn.WriteFileAtomic(ctx, "/etc/systemd/system/"+r.o.Unit, ManagedUnit(r.o.Unit), 0o644); err != nil {
+			return Marker{}, err
+		}
+	}
+	return m, nil
+}
+
+// stopRunning stops the unit if it runs (the previous point, or the
+// operator's server), waiting for the stop to finish.
+func (r *Remote) stopRunning(ctx context.Context, l Launch) (StopResult, error) {
+	st, err := r.UnitState(ctx)
+	if err != nil {
+		return StopResult{}, err
+	}
+	if !st.Running() {
+		return StopResult{Already: true, Final: st}, nil
+	}
+	in := r.newInstance(st.InvocationID, l, time.Now())
+	res, err := in.Stop(ctx, nil)
+	if err == nil && res.Class == ClassStopTimeoutSIGKILL && r.o.Event != nil {
+		r.o.Event(string(ClassStopTimeoutSIGKILL), fmt.Sprintf("stop of %s took %v and ended in SIGKILL", st.InvocationID, res.Duration.Round(time.Millisecond)))
+	}
+	return res, err
+}
+
+// gpuFree waits (bounded) until no compute process holds GPU memory; a host
+// without nvidia-smi has nothing to wait for.
+func (r *Remote) gpuFree(ctx context.Context) error {
+	deadline := time.Now().Add(r.o.GPUWait)
+	for {
+		out, err := r.run(ctx, "command -v nvidia-smi >/dev/null 2>&1 || { echo no-nvidia-smi; exit 0; }; "+
+			"nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader", 30*time.Second)
+		if err != nil {
+			return err
+		}
+		s := strings.TrimSpace(string(out.Stdout))
+		if s == "" || s == "no-nvidia-smi" || strings.Contains(s, "No running") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &Failure{Class: ClassGPUBusy, Detail: fmt.Sprintf("GPU memory still held after %v", r.o.GPUWait),
+				Evidence: strings.Split(s, "\n")}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// Start implements Host.
+func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
+	l = l.withDefaults()
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	dropIn, err := RenderDropIn(l)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.ensureMarker(ctx); err != nil {
+		return nil, wrapUnreachable(err)
+	}
+	if _, err := r.stopRunning(ctx, l); err != nil {
+		return nil, wrapUnreachable(err)
+	}
+	if err := r.gpuFree(ctx); err != nil {
+		return nil, wrapUnreachable(err)
+	}
+	if err := r.conn.WriteFileAtomic(ctx, DropInPath(r.o.Unit), dropIn, 0o644); err != nil {
+		return nil, wrapUnreachable(fmt.Errorf("writing the drop-in: %w", err))
+	}
+	u := ShellQuote(r.o.Unit)
+	out, err := r.run(ctx, "systemctl daemon-reload && { systemctl reset-failed "+u+" 2>/dev/null; systemctl start "+u+
+		"; rc=$?; systemctl show -p InvocationID --value "+u+"; exit $rc; }", 60*time.Second)
+	startedAt := time.Now()
+	id := strings.TrimSpace(string(out.Stdout))
+	if err != nil && id == "" {
+		return nil, wrapUnreachable(fmt.Errorf("starting %s: %w", r.o.Unit, err))
+	}
+	in := r.newInstance(id, l, startedAt)
+	r.mu.Lock()
+	r.current, r.dropIn = in, dropIn
+	r.mu.Unlock()
+	return in, nil
+}
+
+func wrapUnreachable(err error) error {
+	if isUnreachable(err) {
+		return unreachable(err, State{})
+	}
+	return err
+}
+
+// Restore implements Host.
+func (r *Remote) Restore(ctx context.Context) error {
+	b, err := r.conn.ReadFile(ctx, MarkerPath(r.o.Unit))
+	var m Marker
+	switch {
+	case err == nil:
+		if m, err = DecodeMarker(b); err != nil {
+			return err
+		}
+	case errors.Is(err, os.ErrNotExist):
+		// No marker: nothing was changed, unless a drop-in was left by hand.
+		if _, derr := r.conn.ReadFile(ctx, DropInPath(r.o.Unit)); derr != nil {
+			return nil
+		}
+		m = Marker{Unit: r.o.Unit}
+	default:
+		return err
+	}
+	if _, err := r.stopRunning(ctx, Launch{}.withDefaults()); err != nil {
+		return err
+	}
+	if err := r.conn.Remove(ctx, DropInPath(r.o.Unit)); err != nil {
+		return err
+	}
+	u := ShellQuote(r.o.Unit)
+	script := "rmdir /etc/systemd/system/" + ShellQuote(r.o.Unit+".d") + " 2>/dev/null; "
+	if m.UnitCreated {
+		script += "rm -f /etc/systemd/system/" + u + "; "
+	}
+	script += "systemctl daemon-reload && { systemctl reset-failed " + u + " 2>/dev/null; true; }"
+	if m.WasActive {
+		script += " && systemctl start " + u
+	}
+	if _, err := r.run(ctx, script, 60*time.Second); err != nil {
+		return fmt.Errorf("restoring %s: %w", r.o.Unit, err)
+	}
+	if err := r.conn.Remove(ctx, MarkerPath(r.o.Unit)); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.current, r.dropIn = nil, nil
+	r.mu.Unlock()
+	return nil
+}
+
+// Provenance implements Host.
+func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
+	u := ShellQuote(r.o.Unit)
+	script := "hostname; uname -r; systemctl --version | head -n1; " +
+		"f=$(systemctl show -p FragmentPath --value " + u + "); echo \"$f\"; " +
+		"if [ -n \"$f\" ] && [ -f \"$f\" ]; then sha256sum \"$f\" | cut -d' ' -f1; else echo; fi; " +
+		"d=/etc/systemd/system/" + ShellQuote(r.o.Unit+".d/"+DropInName) + "; if [ -f \"$d\" ]; then sha256sum \"$d\" | cut -d' ' -f1; else echo; fi; " +
+		"systemctl show -p ExecStart --value " + u + " | head -c 8192; echo; " +
+		"command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits; true"
+	out, err := r.run(ctx, script, 30*time.Second)
+	p := Provenance{Driver: "ssh", Unit: r.o.Unit}
+	if err != nil {
+		return p, err
+	}
+	lines := strings.Split(string(out.Stdout), "\n")
+	get := func(i int) string {
+		if i < len(lines) {
+			return strings.TrimSpace(lines[i])
+		}
+		return ""
+	}
+	p.Hostname, p.Kernel, p.SystemdVer = get(0), get(1), get(2)
+	p.UnitHash, p.DropInHash, p.ExecStart = get(4), get(5), get(6)
+	for _, l := range lines[min(7, len(lines)):] {
+		if g, ok := parseGPU(l); ok {
+			p.GPUs = append(p.GPUs, g)
+		}
+	}
+	r.mu.Lock()
+	if r.current != nil {
+		p.Argv = r.current.launch.Argv
+	}
+	r.mu.Unlock()
+	return p, nil
+}
+
+func parseGPU(line string) (GPU, bool) {
+	f := strings.Split(line, ",")
+	if len(f) != 3 {
+		return GPU{}, false
+	}
+	mem, err := strconv.Atoi(strings.TrimSpace(f[2]))
+	if err != nil {
+		return GPU{}, false
+	}
+	return GPU{Name: strings.TrimSpace(f[0]), Driver: strings.TrimSpace(f[1]), MemoryMB: mem}, true
+}
