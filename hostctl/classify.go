@@ -6,11 +6,11 @@ import (
 )
 
 var (
-	reOOM   = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError|[Oo]ut of memory|oom-kill|Killed process \d+`)
-	reUsage = regexp.MustCompile(`^usage: |: error: (unrecognized arguments|argument |the following arguments are required|ambiguous option|invalid choice)|Failed to locate executable|Failed at step EXEC|status=203/EXEC`)
+	reOOM    = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError|[Oo]ut of memory|oom-kill|Killed process \d+`)
+	reUsage  = regexp.MustCompile(`^usage: |: error: (unrecognized arguments|argument |the following arguments are required|ambiguous option|invalid choice)|Failed to locate executable|Failed at step EXEC|status=203/EXEC`)
 	reAssert = regexp.MustCompile(`^AssertionError\b`)
 	// Lines worth keeping as evidence of a crash.
-	reCrash = regexp.MustCompile(`Traceback \(most recent call last\)|Error: |Exception: |Scheduler hit an exception|scheduler is dead|Received sigquit|Initialization failed|Main process exited|Failed with result|code=(exited|killed|dumped)`)
+	reCrash       = regexp.MustCompile(`Traceback \(most recent call last\)|Error: |Exception: |Scheduler hit an exception|scheduler is dead|Received sigquit|Initialization failed|Main process exited|Failed with result|code=(exited|killed|dumped)`)
 	reStopTimeout = regexp.MustCompile(`State 'stop-sigterm' timed out|State 'stop-final-sigterm' timed out|Failed with result 'timeout'`)
 	reDrain       = regexp.MustCompile(`Draining requests and shutting down|Gracefully exiting|Force exiting`)
 )

@@ -10,19 +10,19 @@ import (
 
 func TestQuoteExecArg(t *testing.T) {
 	cases := map[string]string{
-		"plain":          `"plain"`,
-		"50%":            `"50%%"`,
-		"$HOME":          `"$$HOME"`,
-		`a"b`:            `"a\"b"`,
-		`back\slash`:     `"back\\slash"`,
-		"it's":           `"it's"`,
-		";":              `\;`,
-		"a;b":            `"a;b"`,
-		"":               `""`,
-		"tab\there":      `"tab\there"`,
-		"%n ${X} $$ %%":  `"%%n $${X} $$$$ %%%%"`,
-		"\x01ctrl":       `"\x01ctrl"`,
-		"ünïcode ✓ 世界": `"ünïcode ✓ 世界"`,
+		"plain":         `"plain"`,
+		"50%":           `"50%%"`,
+		"$HOME":         `"$$HOME"`,
+		`a"b`:           `"a\"b"`,
+		`back\slash`:    `"back\\slash"`,
+		"it's":          `"it's"`,
+		";":             `\;`,
+		"a;b":           `"a;b"`,
+		"":              `""`,
+		"tab\there":     `"tab\there"`,
+		"%n ${X} $$ %%": `"%%n $${X} $$$$ %%%%"`,
+		"\x01ctrl":      `"\x01ctrl"`,
+		"ünïcode ✓ 世界":  `"ünïcode ✓ 世界"`,
 	}
 	for in, want := range cases {
 		got, err := QuoteExecArg(in)

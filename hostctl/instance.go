@@ -29,8 +29,8 @@ type instance struct {
 	baseURL   string
 	addr      string
 
-	poll     func(ctx context.Context) (State, error)
-	sendStop func(ctx context.Context) error
+	poll      func(ctx context.Context) (State, error)
+	sendStop  func(ctx context.Context) error
 	afterStop func(ctx context.Context)
 
 	mu       sync.Mutex
@@ -41,7 +41,7 @@ type instance struct {
 	stopFrom int // index (counting dropped lines) of the first line after the stop began
 }
 
-func (in *instance) ID() string                { return in.id }
+func (in *instance) ID() string               { return in.id }
 func (in *instance) HTTPClient() *http.Client { return in.client }
 func (in *instance) BaseURL() string          { return in.baseURL }
 func (in *instance) Address() string          { return in.addr }
