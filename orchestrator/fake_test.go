@@ -1,0 +1,204 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/workload"
+)
+
+// behaviour scripts what a fake server does for one launch.
+type behaviour struct {
+	startErr  error            // Start fails (host trouble when not a *hostctl.Failure)
+	readyErr  error            // WaitReady fails
+	crashAt   int              // Check reports this failure from the crashAt-th load level on (1-based; 0: never)
+	crash     *hostctl.Failure // the failure reported
+	stop      hostctl.StopResult
+	loadDelay time.Duration // each level takes this long (for interruption tests)
+}
+
+// fakeWorld holds every fake host and checks invariants across them: one server per host at a time,
+// never a level against a server that is not ready.
+type fakeWorld struct {
+	t      *testing.T
+	mu     sync.Mutex
+	behave func(host string, l hostctl.Launch, n int) behaviour
+	hosts  map[string]*fakeHost
+	starts map[string]int // launches by point argv key
+	levels []levelCall
+}
+
+type levelCall struct {
+	host        string
+	argv        string
+	concurrency int
+}
+
+func newWorld(t *testing.T, behave func(host string, l hostctl.Launch, n int) behaviour) *fakeWorld {
+	if behave == nil {
+		behave = func(string, hostctl.Launch, int) behaviour { return behaviour{} }
+	}
+	return &fakeWorld{t: t, behave: behave, hosts: map[string]*fakeHost{}, starts: map[string]int{}}
+}
+
+func (w *fakeWorld) host(name string) *fakeHost {
+	h := &fakeHost{w: w, name: name}
+	w.hosts[name] = h
+	return h
+}
+
+type fakeHost struct {
+	w        *fakeWorld
+	name     string
+	running  *fakeInstance // the live server, if any
+	restored int
+	launches int
+}
+
+func (h *fakeHost) Name() string { return h.name }
+
+func (h *fakeHost) Start(ctx context.Context, l hostctl.Launch) (hostctl.Instance, error) {
+	w := h.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h.running != nil && !h.running.stopped {
+		w.t.Errorf("host %s: Start while instance %s still runs", h.name, h.running.id)
+	}
+	key := strings.Join(l.Argv, " ")
+	w.starts[key]++
+	h.launches++
+	b := w.behave(h.name, l, w.starts[key])
+	if b.startErr != nil {
+		return nil, b.startErr
+	}
+	inst := &fakeInstance{h: h, l: l, b: b, id: fmt.Sprintf("%s-%d", h.name, h.launches)}
+	h.running = inst
+	return inst, nil
+}
+
+func (h *fakeHost) Restore(ctx context.Context) error {
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if h.running != nil && !h.running.stopped {
+		h.w.t.Errorf("host %s: Restore while instance %s still runs", h.name, h.running.id)
+	}
+	h.restored++
+	return nil
+}
+
+func (h *fakeHost) Provenance(ctx context.Context) (hostctl.Provenance, error) {
+	return hostctl.Provenance{Hostname: h.name, Driver: "fake", Kernel: "6.1"}, nil
+}
+
+type fakeInstance struct {
+	h       *fakeHost
+	l       hostctl.Launch
+	b       behaviour
+	id      string
+	ready   bool
+	stopped bool
+	levels  int
+}
+
+func (i *fakeInstance) ID() string { return i.id }
+
+func (i *fakeInstance) WaitReady(ctx context.Context) (hostctl.Ready, error) {
+	i.h.w.mu.Lock()
+	defer i.h.w.mu.Unlock()
+	if i.b.readyErr != nil {
+		return hostctl.Ready{}, i.b.readyErr
+	}
+	i.ready = true
+	return hostctl.Ready{At: time.Now(), Elapsed: 1500 * time.Millisecond, Probes: 7,
+		ServerInfo: []byte(`{"version":"0.5.9-fake","speculative_num_draft_tokens":4}`)}, nil
+}
+
+func (i *fakeInstance) Check(ctx context.Context) (*hostctl.Failure, error) {
+	i.h.w.mu.Lock()
+	defer i.h.w.mu.Unlock()
+	if i.b.crashAt > 0 && i.levels >= i.b.crashAt {
+		return i.b.crash, nil
+	}
+	return nil, nil
+}
+
+func (i *fakeInstance) State(ctx context.Context) (hostctl.State, error) { return hostctl.State{}, nil }
+func (i *fakeInstance) Logs(ctx context.Context) ([]string, error)       { return nil, nil }
+
+func (i *fakeInstance) Stop(ctx context.Context, progress func(hostctl.State)) (hostctl.StopResult, error) {
+	i.h.w.mu.Lock()
+	defer i.h.w.mu.Unlock()
+	if i.stopped {
+		i.h.w.t.Errorf("instance %s stopped twice", i.id)
+	}
+	i.stopped = true
+	res := i.b.stop
+	if res.Duration == 0 {
+		res.Duration, res.Clean, res.SIGKILL = 800*time.Millisecond, true, true
+	}
+	return res, nil
+}
+
+func (i *fakeInstance) HTTPClient() *http.Client { return http.DefaultClient }
+func (i *fakeInstance) BaseURL() string          { return "http://" + i.Address() }
+func (i *fakeInstance) Address() string          { return i.id + ".fake:30000" }
+
+// load is the fake load generator: it finds the instance by its address and returns figures that
+// grow with concurrency and speculative steps, or fails like a client facing a dead server.
+func (w *fakeWorld) load(ctx context.Context, cfg workload.Config) (*workload.Result, error) {
+	w.mu.Lock()
+	var inst *fakeInstance
+	for _, h := range w.hosts {
+		if h.running != nil && "http://"+h.running.Address() == cfg.URL {
+			inst = h.running
+		}
+	}
+	if inst == nil || !inst.ready || inst.stopped {
+		w.mu.Unlock()
+		w.t.Errorf("load against %s, which is not a ready server", cfg.URL)
+		return nil, errors.New("no server")
+	}
+	inst.levels++
+	w.levels = append(w.levels, levelCall{host: inst.h.name, argv: strings.Join(inst.l.Argv, " "), concurrency: cfg.Concurrency})
+	crashed := inst.b.crashAt > 0 && inst.levels >= inst.b.crashAt
+	delay := inst.b.loadDelay
+	if delay == 0 {
+		delay = 2 * time.Millisecond // long enough for every worker to get its share
+	}
+	w.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-ctx.Done():
+			return &workload.Result{Concurrency: cfg.Concurrency, Sent: 1, Failed: 1}, nil
+		case <-time.After(delay):
+		}
+	}
+	if crashed {
+		// The server died: requests fail; the runner must learn why from Check.
+		return &workload.Result{Concurrency: cfg.Concurrency, Sent: cfg.Requests, Completed: 1, Failed: cfg.Requests - 1,
+			Errors: []workload.ErrorSample{{Message: "connection refused", Count: cfg.Requests - 1}}}, nil
+	}
+	speed := 100.0
+	var accept *float64
+	for i, a := range inst.l.Argv {
+		if a == "--speculative-num-steps" {
+			var s int
+			fmt.Sscan(inst.l.Argv[i+1], &s)
+			speed *= 1 + 0.3*float64(s)
+			al := 1 + 0.8*float64(s)
+			accept = &al
+		}
+	}
+	d := workload.Dist{Count: int64(cfg.Requests), Mean: 20, Median: 19, P99: 40}
+	return &workload.Result{Concurrency: cfg.Concurrency, Sent: cfg.Requests, Completed: cfg.Requests,
+		Duration: time.Second, TotalOutputTokens: int64(cfg.Requests * cfg.OutputTokens),
+		OutputThroughput: speed * float64(cfg.Concurrency), RequestThroughput: float64(cfg.Requests),
+		TTFT: d, ITL: d, TPOT: d, E2E: d, AcceptLength: accept}, nil
+}

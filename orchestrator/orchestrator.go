@@ -1,0 +1,148 @@
+// Package orchestrator runs sweeps: one worker per host takes the next pending point that host can
+// hold, restarts the server with the point's configuration, waits for it with fail-fast
+// classification, measures the load ladder and commits every run as it completes. Everything it
+// learns goes to the store as it happens, so a crash at any instant loses nothing and a resume
+// re-runs only the points that were not finished.
+//
+// The package defines the small interfaces it consumes (Host, Store, Clock, LoadFunc); hostctl,
+// store and workload satisfy them, and tests use fakes.
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/workload"
+)
+
+// Host is one machine that runs one server at a time (hostctl.Host satisfies it).
+type Host interface {
+	Name() string
+	Start(ctx context.Context, l hostctl.Launch) (hostctl.Instance, error)
+	Restore(ctx context.Context) error
+	Provenance(ctx context.Context) (hostctl.Provenance, error)
+}
+
+// Store is what a sweep run reads and writes (*store.DB satisfies it).
+type Store interface {
+	Sweep(ctx context.Context, id int64) (store.Sweep, error)
+	SetSweepState(ctx context.Context, id int64, to store.SweepState, detail string) error
+	Points(ctx context.Context, sweepID int64) ([]store.Point, error)
+	ClaimNextPoint(ctx context.Context, sweepID int64, host string) (store.Point, error)
+	FinishPoint(ctx context.Context, sweepID int64, pointID string, attempt int, f store.PointFinish) error
+	ReleasePoint(ctx context.Context, sweepID int64, pointID string, attempt int, reason string) error
+	SetPointInfo(ctx context.Context, sweepID int64, pointID string, attempt int, info store.PointInfo) error
+	RecordRunAndFinish(ctx context.Context, run store.Run, finish *store.PointFinish) error
+	AddEvent(ctx context.Context, e store.Event) error
+}
+
+// LoadFunc measures one load level (workload.Run).
+type LoadFunc func(ctx context.Context, cfg workload.Config) (*workload.Result, error)
+
+// Clock is the time source of backoffs and health checks, injected so tests need not sleep.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Config wires a Runner.
+type Config struct {
+	Store Store
+	// Hosts are the sweep's hosts; each gets one worker. Their names must be the sweep's host names.
+	Hosts []Host
+	// Load measures a level; nil means workload.Run.
+	Load  LoadFunc
+	Clock Clock
+	Log   *slog.Logger
+	// MaxAttempts bounds how often a point is tried when the host is the problem (unreachable, lost
+	// connection); deterministic failures (bad_args, oom, ...) are never retried. Default 3.
+	MaxAttempts int
+	// RetryBackoff is the first wait before a host is tried again after transient trouble; it doubles
+	// up to MaxBackoff. Defaults 2 s and 1 min.
+	RetryBackoff, MaxBackoff time.Duration
+	// CheckInterval is how often a ready server's unit state and journal are checked while load runs,
+	// so a crash ends the level within about that long. Default 500 ms.
+	CheckInterval time.Duration
+	// CleanupTimeout bounds stopping a server and restoring a unit after an interruption, beyond the
+	// point's stop_timeout. Default 30 s.
+	CleanupTimeout time.Duration
+	// Observe, when set, receives every notable happening (for progress displays); it must be quick.
+	Observe func(Update)
+}
+
+// Update is one happening of a running sweep, for progress displays.
+type Update struct {
+	At     time.Time
+	Host   string
+	Point  string // point id, "" for host-level updates
+	Label  string // the point's human label
+	Phase  Phase
+	Detail string
+}
+
+// Phase names what a host is doing.
+type Phase string
+
+// Phases of a point on a host.
+const (
+	PhaseStarting Phase = "starting"
+	PhaseReady    Phase = "ready"
+	PhaseLoad     Phase = "load"
+	PhaseStopping Phase = "stopping"
+	PhaseDone     Phase = "done"
+	PhaseFailed   Phase = "failed"
+	PhaseRetry    Phase = "retry"
+	PhaseIdle     Phase = "idle"
+	PhaseRestored Phase = "restored"
+)
+
+func (c *Config) defaults() error {
+	if c.Store == nil {
+		return errors.New("orchestrator: no store")
+	}
+	if len(c.Hosts) == 0 {
+		return errors.New("orchestrator: no hosts")
+	}
+	seen := map[string]bool{}
+	for _, h := range c.Hosts {
+		if seen[h.Name()] {
+			return fmt.Errorf("orchestrator: host %q given twice", h.Name())
+		}
+		seen[h.Name()] = true
+	}
+	if c.Load == nil {
+		c.Load = workload.Run
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 2 * time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = time.Minute
+	}
+	if c.CheckInterval <= 0 {
+		c.CheckInterval = 500 * time.Millisecond
+	}
+	if c.CleanupTimeout <= 0 {
+		c.CleanupTimeout = 30 * time.Second
+	}
+	return nil
+}

@@ -1,0 +1,584 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+
+	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
+	"github.com/specsweep/specsweep/workload"
+)
+
+// Runner runs sweeps with one worker per host.
+type Runner struct {
+	cfg Config
+}
+
+// New checks cfg and fills its defaults.
+func New(cfg Config) (*Runner, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg}, nil
+}
+
+// Outcome is how a Run ended.
+type Outcome struct {
+	SweepID int64
+	State   store.SweepState
+	store.PointCounts
+	// Interrupted is set when the context was cancelled: running points went back to pending and
+	// the sweep is "interrupted", ready to resume.
+	Interrupted bool
+}
+
+// sweepRun is the shared, read-only context of one Run.
+type sweepRun struct {
+	id      int64
+	spec    *sweep.Spec
+	dataset workload.Dataset
+}
+
+// Run executes every pending point of the sweep (already stored, e.g. by Prepare) until none is left
+// or ctx is cancelled, then restores every host's unit. Deterministic point failures do not stop the
+// sweep; a store failure does (the sweep is left interrupted, to be resumed).
+func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outcome, error) {
+	st := r.cfg.Store
+	sw, err := st.Sweep(ctx, sweepID)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("orchestrator: run sweep %d: %w", sweepID, err)
+	}
+	if sw.State != store.SweepRunning {
+		if err := st.SetSweepState(ctx, sweepID, store.SweepRunning, "started"); err != nil {
+			return Outcome{}, fmt.Errorf("orchestrator: run sweep %d: %w", sweepID, err)
+		}
+	}
+	sr := &sweepRun{id: sweepID, spec: spec}
+	if p := spec.Workload.DatasetPath(); p != "" {
+		// Load a ShareGPT file once for every point, and fail before touching any host if it is bad.
+		ds, err := workload.ParseDataset(spec.Workload.Dataset, spec.Workload.InputTokens, uint64(spec.Workload.Seed))
+		if err != nil {
+			r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, "dataset: "+err.Error())
+			return Outcome{}, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err)
+		}
+		sr.dataset = ds
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for _, h := range r.cfg.Hosts {
+		wg.Go(func() {
+			if err := r.worker(wctx, sr, h); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				cancel() // a broken store stops every worker: nothing could be recorded
+			}
+		})
+	}
+	wg.Wait()
+
+	// Restore the operators' units whatever happened, with a context that survives the interruption.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CleanupTimeout+spec.Server.StopTimeout)
+	defer rcancel()
+	for _, h := range r.cfg.Hosts {
+		if err := h.Restore(rctx); err != nil {
+			r.event(rctx, sweepID, "", h.Name(), "restore_failed", err.Error())
+			r.cfg.Log.Error("restore failed", "host", h.Name(), "err", err)
+		} else {
+			r.event(rctx, sweepID, "", h.Name(), "restored", "unit restored")
+			r.observe(Update{Host: h.Name(), Phase: PhaseRestored})
+		}
+	}
+
+	out := Outcome{SweepID: sweepID}
+	points, err := st.Points(rctx, sweepID)
+	if err != nil {
+		return out, errors.Join(firstErr, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err))
+	}
+	for _, p := range points {
+		switch p.State {
+		case store.PointPending:
+			out.Pending++
+		case store.PointRunning:
+			out.Running++
+		case store.PointDone:
+			out.Done++
+		case store.PointFailed:
+			out.Failed++
+		case store.PointCancelled:
+			out.Cancelled++
+		}
+	}
+	switch {
+	case firstErr != nil || ctx.Err() != nil:
+		out.Interrupted = true
+		out.State = store.SweepInterrupted
+		detail := "interrupted"
+		if firstErr != nil {
+			detail = firstErr.Error()
+		}
+		r.finishSweep(rctx, sweepID, out.State, detail)
+	case out.Pending > 0 || out.Running > 0:
+		out.State = store.SweepFailed
+		r.finishSweep(rctx, sweepID, out.State, fmt.Sprintf("%d points could not run on any host", out.Pending+out.Running))
+	case out.Done == 0 && out.Failed > 0:
+		out.State = store.SweepFailed
+		r.finishSweep(rctx, sweepID, out.State, "every point failed")
+	default:
+		out.State = store.SweepDone
+		r.finishSweep(rctx, sweepID, out.State, fmt.Sprintf("%d done, %d failed", out.Done, out.Failed))
+	}
+	return out, firstErr
+}
+
+func (r *Runner) finishSweep(ctx context.Context, id int64, to store.SweepState, detail string) {
+	if err := r.cfg.Store.SetSweepState(ctx, id, to, detail); err != nil {
+		r.cfg.Log.Error("cannot set sweep state", "sweep", id, "state", to, "err", err)
+	}
+}
+
+// worker takes points for one host until none fits it. It returns an error only when the store
+// fails: then nothing more can be recorded and the sweep must stop.
+func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
+	backoff := r.cfg.RetryBackoff
+	for ctx.Err() == nil {
+		p, err := r.cfg.Store.ClaimNextPoint(ctx, sr.id, h.Name())
+		if errors.Is(err, store.ErrNotFound) {
+			r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "no more points for this host"})
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("orchestrator: host %s: %w", h.Name(), err)
+		}
+		retry, err := r.runPoint(ctx, sr, h, p)
+		if err != nil {
+			return err
+		}
+		if !retry {
+			backoff = r.cfg.RetryBackoff
+			continue
+		}
+		r.observe(Update{Host: h.Name(), Phase: PhaseRetry, Detail: fmt.Sprintf("host trouble: next try in %s", backoff)})
+		select {
+		case <-ctx.Done():
+		case <-r.cfg.Clock.After(backoff):
+		}
+		backoff = min(2*backoff, r.cfg.MaxBackoff)
+	}
+	return nil
+}
+
+// attempt is one claimed attempt of a point on a host.
+type attempt struct {
+	sr    *sweepRun
+	h     Host
+	p     store.Point
+	label string
+	inst  hostctl.Instance
+}
+
+func (a *attempt) event(r *Runner, ctx context.Context, kind, detail string) {
+	r.event(ctx, a.sr.id, a.p.ID, a.h.Name(), kind, detail)
+}
+
+func (a *attempt) update(r *Runner, phase Phase, detail string) {
+	r.observe(Update{Host: a.h.Name(), Point: a.p.ID, Label: a.label, Phase: phase, Detail: detail})
+}
+
+// runPoint runs one claimed attempt to its end. retry reports transient host trouble (the point went
+// back to pending: wait, then claim again); err is a store failure.
+func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Point) (retry bool, err error) {
+	a := &attempt{sr: sr, h: h, p: p, label: pointLabel(p)}
+	spec := sr.spec
+	a.update(r, PhaseStarting, fmt.Sprintf("attempt %d", p.Attempts))
+	r.cfg.Log.Info("point starting", "host", h.Name(), "point", p.ID, "config", a.label, "attempt", p.Attempts)
+
+	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port,
+		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout}
+	inst, err := h.Start(ctx, launch)
+	if err != nil {
+		return r.startFailed(ctx, a, err)
+	}
+	a.inst = inst
+	a.event(r, ctx, "start", "invocation "+inst.ID())
+	ready, err := inst.WaitReady(ctx)
+	if err != nil {
+		return r.startFailed(ctx, a, err)
+	}
+	a.event(r, ctx, "ready", fmt.Sprintf("ready after %.2f s (%d probes)", ready.Elapsed.Seconds(), ready.Probes))
+	a.update(r, PhaseReady, fmt.Sprintf("ready after %.1f s", ready.Elapsed.Seconds()))
+	if err := r.recordInfo(ctx, a, ready); err != nil {
+		if ctx.Err() != nil {
+			return false, r.interrupt(ctx, a)
+		}
+		return false, err
+	}
+
+	w := spec.Workload
+	maxC := 1
+	for _, c := range w.Concurrency {
+		maxC = max(maxC, c)
+	}
+	url, client := "http://"+inst.Address(), workload.NewHTTPClient(maxC)
+	if inst.Address() == "" {
+		// Only the SSH tunnel reaches this server: measured latencies include the tunnel.
+		url, client = inst.BaseURL(), inst.HTTPClient()
+		a.event(r, ctx, "load_via_tunnel", "the server is reachable only through the SSH connection")
+	}
+	defer client.CloseIdleConnections()
+	total, n := len(w.Concurrency)*w.Repeats, 0
+	for rep := 1; rep <= w.Repeats; rep++ {
+		for _, c := range w.Concurrency {
+			n++
+			cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
+				InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset, Prompts: sr.dataset,
+				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client}
+			a.update(r, PhaseLoad, fmt.Sprintf("concurrency %d, repeat %d (%d/%d)", c, rep, n, total))
+			started := r.cfg.Clock.Now()
+			res, fail, lerr := r.measure(ctx, a, cfg)
+			if ctx.Err() != nil {
+				return false, r.interrupt(ctx, a)
+			}
+			run := store.Run{SweepID: sr.id, PointID: p.ID, Attempt: p.Attempts, Concurrency: c, Repeat: rep,
+				Status: store.RunOK, Metrics: metrics(res), StartedAt: started, FinishedAt: r.cfg.Clock.Now()}
+			var fin *store.PointFinish
+			switch {
+			case fail != nil:
+				run.Status, run.Error = store.RunFailed, fail.Error()
+				fin = &store.PointFinish{State: store.PointFailed, FailureClass: store.FailureClass(fail.Class),
+					FailureDetail: failureDetail(fail)}
+			case lerr != nil:
+				run.Status, run.Error = store.RunFailed, lerr.Error()
+			case res.Completed == 0:
+				run.Status, run.Error = store.RunFailed, levelError(res)
+			}
+			if fin == nil && n == total {
+				fin = &store.PointFinish{State: store.PointDone}
+			}
+			if err := r.cfg.Store.RecordRunAndFinish(ctx, run, fin); err != nil {
+				if ctx.Err() != nil {
+					return false, r.interrupt(ctx, a)
+				}
+				return false, err
+			}
+			r.cfg.Log.Info("run recorded", "host", h.Name(), "point", p.ID, "concurrency", c, "repeat", rep,
+				"status", run.Status, "output_tok_s", outputTokS(res))
+			if fail != nil {
+				a.event(r, ctx, "failure", failureDetail(fail))
+				a.update(r, PhaseFailed, string(fail.Class)+": "+fail.Detail)
+				r.stop(ctx, a)
+				return false, nil
+			}
+		}
+	}
+	a.update(r, PhaseDone, "")
+	r.stop(ctx, a)
+	return false, nil
+}
+
+// recordInfo stores what the ready server says about itself and where it runs.
+func (r *Runner) recordInfo(ctx context.Context, a *attempt, ready hostctl.Ready) error {
+	info := store.PointInfo{Load: ready.Elapsed, ExecStart: strings.Join(a.p.Argv, " ")}
+	if len(ready.ServerInfo) > 0 {
+		if json.Valid(ready.ServerInfo) {
+			info.EffectiveArgs = json.RawMessage(ready.ServerInfo)
+		} else {
+			info.EffectiveArgs, _ = json.Marshal(string(ready.ServerInfo))
+		}
+	}
+	prov, err := a.h.Provenance(ctx)
+	if err != nil {
+		prov.CollectedErr = err.Error()
+	}
+	if prov.EngineVer == "" {
+		prov.EngineVer = engineVersion(ready.ServerInfo)
+	}
+	if prov.ExecStart != "" {
+		info.ExecStart = prov.ExecStart
+	}
+	if info.Provenance, err = json.Marshal(prov); err != nil {
+		return fmt.Errorf("orchestrator: encode provenance: %w", err)
+	}
+	return r.cfg.Store.SetPointInfo(ctx, a.sr.id, a.p.ID, a.p.Attempts, info)
+}
+
+func engineVersion(serverInfo []byte) string {
+	var v struct {
+		Version string `json:"version"`
+	}
+	if json.Unmarshal(serverInfo, &v) != nil {
+		return ""
+	}
+	return v.Version
+}
+
+// measure runs one level while watching the server: a failure of the unit cancels the load at once
+// and is returned as the level's failure.
+func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (*workload.Result, *hostctl.Failure, error) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		fail    *hostctl.Failure
+		monitor sync.WaitGroup
+		done    = make(chan struct{})
+	)
+	monitor.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-lctx.Done():
+				return
+			case <-r.cfg.Clock.After(r.cfg.CheckInterval):
+			}
+			if f := r.check(lctx, a); f != nil {
+				fail = f
+				cancel()
+				return
+			}
+		}
+	})
+	res, err := r.cfg.Load(lctx, cfg)
+	close(done)
+	monitor.Wait()
+	if fail != nil {
+		return res, fail, nil
+	}
+	if ctx.Err() != nil {
+		return res, nil, ctx.Err()
+	}
+	if err != nil || res == nil || res.Failed > 0 {
+		// Requests failed: the server may have died just now, before the monitor looked. Give the
+		// unit a moment to show it, so the cause is named rather than a count of failed requests.
+		for range 4 {
+			if f := r.check(ctx, a); f != nil {
+				return res, f, nil
+			}
+			select {
+			case <-ctx.Done():
+				return res, nil, ctx.Err()
+			case <-r.cfg.Clock.After(r.cfg.CheckInterval):
+			}
+		}
+	}
+	if err != nil {
+		return res, nil, err
+	}
+	if res == nil {
+		return nil, nil, errors.New("load generator returned no result")
+	}
+	return res, nil, nil
+}
+
+// check asks the instance whether it failed after being ready. A failure reported while load runs
+// is a crash during load, whatever the unit's own words (oom stays oom).
+func (r *Runner) check(ctx context.Context, a *attempt) *hostctl.Failure {
+	f, err := a.inst.Check(ctx)
+	if f != nil {
+		if f.Class == "" {
+			f.Class = hostctl.ClassCrashDuringLoad
+		}
+		return f
+	}
+	if err != nil {
+		if f, ok := hostctl.AsFailure(err); ok {
+			return f
+		}
+		if ctx.Err() == nil {
+			r.cfg.Log.Warn("health check failed", "host", a.h.Name(), "err", err)
+		}
+	}
+	return nil
+}
+
+// startFailed handles a failure to start or to become ready.
+func (r *Runner) startFailed(ctx context.Context, a *attempt, err error) (retry bool, serr error) {
+	if ctx.Err() != nil {
+		return false, r.interrupt(ctx, a)
+	}
+	f, ok := hostctl.AsFailure(err)
+	if !ok || f.Class == hostctl.ClassHostUnreachable {
+		// The host, not the configuration, is the problem: try the point again later, a bounded
+		// number of times.
+		detail := err.Error()
+		a.event(r, ctx, "host_down", detail)
+		r.cfg.Log.Warn("host trouble", "host", a.h.Name(), "point", a.p.ID, "attempt", a.p.Attempts, "err", err)
+		r.stopQuietly(ctx, a)
+		if a.p.Attempts >= r.cfg.MaxAttempts {
+			a.update(r, PhaseFailed, "host unreachable: "+detail)
+			return false, r.cfg.Store.FinishPoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, store.PointFinish{
+				State: store.PointFailed, FailureClass: store.FailHostUnreachable,
+				FailureDetail: fmt.Sprintf("%d attempts: %s", a.p.Attempts, detail)})
+		}
+		return true, r.cfg.Store.ReleasePoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, "host trouble: "+detail)
+	}
+	a.event(r, ctx, "failure", failureDetail(f))
+	a.update(r, PhaseFailed, string(f.Class)+": "+f.Detail)
+	r.cfg.Log.Warn("point failed", "host", a.h.Name(), "point", a.p.ID, "class", f.Class, "detail", f.Detail)
+	if err := r.cfg.Store.FinishPoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, store.PointFinish{State: store.PointFailed,
+		FailureClass: store.FailureClass(f.Class), FailureDetail: failureDetail(f)}); err != nil {
+		return false, err
+	}
+	// A failed unit may sit in a restart loop or keep a dying process: stop it before the next point.
+	r.stop(ctx, a)
+	return false, nil
+}
+
+// interrupt ends an attempt cut short by cancellation: the load is already stopped (its context is
+// done), so stop the server and put the point back to pending for a later resume.
+func (r *Runner) interrupt(ctx context.Context, a *attempt) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CleanupTimeout+a.sr.spec.Server.StopTimeout)
+	defer cancel()
+	if a.inst != nil {
+		r.stop(cctx, a)
+	}
+	reason := "interrupted"
+	if cause := context.Cause(ctx); cause != nil {
+		reason += ": " + cause.Error()
+	}
+	return r.cfg.Store.ReleasePoint(cctx, a.sr.id, a.p.ID, a.p.Attempts, reason)
+}
+
+// stop stops the attempt's server and records how the stop went; a stop that ended in systemd's
+// SIGKILL is an event of its own (the measurement is already safe).
+func (r *Runner) stop(ctx context.Context, a *attempt) {
+	if a.inst == nil {
+		return
+	}
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CleanupTimeout+a.sr.spec.Server.StopTimeout)
+		defer cancel()
+	}
+	a.update(r, PhaseStopping, "")
+	res, err := a.inst.Stop(ctx, nil)
+	if err != nil {
+		a.event(r, ctx, "stop_failed", err.Error())
+		r.cfg.Log.Warn("stop failed", "host", a.h.Name(), "point", a.p.ID, "err", err)
+		return
+	}
+	if res.Already {
+		return
+	}
+	how := "clean"
+	if !res.Clean {
+		how = "not clean: " + res.Final.Exit()
+	}
+	a.event(r, ctx, "stop", fmt.Sprintf("stopped in %.2f s (%s)", res.Duration.Seconds(), how))
+	if res.Class == hostctl.ClassStopTimeoutSIGKILL {
+		a.event(r, ctx, "stop_timeout_sigkill", strings.Join(append([]string{
+			fmt.Sprintf("stop_timeout %s passed: systemd killed the server", a.sr.spec.Server.StopTimeout)}, res.Evidence...), "\n"))
+		r.cfg.Log.Warn("stop ended in SIGKILL", "host", a.h.Name(), "point", a.p.ID, "after", res.Duration)
+	}
+}
+
+// stopQuietly stops a half-started server after host trouble, without recording anything more.
+func (r *Runner) stopQuietly(ctx context.Context, a *attempt) {
+	if a.inst == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CleanupTimeout)
+	defer cancel()
+	_, _ = a.inst.Stop(sctx, nil)
+}
+
+func (r *Runner) event(ctx context.Context, sweepID int64, pointID, host, kind, detail string) {
+	if err := r.cfg.Store.AddEvent(ctx, store.Event{SweepID: sweepID, PointID: pointID, Host: host, Kind: kind,
+		Detail: detail}); err != nil {
+		r.cfg.Log.Warn("cannot record event", "kind", kind, "err", err)
+	}
+}
+
+func (r *Runner) observe(u Update) {
+	if r.cfg.Observe == nil {
+		return
+	}
+	if u.At.IsZero() {
+		u.At = r.cfg.Clock.Now()
+	}
+	r.cfg.Observe(u)
+}
+
+// failureDetail is the one-line cause followed by the evidence lines, as stored for the point.
+func failureDetail(f *hostctl.Failure) string {
+	return strings.Join(append([]string{f.Detail}, f.Evidence...), "\n")
+}
+
+func levelError(res *workload.Result) string {
+	if res.Aborted != "" {
+		return res.Aborted
+	}
+	if len(res.Errors) > 0 {
+		return res.Errors[0].Message
+	}
+	return "no request completed"
+}
+
+func outputTokS(res *workload.Result) float64 {
+	if res == nil {
+		return 0
+	}
+	return res.OutputThroughput
+}
+
+// metrics converts a level's figures to the store's; nil when the level measured nothing.
+func metrics(res *workload.Result) *store.Metrics {
+	if res == nil || res.Sent == 0 {
+		return nil
+	}
+	return &store.Metrics{
+		Requests: res.Sent, Completed: res.Completed, Failed: res.Failed,
+		DurationS:        res.Duration.Seconds(),
+		TotalInputTokens: res.TotalInputTokens, TotalOutputTokens: res.TotalOutputTokens,
+		RequestS: res.RequestThroughput, InputTokS: res.InputThroughput, OutputTokS: res.OutputThroughput,
+		TTFTMeanMs: mean(res.TTFT), TTFTMedianMs: median(res.TTFT), TTFTP99Ms: p99(res.TTFT),
+		ITLMeanMs: mean(res.ITL), ITLMedianMs: median(res.ITL), ITLP99Ms: p99(res.ITL),
+		TPOTMeanMs: mean(res.TPOT), TPOTMedianMs: median(res.TPOT), TPOTP99Ms: p99(res.TPOT),
+		E2EMeanMs: mean(res.E2E), E2EMedianMs: median(res.E2E), E2EP99Ms: p99(res.E2E),
+		AcceptLength: res.AcceptLength,
+	}
+}
+
+// A distribution without samples has no figures: NaN is stored as NULL by SQLite.
+func sampled(d workload.Dist, v float64) float64 {
+	if d.Count == 0 {
+		return math.NaN()
+	}
+	return v
+}
+
+func mean(d workload.Dist) float64   { return sampled(d, d.Mean) }
+func median(d workload.Dist) float64 { return sampled(d, d.Median) }
+func p99(d workload.Dist) float64    { return sampled(d, d.P99) }
+
+// pointLabel is a short human description of a point.
+func pointLabel(p store.Point) string {
+	if p.Baseline {
+		return fmt.Sprintf("%s tp=%d", p.Method, p.TP)
+	}
+	return fmt.Sprintf("%s s=%s k=%s n=%s tp=%d", p.Method, intOr(p.NumSteps), intOr(p.TopK), intOr(p.NumDraftTokens), p.TP)
+}
+
+func intOr(v *int) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}
