@@ -609,7 +609,7 @@ func (cmd Cmd) CommandLine(user string) string {
 	if cmd.Sudo && user != "root" {
 		b.WriteString("sudo -n ")
 	}
-	fmt.Fprintf(&b, "timeout --kill-after=5s %s", systemdSpan(to.Round(time.Millisecond)))
+	fmt.Fprintf(&b, "timeout --kill-after=5s %ss", strconv.FormatFloat(to.Round(time.Millisecond).Seconds(), 'f', -1, 64))
 	for _, a := range cmd.Args {
 		b.WriteByte(' ')
 		b.WriteString(ShellQuote(a))

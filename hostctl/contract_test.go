@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/specsweep/specsweep/internal/testhost"
+	"golang.org/x/crypto/ssh"
 )
 
 // Fast simulator settings: 0.1 s of load, 0.1 s of warmup, drain checks every 0.25 s.
@@ -290,13 +292,16 @@ func TestRemoteOnly(t *testing.T) {
 		if err != nil || st0.ActiveState != "active" {
 			t.Fatalf("operator unit should run at boot: %+v %v", st0, err)
 		}
+		t0 := time.Now()
 		in, err := r.Start(ctx, launch(d, nil, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/50% $HOME \"q\""))
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("start took %v", time.Since(t0))
 		if _, err := in.WaitReady(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("ready after %v", time.Since(t0))
 		// The drop-in is in place, the marker records the unit was running.
 		if _, err := h.ReadFile(DropInPath("sglang.service")); err != nil {
 			t.Fatal(err)
@@ -319,9 +324,11 @@ func TestRemoteOnly(t *testing.T) {
 		}
 		// A new connection (specsweep crashed) restores from the marker alone.
 		r2 := dialTestHost(t, h)
+		t0 = time.Now()
 		if err := r2.Restore(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("restore took %v", time.Since(t0))
 		after, _ := h.ReadFile(testhost.UnitPath)
 		if !bytes.Equal(before, after) {
 			t.Fatal("the operator's unit changed")
@@ -398,4 +405,122 @@ func TestRemoteOnly(t *testing.T) {
 			t.Fatalf("start on a vanished host: %v", err)
 		}
 	})
+}
+
+func TestHostKeys(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	hosts := testhost.Boot(t, 2, testhost.Options{Env: fastEnv})
+	h, other := hosts[0], hosts[1]
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	opts := func(kh string, accept bool) SSHOptions {
+		return SSHOptions{Address: h.Addr, User: "root", IdentityFile: h.KeyFile, KnownHosts: kh,
+			AcceptNewHostKeys: accept, ConfigFile: "none", noAgent: true}
+	}
+	write := func(name, content string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// Unknown: refused, with the ssh-keyscan line.
+	empty := write("empty", "")
+	_, err := DialSSH(ctx, opts(empty, false))
+	var hke *HostKeyError
+	if !errors.As(err, &hke) || hke.Changed || !strings.Contains(err.Error(), "ssh-keyscan "+h.Addr) {
+		t.Fatalf("unknown host: %v", err)
+	}
+	// Changed: the file holds another host's key for this address.
+	wrong := write("wrong", h.Addr+" "+string(ssh.MarshalAuthorizedKey(other.HostKey)))
+	_, err = DialSSH(ctx, opts(wrong, true)) // accept-new never accepts a changed key
+	if !errors.As(err, &hke) || !hke.Changed || !strings.Contains(err.Error(), "CHANGED") {
+		t.Fatalf("changed key: %v", err)
+	}
+	// Accept-new: adds the key, then a strict dial works.
+	added := write("added", "")
+	c, err := DialSSH(ctx, opts(added, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c, err = DialSSH(ctx, opts(added, false))
+	if err != nil {
+		t.Fatalf("after accept-new: %v", err)
+	}
+	defer c.Close()
+	// Remote commands: quoted arguments, bounded output, timeout.
+	out, err := c.Run(ctx, Cmd{Args: []string{"printf", "%s|", "a b", "it's", "$HOME", "`id`", ";", "\\"}})
+	if err != nil || string(out.Stdout) != "a b|it's|$HOME|`id`|;|\\|" {
+		t.Fatalf("quoting: %q %v", out.Stdout, err)
+	}
+	out, err = c.Run(ctx, Cmd{Args: []string{"head", "-c", "100000", "/dev/zero"}, MaxOutput: 1000})
+	if err != nil || len(out.Stdout) != 1000 || !out.Truncated {
+		t.Fatalf("bounded output: %d %v %v", len(out.Stdout), out.Truncated, err)
+	}
+	t0 := time.Now()
+	_, err = c.Run(ctx, Cmd{Args: []string{"sleep", "30"}, Timeout: 500 * time.Millisecond})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Out.Code != 124 || time.Since(t0) > 5*time.Second {
+		t.Fatalf("remote timeout: %v after %v", err, time.Since(t0))
+	}
+	// Atomic write replaces a file in place.
+	for _, content := range []string{"one\n", "two\n"} {
+		if err := c.WriteFileAtomic(ctx, "/etc/specsweep-test/f.conf", []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := h.ReadFile("/etc/specsweep-test/f.conf")
+		if string(got) != content {
+			t.Fatalf("atomic write: %q", got)
+		}
+	}
+	fi, err := os.Stat(h.Root + "/etc/specsweep-test/f.conf")
+	if err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode: %v %v", fi, err)
+	}
+	ents, _ := os.ReadDir(h.Root + "/etc/specsweep-test")
+	if len(ents) != 1 {
+		t.Fatalf("temp files left: %v", ents)
+	}
+}
+
+func TestRestartLoop(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// The operator's own drop-in restarts the server on failure.
+	if err := h.WriteFile("/etc/systemd/system/sglang.service.d/10-operator.conf",
+		[]byte("[Service]\nRestart=always\nRestartSec=200ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := dialTestHost(t, h)
+	in, err := r.Start(ctx, launch(driver{simBin: testhost.SimPath}, map[string]string{"SGLANGSIM_FAIL": "exit-during-start"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = in.WaitReady(ctx)
+	f, ok := AsFailure(err)
+	// The first death may be seen before systemd schedules the restart.
+	if !ok || (f.Class != ClassRestartLoop && f.Class != ClassCrashDuringStart) {
+		t.Fatalf("want restart_loop or crash_during_start, got %v", err)
+	}
+	var last *Failure
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if last, err = in.Check(ctx); err == nil && last != nil && last.Class == ClassRestartLoop {
+			break
+		}
+	}
+	if last == nil || last.Class != ClassRestartLoop {
+		t.Fatalf("want restart_loop, got %+v", last)
+	}
+	if err := r.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,135 @@
+package hostctl
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClassify(t *testing.T) {
+	dead := func(code, status int, result string) State {
+		return State{ActiveState: "failed", SubState: "failed", Result: result, ExecMainCode: code, ExecMainStatus: status}
+	}
+	running := State{ActiveState: "active", SubState: "running"}
+	cases := []struct {
+		name  string
+		st    State
+		lines []string
+		ready bool
+		want  Class
+	}{
+		{"running", running, []string{"Load weight begin."}, false, ""},
+		{"exit 2", dead(CodeExited, 2, "exit-code"), []string{"usage: launch_server.py [-h]", "launch_server.py: error: unrecognized arguments: --x"}, false, ClassBadArgs},
+		{"usage line only", dead(CodeExited, 1, "exit-code"), []string{"launch_server.py: error: argument --tp-size: invalid int value: 'x'"}, false, ClassBadArgs},
+		{"bare assertion", dead(CodeExited, 1, "exit-code"), []string{"Traceback (most recent call last):", "    assert (", "AssertionError", "sglang.service: Main process exited, code=exited, status=1/FAILURE", "sglang.service: Failed with result 'exit-code'."}, false, ClassBadArgs},
+		{"203/EXEC", dead(CodeExited, 203, "exit-code"), []string{"sglang.service: Failed to locate executable /opt/x: No such file or directory", "sglang.service: Main process exited, code=exited, status=203/EXEC"}, false, ClassBadArgs},
+		{"oom self-kill", dead(CodeKilled, 9, "signal"), []string{"Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB.", "Received sigquit from a child process."}, false, ClassOOM},
+		{"kernel oom killer", dead(CodeKilled, 9, "oom-kill"), nil, false, ClassOOM},
+		{"crash in start", dead(CodeExited, 1, "exit-code"), []string{"Scheduler hit an exception:", "RuntimeError: Initialization failed. Please see the error messages above."}, false, ClassCrashDuringStart},
+		{"crash under load", dead(CodeKilled, 9, "signal"), []string{"RuntimeError: CUDA error: an illegal memory access was encountered", "Received sigquit from a child process."}, true, ClassCrashDuringLoad},
+		{"assertion under load is a crash", dead(CodeExited, 1, "exit-code"), []string{"AssertionError"}, true, ClassCrashDuringLoad},
+		{"restarting", State{ActiveState: "activating", SubState: "auto-restart", NRestarts: 2}, nil, false, ClassRestartLoop},
+	}
+	for _, c := range cases {
+		f := classify(c.st, c.lines, c.ready)
+		got := Class("")
+		if f != nil {
+			got = f.Class
+			if len(f.Evidence) == 0 && len(c.lines) > 0 {
+				t.Errorf("%s: no evidence", c.name)
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q want %q (%v)", c.name, got, c.want, f)
+		}
+	}
+}
+
+func TestStopOutcome(t *testing.T) {
+	killed := State{ActiveState: "failed", Result: "signal", ExecMainCode: CodeKilled, ExecMainStatus: 9}
+	r := stopOutcome(killed, []string{"SIGTERM received. signum=<Signals.SIGTERM: 15> frame=None. Draining requests and shutting down...",
+		"Gracefully exiting... remaining number of requests 0", "sglang.service: Main process exited, code=killed, status=9/KILL"})
+	if !r.Clean || r.Class != "" || !r.SIGKILL {
+		t.Fatalf("self-SIGKILL after a clean drain: %+v", r)
+	}
+	timeout := killed
+	timeout.Result = "timeout"
+	r = stopOutcome(timeout, []string{"sglang.service: State 'stop-sigterm' timed out. Killing.", "sglang.service: Killing process 1 (sglangsim) with signal SIGKILL.",
+		"sglang.service: Main process exited, code=killed, status=9/KILL", "sglang.service: Failed with result 'timeout'."})
+	if r.Clean || r.Class != ClassStopTimeoutSIGKILL || !strings.Contains(strings.Join(r.Evidence, "\n"), "timed out") {
+		t.Fatalf("stop timeout: %+v", r)
+	}
+}
+
+func TestParseShow(t *testing.T) {
+	st := parseShow([]byte("ActiveState=failed\nSubState=failed\nResult=timeout\nExecMainCode=2\nExecMainStatus=9\nMainPID=0\nNRestarts=0\n" +
+		"InvocationID=abc\nLoadState=loaded\nUnitFileState=disabled\nActiveEnterTimestamp=@1700000000\nInactiveEnterTimestamp=\n"))
+	if st.ActiveState != "failed" || st.Result != "timeout" || st.ExecMainCode != CodeKilled || st.ExecMainStatus != 9 ||
+		st.InvocationID != "abc" || !st.ActiveEnter.Equal(time.Unix(1700000000, 0)) || !st.InactiveEnter.IsZero() || st.Running() {
+		t.Fatalf("%+v", st)
+	}
+	if st.Exit() != "code=killed, status=9" {
+		t.Fatal(st.Exit())
+	}
+}
+
+func TestShellQuoteAndCommandLine(t *testing.T) {
+	for in, want := range map[string]string{"": "''", "plain-1.2/x": "plain-1.2/x", "a b": "'a b'", "it's": `'it'\''s'`, "$(x)": "'$(x)'"} {
+		if got := ShellQuote(in); got != want {
+			t.Errorf("ShellQuote(%q) = %q want %q", in, got, want)
+		}
+	}
+	c := Cmd{Args: []string{"systemctl", "show", "my unit"}, Sudo: true, Timeout: 1500 * time.Millisecond}
+	if got := c.CommandLine("deploy"); got != "sudo -n timeout --kill-after=5s 1.5s systemctl show 'my unit'" {
+		t.Fatal(got)
+	}
+	if got := c.CommandLine("root"); !strings.HasPrefix(got, "timeout ") {
+		t.Fatal(got)
+	}
+}
+
+func TestServerEndpoint(t *testing.T) {
+	for _, c := range []struct {
+		argv     []string
+		host     string
+		external bool
+	}{
+		{[]string{"/x"}, "127.0.0.1", false},
+		{[]string{"/x", "--host", "0.0.0.0"}, "127.0.0.1", true},
+		{[]string{"/x", "--host=10.0.0.5"}, "10.0.0.5", true},
+	} {
+		h, e := serverEndpoint(c.argv, 30000)
+		if h != c.host || e != c.external {
+			t.Errorf("%v: %s %v", c.argv, h, e)
+		}
+	}
+}
+
+func TestResolveSSHConfig(t *testing.T) {
+	home := t.TempDir()
+	cfg := home + "/config"
+	if err := os.WriteFile(cfg, []byte("Host gpu2\n  HostName 10.231.9.2\n  User ops\n  Port 2222\n  IdentityFile ~/.ssh/gpu_key\n  ProxyJump bastion@jump.example:2200\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := SSHOptions{Address: "gpu2", ConfigFile: cfg, Getenv: func(k string) string {
+		if k == "HOME" {
+			return home
+		}
+		return ""
+	}}
+	tg, err := o.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.addr != "10.231.9.2:2222" || tg.user != "ops" || tg.identities[0] != home+"/.ssh/gpu_key" ||
+		len(tg.jump) != 1 || tg.jump[0] != "bastion@jump.example:2200" {
+		t.Fatalf("%+v", tg)
+	}
+	// Explicit settings win; no config: defaults.
+	o = SSHOptions{Address: "10.231.9.3", User: "root", IdentityFile: "~/k", ConfigFile: "none", Getenv: o.Getenv}
+	tg, _ = o.resolve()
+	if tg.addr != "10.231.9.3:22" || tg.user != "root" || len(tg.identities) != 1 || tg.identities[0] != home+"/k" || tg.jump != nil {
+		t.Fatalf("%+v", tg)
+	}
+}
