@@ -15,10 +15,11 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/specsweep ./cmd/specsweep
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/sglangsim ./cmd/sglangsim
 
-# The main job on the embedded default spec.
+# The main job on the embedded default spec: a real sweep of sglangsim child processes. Running it
+# again shows the finished sweep's results; RUNFLAGS=--new starts another one.
+RUNFLAGS ?=
 run: build
-	$(BIN)/specsweep validate $(QUICKSTART)
-	$(BIN)/specsweep plan $(QUICKSTART)
+	$(BIN)/specsweep run --db $(DB) $(RUNFLAGS) $(QUICKSTART)
 
 # Unit and integration tests: everything CI runs (integration tests need root; CI is root).
 test: lint

@@ -26,7 +26,7 @@ func benchCmd() command {
 			url := fs.String("url", "", "server base URL, e.g. http://127.0.0.1:30000 (required)")
 			api := fs.String("api", "chat", "endpoint: chat (/v1/chat/completions) or completions (/v1/completions)")
 			model := fs.String("model", "", "model name sent with each request (default: the first id of /v1/models)")
-			conc := fs.String("concurrency", "1", "comma-separated levels of requests in flight, e.g. 1,4,16; with --request-rate: the cap on requests in flight (default: none)")
+			conc := fs.String("concurrency", "1", "comma-separated levels of requests in flight, e.g. 1,4,16 (with --request-rate: caps on requests in flight; unset there: no cap)")
 			rate := fs.Float64("request-rate", 0, "open loop: Poisson arrivals at this many requests per second (0: closed loop)")
 			requests := fs.Int("requests", 64, "measured requests per level")
 			duration := fs.Duration("duration", 0, "instead of --requests: send requests for this long per level, e.g. 60s")
@@ -37,7 +37,7 @@ func benchCmd() command {
 			seed := fs.Uint64("seed", 1, "seed of prompts and arrival times")
 			asJSON := fs.Bool("json", false, "one JSON object per level (bench_serving's field names) instead of a table")
 			save := fs.String("save-requests", "", "write one JSON line per measured request to FILE")
-			timeout := fs.Duration("timeout", 0, fmt.Sprintf("per-request timeout (default %v + %v per output token)", workload.DefaultTimeoutBase, workload.DefaultTimeoutPerToken))
+			timeout := fs.Duration("timeout", 0, fmt.Sprintf("per-request timeout; 0: %v + %v per output token", workload.DefaultTimeoutBase, workload.DefaultTimeoutPerToken))
 			stall := fs.Duration("stall-timeout", workload.DefaultStallTimeout, "fail a request after this long without response headers or, once streaming, without data")
 			apiKey := fs.String("api-key", "", "bearer token for a server started with --api-key (default $SPECSWEEP_API_KEY)")
 			return func(ctx context.Context, env Env, pos []string) error {
@@ -107,7 +107,7 @@ func benchCmd() command {
 				}
 				client := workload.NewHTTPClient(maxC)
 				defer client.CloseIdleConnections()
-				prog := newProgress(env.Stderr)
+				prog := newBenchProgress(env.Stderr)
 
 				var results []*workload.Result
 				var bad []string
@@ -233,16 +233,16 @@ func writeBenchTable(w io.Writer, results []*workload.Result, rate float64) erro
 	return tabular.Write(w, "table", cols, rows)
 }
 
-// progress draws one status line on a terminal's stderr while a level runs.
-type progress struct {
+// benchProgress draws one status line on a terminal's stderr while a level runs.
+type benchProgress struct {
 	w          io.Writer
 	done, fail atomic.Int64
 	stopc      chan struct{}
 	finished   chan struct{}
 }
 
-// newProgress returns nil unless w is a terminal.
-func newProgress(w io.Writer) *progress {
+// newBenchProgress returns nil unless w is a terminal.
+func newBenchProgress(w io.Writer) *benchProgress {
 	f, ok := w.(*os.File)
 	if !ok {
 		return nil
@@ -251,10 +251,10 @@ func newProgress(w io.Writer) *progress {
 	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
 		return nil
 	}
-	return &progress{w: w}
+	return &benchProgress{w: w}
 }
 
-func (p *progress) start(level string, total int) func(int, int) {
+func (p *benchProgress) start(level string, total int) func(int, int) {
 	p.done.Store(0)
 	p.fail.Store(0)
 	p.stopc, p.finished = make(chan struct{}), make(chan struct{})
@@ -283,7 +283,7 @@ func (p *progress) start(level string, total int) func(int, int) {
 	return func(c, f int) { p.done.Store(int64(c)); p.fail.Store(int64(f)) }
 }
 
-func (p *progress) stop() {
+func (p *benchProgress) stop() {
 	if p == nil || p.stopc == nil {
 		return
 	}

@@ -55,9 +55,11 @@ func commands() []command {
 	return []command{
 		validateCmd(),
 		planCmd(),
+		runCmd(),
 		runsCmd(),
 		sweepsCmd(),
 		benchCmd(),
+		doctorCmd(),
 	}
 }
 

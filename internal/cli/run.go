@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/store"
+)
+
+func runCmd() command {
+	return command{
+		name:    "run",
+		args:    "SPEC",
+		summary: "Run a sweep now, in the foreground; re-running an unfinished sweep of the same spec resumes it.",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
+			fresh := fs.Bool("new", false, "start a new sweep even if one of this name exists (a changed spec, or a rerun)")
+			acceptKeys := fs.Bool("accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
+			logDir := fs.String("log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
+			logFormat := fs.String("log-format", "text", "log lines on stderr when it is not a terminal: text or json")
+			return func(ctx context.Context, env Env, pos []string) error {
+				path, err := oneArg(pos, "SPEC")
+				if err != nil {
+					return err
+				}
+				if *logFormat != "text" && *logFormat != "json" {
+					return usagef("unknown --log-format %q (want text or json)", *logFormat)
+				}
+				spec, err := loadSpec(path)
+				if err != nil {
+					return err
+				}
+				dbFile := dbPath(env, *db)
+				st, err := store.Open(ctx, dbFile)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				unlock, err := lockSweep(dbFile, spec.Name)
+				if err != nil {
+					return err
+				}
+				defer unlock()
+
+				prep, err := orchestrator.Prepare(ctx, st, spec, *fresh)
+				if errors.Is(err, orchestrator.ErrFinished) {
+					fmt.Fprintf(env.Stdout, "%v\n\n", err)
+					return printResults(ctx, env.Stdout, st, prep.SweepID, dbFile)
+				}
+				if err != nil {
+					return err
+				}
+				if *logDir != "" {
+					if err := os.MkdirAll(*logDir, 0o755); err != nil {
+						return fmt.Errorf("log dir: %w", err)
+					}
+				}
+
+				tty := isTerminal(env.Stderr)
+				log := newLogger(env.Stderr, *logFormat, tty)
+				prog := newProgress(env.Stderr, tty, spec.Plan(), spec.Hosts)
+				if prep.Resumed {
+					prog.printf("resuming sweep %s (id %d): %d interrupted point(s) will re-run from the start\n",
+						spec.Name, prep.SweepID, prep.Recovered)
+				} else {
+					prog.printf("sweep %s (id %d): %d points on %d host(s), database %s\n",
+						spec.Name, prep.SweepID, len(spec.Plan().Points), len(spec.Hosts), dbFile)
+				}
+				if err := prog.load(ctx, st, prep.SweepID); err != nil {
+					return err
+				}
+
+				hosts := newHosts(spec, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir,
+					event: func(host, kind, detail string) {
+						_ = st.AddEvent(context.WithoutCancel(ctx), store.Event{SweepID: prep.SweepID, Host: host, Kind: kind, Detail: detail})
+					}})
+				var ohosts []orchestrator.Host
+				for _, h := range hosts {
+					defer h.Close()
+					ohosts = append(ohosts, h)
+				}
+				runner, err := orchestrator.New(orchestrator.Config{Store: st, Hosts: ohosts, Log: log, Observe: prog.update})
+				if err != nil {
+					return err
+				}
+				out, runErr := runner.Run(ctx, prep.SweepID, spec)
+				prog.finish()
+				if out.Interrupted {
+					fmt.Fprintf(env.Stdout, "sweep %s (id %d) interrupted: %d done, %d failed, %d pending; units restored. "+
+						"Run the same command again to resume.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Pending)
+					if runErr != nil {
+						return runErr
+					}
+					return nil
+				}
+				if err := printResults(ctx, env.Stdout, st, prep.SweepID, dbFile); err != nil {
+					return err
+				}
+				if runErr != nil {
+					return runErr
+				}
+				if out.State != store.SweepDone {
+					return exitError{code: ExitFailure, err: fmt.Errorf("sweep %s ended %s", spec.Name, out.State)}
+				}
+				return nil
+			}
+		},
+	}
+}
+
+// lockSweep keeps two processes from running the same sweep of one database at once (each would
+// take the other's running points for crashed ones). The lock dies with the process.
+func lockSweep(dbFile, name string) (func(), error) {
+	p := dbFile + ".lock-" + name
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock sweep %s: %w", name, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("sweep %s is being run by another specsweep process on %s (lock %s)", name,
+				filepath.Base(dbFile), p)
+		}
+		return nil, fmt.Errorf("lock sweep %s: %w", name, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func newLogger(w io.Writer, format string, tty bool) *slog.Logger {
+	if tty {
+		// The live display says what happens; only warnings and errors get log lines.
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+}
+
+// firstLine is the first line of a multi-line detail.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
