@@ -33,6 +33,7 @@ type SSEReader struct {
 	eof      bool // r returned io.EOF (or another error, kept in err)
 	err      error
 	skipLF   bool // the last line ended with '\r': a following '\n' belongs to it
+	scanned  int  // bytes after start known to hold no line end
 	stamp    time.Time
 	data     []byte // data of the event being assembled
 	hasData  bool
@@ -121,14 +122,19 @@ func (s *SSEReader) line() (line []byte, ok bool, err error) {
 				return nil, false, nil
 			}
 		}
-		if len(b) > 0 {
-			i := bytes.IndexByte(b, '\n')
-			seg := b
+		if len(b) > s.scanned {
+			// look for the end of the line only in bytes not seen yet: a long line arriving in many
+			// reads stays linear
+			rest := b[s.scanned:]
+			i := bytes.IndexByte(rest, '\n')
+			seg := rest
 			if i >= 0 {
-				seg = b[:i]
+				seg = rest[:i]
 			}
 			if j := bytes.IndexByte(seg, '\r'); j >= 0 {
+				j += s.scanned
 				s.start += j + 1
+				s.scanned = 0
 				if j+1 < len(b) {
 					if b[j+1] == '\n' {
 						s.start++
@@ -139,16 +145,19 @@ func (s *SSEReader) line() (line []byte, ok bool, err error) {
 				return b[:j], true, nil
 			}
 			if i >= 0 {
+				i += s.scanned
 				s.start += i + 1
+				s.scanned = 0
 				return b[:i], true, nil
 			}
+			s.scanned = len(b)
 		}
 		if s.eof {
 			if s.err != nil { // a partial line before a read error is dropped
 				return nil, false, s.err
 			}
 			if len(b) > 0 { // last line without terminator
-				s.start = s.end
+				s.start, s.scanned = s.end, 0
 				return b, true, nil
 			}
 			return nil, false, io.EOF

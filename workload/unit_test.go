@@ -321,3 +321,18 @@ sglang:spec_accept_length{model_name="m"} 3.2
 		t.Error("no verify calls and no server info: want nil")
 	}
 }
+
+// A long event arriving in many small reads is read in linear time (the fuzzer found the
+// quadratic rescan this guards against: 16 MB in 64-byte reads would scan terabytes and never end).
+func TestSSEReaderLongLineLinear(t *testing.T) {
+	line := "data: " + strings.Repeat("x", 16<<20) + "\n\n"
+	sizes := make([]int, len(line)/64+1)
+	for i := range sizes {
+		sizes[i] = 64
+	}
+	s := NewSSEReader(&chunkedReader{s: line, sizes: sizes}, nil, 32<<20)
+	d, _, err := s.Next()
+	if err != nil || len(d) != 16<<20 {
+		t.Fatalf("%d bytes, %v", len(d), err)
+	}
+}
