@@ -75,6 +75,7 @@ type Host struct {
 
 	scratch  string
 	vethHost string
+	vethPeer string
 	lock     *os.File
 	pid1     int // PID 1 of the host's PID namespace, as seen from the machine
 	launcher int // the unshare process
@@ -253,7 +254,8 @@ func (h *Host) boot(sim string, o Options) error {
 	pid := os.Getpid()
 	h.Name = fmt.Sprintf("sst-%d-%d", pid, h.N)
 	h.vethHost = fmt.Sprintf("s%dh%d", pid, h.N)
-	vethPeer := fmt.Sprintf("s%dc%d", pid, h.N)
+	h.vethPeer = fmt.Sprintf("s%dc%d", pid, h.N)
+	vethPeer := h.vethPeer
 	h.Addr = fmt.Sprintf("%s%d.2", Subnet, h.N)
 	h.SSHAddr = net.JoinHostPort(h.Addr, "22")
 	var err error
@@ -560,12 +562,24 @@ func (h *Host) WriteFile(path string, data []byte, mode os.FileMode) error {
 	return os.WriteFile(p, data, mode)
 }
 
-// Unplug takes the machine side of the host's veth down: the host vanishes
-// from the network (connections hang, no RST), as a host that crashed.
-func (h *Host) Unplug() error { return run("ip", "link", "set", h.vethHost, "down") }
+// Unplug takes the host's side of its veth down: the host vanishes from the
+// network (packets are dropped: connections hang, no RST), as a host that
+// crashed. The machine side stays up, so the route to 10.231.N.0/24 stays
+// on the veth (marked linkdown) and traffic never falls through to the
+// machine's default route.
+func (h *Host) Unplug() error {
+	if err := run("ip", "-n", h.Name, "link", "set", h.vethPeer, "down"); err != nil {
+		return err
+	}
+	out, err := exec.Command("ip", "-o", "route", "get", h.Addr).Output()
+	if err != nil || !strings.Contains(string(out), " dev "+h.vethHost+" ") {
+		return fmt.Errorf("testhost: after unplugging, %s would not route via %s: %q %v", h.Addr, h.vethHost, out, err)
+	}
+	return nil
+}
 
 // Plug brings the host back.
-func (h *Host) Plug() error { return run("ip", "link", "set", h.vethHost, "up") }
+func (h *Host) Plug() error { return run("ip", "-n", h.Name, "link", "set", h.vethPeer, "up") }
 
 // SSHConfig is a client config for root with the test key, verifying the
 // host key exactly.

@@ -1,0 +1,85 @@
+package hostctl_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/cli"
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// TestDoctor runs `specsweep doctor` on a spec with two healthy test hosts,
+// one whose key is not in known_hosts and one that vanished from the network.
+func TestDoctor(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	hosts := testhost.Boot(t, 4, testhost.Options{})
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty_known_hosts")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var hs strings.Builder
+	for i, h := range hosts {
+		kh := h.KnownHosts
+		if i == 2 {
+			kh = empty
+		}
+		fmt.Fprintf(&hs, "  - {name: h%d, address: %q, user: root, identity_file: %q, known_hosts: %q, gpus: 4}\n", i, h.Addr, h.KeyFile, kh)
+	}
+	spec := "version: 1\nname: doctor-test\nhosts:\n" + hs.String() +
+		"server:\n  command: [/usr/local/bin/sglangsim]\n  args: [--model-path, /m]\n  port: 30000\n" +
+		"methods:\n  baseline: []\nmatrix:\n  method: [baseline]\n  tp: [1]\n" +
+		"workload:\n  concurrency: [1]\n  requests: 1\n  input_tokens: 8\n  output_tokens: 8\n"
+	path := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := hosts[3].Unplug(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	t0 := time.Now()
+	code := cli.Main(context.Background(), []string{"doctor", path}, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	el := time.Since(t0)
+	t.Logf("doctor took %v:\n%s%s", el, out.String(), errb.String())
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if el > 15*time.Second {
+		t.Fatalf("doctor took %v with an unreachable host", el)
+	}
+	lines := strings.Split(out.String(), "\n")
+	has := func(host, status, check, detail string) bool {
+		for _, l := range lines {
+			f := strings.Fields(l)
+			if len(f) >= 3 && f[0] == host && f[1] == status && f[2] == check && strings.Contains(l, detail) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, h := range []string{"h0", "h1"} {
+		for _, c := range []string{"reachable", "host", "login", "root/sudo", "systemctl", "unit", "port", "disk"} {
+			if !has(h, "ok", c, "") {
+				t.Errorf("%s: no ok %s line", h, c)
+			}
+		}
+		if !has(h, "skip", "gpus", "nvidia-smi") {
+			t.Errorf("%s: no gpus skip line", h)
+		}
+	}
+	if !has("h2", "FAIL", "host", "ssh-keyscan") {
+		t.Error("h2: unknown host key not reported with the ssh-keyscan line")
+	}
+	if !has("h3", "FAIL", "reachable", "") {
+		t.Error("h3: unreachable host not reported")
+	}
+}
