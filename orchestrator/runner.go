@@ -168,6 +168,11 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 			return fmt.Errorf("orchestrator: host %s: %w", h.Name(), err)
 		}
 		retry, err := r.runPoint(ctx, sr, h, p)
+		if errors.Is(err, errHostUnusable) {
+			r.event(ctx, sr.id, "", h.Name(), "host_refused", err.Error())
+			r.observe(Update{Host: h.Name(), Phase: PhaseFailed, Detail: err.Error()})
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -249,12 +254,17 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 			n++
 			cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
 				InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset, Prompts: sr.dataset,
-				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client}
+				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: flagValue(p.Argv, "--api-key")}
 			a.update(r, PhaseLoad, fmt.Sprintf("concurrency %d, repeat %d (%d/%d)", c, rep, n, total))
 			started := r.cfg.Clock.Now()
 			res, fail, lerr := r.measure(ctx, a, cfg)
 			if ctx.Err() != nil {
 				return false, r.interrupt(ctx, a)
+			}
+			if fail != nil && fail.Class == hostctl.ClassHostUnreachable {
+				// The host, not the server, went away: the attempt's runs are superseded and the point
+				// is tried again (here or elsewhere).
+				return r.hostTrouble(ctx, a, fail)
 			}
 			run := store.Run{SweepID: sr.id, PointID: p.ID, Attempt: p.Attempts, Concurrency: c, Repeat: rep,
 				Status: store.RunOK, Metrics: metrics(res), StartedAt: started, FinishedAt: r.cfg.Clock.Now()}
@@ -408,6 +418,10 @@ func (r *Runner) check(ctx context.Context, a *attempt) *hostctl.Failure {
 	return nil
 }
 
+// errHostUnusable: the host refuses us for good in this run (host key unknown or changed, login
+// refused); its worker stops and its points are left to the other hosts.
+var errHostUnusable = errors.New("host unusable")
+
 // startFailed handles a failure to start or to become ready.
 func (r *Runner) startFailed(ctx context.Context, a *attempt, err error) (retry bool, serr error) {
 	if ctx.Err() != nil {
@@ -415,19 +429,7 @@ func (r *Runner) startFailed(ctx context.Context, a *attempt, err error) (retry 
 	}
 	f, ok := hostctl.AsFailure(err)
 	if !ok || f.Class == hostctl.ClassHostUnreachable {
-		// The host, not the configuration, is the problem: try the point again later, a bounded
-		// number of times.
-		detail := err.Error()
-		a.event(r, ctx, "host_down", detail)
-		r.cfg.Log.Warn("host trouble", "host", a.h.Name(), "point", a.p.ID, "attempt", a.p.Attempts, "err", err)
-		r.stopQuietly(ctx, a)
-		if a.p.Attempts >= r.cfg.MaxAttempts {
-			a.update(r, PhaseFailed, "host unreachable: "+detail)
-			return false, r.cfg.Store.FinishPoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, store.PointFinish{
-				State: store.PointFailed, FailureClass: store.FailHostUnreachable,
-				FailureDetail: fmt.Sprintf("%d attempts: %s", a.p.Attempts, detail)})
-		}
-		return true, r.cfg.Store.ReleasePoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, "host trouble: "+detail)
+		return r.hostTrouble(ctx, a, err)
 	}
 	a.event(r, ctx, "failure", failureDetail(f))
 	a.update(r, PhaseFailed, string(f.Class)+": "+f.Detail)
@@ -439,6 +441,37 @@ func (r *Runner) startFailed(ctx context.Context, a *attempt, err error) (retry 
 	// A failed unit may sit in a restart loop or keep a dying process: stop it before the next point.
 	r.stop(ctx, a)
 	return false, nil
+}
+
+// hostTrouble handles an attempt that failed because of the host, not the configuration: the point
+// goes back to pending to be tried again later, here or on another host, a bounded number of times.
+// A host that refuses us outright (host key, login) is given up for this run.
+func (r *Runner) hostTrouble(ctx context.Context, a *attempt, err error) (retry bool, serr error) {
+	detail := err.Error()
+	a.event(r, ctx, "host_down", detail)
+	r.cfg.Log.Warn("host trouble", "host", a.h.Name(), "point", a.p.ID, "attempt", a.p.Attempts, "err", err)
+	r.stopQuietly(ctx, a)
+	if refused(err) {
+		a.update(r, PhaseFailed, "host refused: "+detail)
+		if rerr := r.cfg.Store.ReleasePoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, "host refused: "+detail); rerr != nil {
+			return false, rerr
+		}
+		return false, fmt.Errorf("%s: %w: %w", a.h.Name(), errHostUnusable, err)
+	}
+	if a.p.Attempts >= r.cfg.MaxAttempts {
+		a.update(r, PhaseFailed, "host unreachable: "+detail)
+		return false, r.cfg.Store.FinishPoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, store.PointFinish{
+			State: store.PointFailed, FailureClass: store.FailHostUnreachable,
+			FailureDetail: fmt.Sprintf("%d attempts: %s", a.p.Attempts, detail)})
+	}
+	return true, r.cfg.Store.ReleasePoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, "host trouble: "+detail)
+}
+
+// refused reports errors that retrying cannot cure: an unknown or changed host key, a refused login.
+func refused(err error) bool {
+	var hk *hostctl.HostKeyError
+	var auth *hostctl.AuthError
+	return errors.As(err, &hk) || errors.As(err, &auth)
 }
 
 // interrupt ends an attempt cut short by cancellation: the load is already stopped (its context is
@@ -567,6 +600,19 @@ func sampled(d workload.Dist, v float64) float64 {
 func mean(d workload.Dist) float64   { return sampled(d, d.Mean) }
 func median(d workload.Dist) float64 { return sampled(d, d.Median) }
 func p99(d workload.Dist) float64    { return sampled(d, d.P99) }
+
+// flagValue is the value of an argparse-style flag in argv ("--flag V" or "--flag=V"), or "".
+func flagValue(argv []string, flag string) string {
+	v := ""
+	for i, a := range argv {
+		if a == flag && i+1 < len(argv) {
+			v = argv[i+1]
+		} else if strings.HasPrefix(a, flag+"=") {
+			v = strings.TrimPrefix(a, flag+"=")
+		}
+	}
+	return v
+}
 
 // pointLabel is a short human description of a point.
 func pointLabel(p store.Point) string {

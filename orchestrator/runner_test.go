@@ -356,3 +356,47 @@ func argAfter(argv []string, flag string) string {
 	}
 	return ""
 }
+
+func TestHostLostDuringLoadRetriesThePoint(t *testing.T) {
+	h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+		if n == 1 && argAfter(l.Argv, "--speculative-num-steps") == "2" && argAfter(l.Argv, "--tp-size") == "1" {
+			return behaviour{crashAt: 2, crash: &hostctl.Failure{Class: hostctl.ClassHostUnreachable, Detail: "connection lost"}}
+		}
+		return behaviour{}
+	})
+	_, out, err := h.run(context.Background())
+	if err != nil || out.State != store.SweepDone || out.Failed != 0 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	row := h.query("SELECT attempts FROM point_summary WHERE num_steps = 2 AND tp = 1")[0]
+	if row[0] != int64(2) {
+		t.Errorf("attempts %v, want 2", row[0])
+	}
+	// The lost attempt's level-1 run is kept as superseded; the ok runs are the second attempt's.
+	got := h.query("SELECT status, count(*) FROM run_summary WHERE num_steps = 2 AND tp = 1 GROUP BY status ORDER BY status")
+	if fmt.Sprint(got) != "[[ok 2] [superseded 1]]" {
+		t.Errorf("runs of the retried point: %v", got)
+	}
+}
+
+func TestRefusingHostIsGivenUpAndOthersTakeItsPoints(t *testing.T) {
+	h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+		if host == "small" {
+			return behaviour{startErr: &hostctl.HostKeyError{Msg: "host key for small.example changed"}}
+		}
+		return behaviour{}
+	})
+	_, out, err := h.run(context.Background())
+	if err != nil || out.State != store.SweepDone || out.Done != len(h.spec.Plan().Points) {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if n := h.scalar("SELECT count(*) FROM point_summary WHERE host = 'small' AND state = 'done'"); n != int64(0) {
+		t.Errorf("%v points done on the refusing host", n)
+	}
+	if h.world.hosts["small"].launches != 1 {
+		t.Errorf("refusing host tried %d times, want 1", h.world.hosts["small"].launches)
+	}
+	if n := h.scalar("SELECT count(*) FROM event_log WHERE kind = 'host_refused' AND host = 'small'"); n != int64(1) {
+		t.Errorf("%v host_refused events", n)
+	}
+}
