@@ -183,6 +183,7 @@ func (r *Result) BenchServing() BenchServing {
 		if d.Count == 0 || math.IsNaN(v) {
 			return nil
 		}
+		v = math.Round(v*1e6) / 1e6 // nanoseconds: no float noise like 41.358864000000004
 		return &v
 	}
 	return BenchServing{
