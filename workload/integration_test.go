@@ -212,7 +212,7 @@ func TestServerCrashMidLevel(t *testing.T) {
 	if res.Completed+res.Failed != res.Sent {
 		t.Errorf("completed %d + failed %d != sent %d", res.Completed, res.Failed, res.Sent)
 	}
-	if el > 8*time.Second {
+	if el > 10*time.Second {
 		t.Errorf("took %v", el)
 	}
 	if !strings.Contains(res.Aborted, "in a row") {
@@ -235,7 +235,7 @@ func TestServerHang(t *testing.T) {
 	if res.Failed == 0 || res.Aborted == "" || !strings.Contains(res.Aborted, "stall timeout") {
 		t.Fatalf("completed %d failed %d aborted %q", res.Completed, res.Failed, res.Aborted)
 	}
-	if el > 5*time.Second {
+	if el > 10*time.Second { // bounded: about two stall timeouts
 		t.Errorf("hung server: level took %v", el)
 	}
 }
@@ -354,7 +354,7 @@ func TestCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
-	if el := time.Since(t0); el > 1500*time.Millisecond {
+	if el := time.Since(t0); el > 5*time.Second {
 		t.Errorf("cancel took %v", el)
 	}
 	if res == nil || res.Sent == 0 || res.Completed != 0 {
