@@ -1,0 +1,209 @@
+// Package e2e tests the specsweep binary end to end: real sweeps against sglangsim, through the local
+// driver and through SSH and systemd on real test hosts (internal/testhost), including kill -9 at
+// arbitrary instants and resume.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// specsweepBin builds the specsweep binary once per test process.
+func specsweepBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sst-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "specsweep")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/specsweep/specsweep/cmd/specsweep").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build specsweep: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// fastEnv makes sglangsim start in about a second and run 20x faster than real time.
+const fastEnv = `SGLANGSIM_TIME_SCALE: "0.05", SGLANGSIM_LOAD_SECONDS: "10", SGLANGSIM_WARMUP_SECONDS: "2", SGL_FORCE_SHUTDOWN: "1"`
+
+// hostsYAML renders the spec's hosts section for booted test hosts with the given GPU counts.
+func hostsYAML(hosts []*testhost.Host, gpus []int) string {
+	var b strings.Builder
+	b.WriteString("hosts:\n")
+	for i, h := range hosts {
+		fmt.Fprintf(&b, "  - {name: %s, address: %q, user: root, identity_file: %q, known_hosts: %q, gpus: %d}\n",
+			h.Name, h.Addr, h.KeyFile, h.KnownHosts, gpus[i])
+	}
+	return b.String()
+}
+
+type sweepFiles struct {
+	dir, spec, db string
+}
+
+func writeSpec(t *testing.T, text string) sweepFiles {
+	t.Helper()
+	dir := t.TempDir()
+	f := sweepFiles{dir: dir, spec: filepath.Join(dir, "spec.yaml"), db: filepath.Join(dir, "sweep.db")}
+	if err := os.WriteFile(f.spec, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// result of one specsweep invocation.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, tail(r.stderr, 60))
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// specsweep runs the binary to its end (bounded by timeout).
+func specsweep(t *testing.T, timeout time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, specsweepBin(t), args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("specsweep %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("specsweep %v did not finish within %s\n%s", args, timeout, r)
+	}
+	return r
+}
+
+// startSpecsweep starts the binary in the background; the caller signals or waits.
+func startSpecsweep(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(specsweepBin(t), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd, &out
+}
+
+func openDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func scalar[T any](t *testing.T, db *sql.DB, q string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := db.QueryRow(q, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// countRows counts rows of a query on a read-only connection, 0 while the database does not exist.
+func countRows(path, q string) int {
+	if _, err := os.Stat(path); err != nil {
+		return 0
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		return 0
+	}
+	defer db.Close()
+	var n int
+	if db.QueryRow(q).Scan(&n) != nil {
+		return 0
+	}
+	return n
+}
+
+// checkRestored asserts every host's operator unit is byte-identical to what was installed and no
+// specsweep drop-in is left.
+func checkRestored(t *testing.T, hosts []*testhost.Host) {
+	t.Helper()
+	for _, h := range hosts {
+		got, err := h.ReadFile(testhost.UnitPath)
+		if err != nil || !bytes.Equal(got, h.UnitText) {
+			t.Errorf("host %s: operator unit changed (err %v)", h.Name, err)
+		}
+		if _, err := h.ReadFile("/etc/systemd/system/sglang.service.d/50-specsweep.conf"); err == nil {
+			t.Errorf("host %s: drop-in left behind", h.Name)
+		}
+		out, _ := h.Run(t.Context(), "systemctl is-active sglang.service")
+		if s := strings.TrimSpace(string(out)); s == "active" || s == "activating" {
+			t.Errorf("host %s: sglang.service is %s after the sweep, but was stopped before it", h.Name, s)
+		}
+	}
+}
+
+func signal(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
+	t.Helper()
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v: %v", sig, err)
+	}
+}
