@@ -1,6 +1,7 @@
 package hostctl
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -306,6 +307,8 @@ type Conn struct {
 	sftpGen    int
 	closed     bool
 	reconnects atomic.Int64
+	shMu       sync.Mutex
+	sh         *shell
 	closeAgent func()
 }
 
@@ -862,4 +865,109 @@ func (c *Conn) DialTCP(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, &UnreachableError{Addr: c.t.addr, Err: err}
 	}
 	return nc, err
+}
+
+// shell is one long-lived remote `sh` reading commands from stdin: a poll
+// costs a round trip instead of a new session (sshd forks and starts the
+// login shell for each session, ~100 ms on a busy host).
+type shell struct {
+	sess  *ssh.Session
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	gen   int
+}
+
+// RunShell runs script in the persistent shell (as root: `sudo -n sh` for a
+// non-root login) and returns its stdout (stderr is discarded), bounded by
+// maxOut bytes. Any trouble with the shell falls back to Run.
+func (c *Conn) RunShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (Output, error) {
+	c.shMu.Lock()
+	defer c.shMu.Unlock()
+	out, err := c.runShell(ctx, script, timeout, maxOut)
+	if err == nil || ctx.Err() != nil {
+		return out, err
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return out, err
+	}
+	if c.sh != nil {
+		c.sh.sess.Close()
+		c.sh = nil
+	}
+	return c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: timeout, MaxOutput: maxOut})
+}
+
+func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (Output, error) {
+	cl, gen, err := c.Client(ctx)
+	if err != nil {
+		return Output{}, err
+	}
+	if c.sh != nil && c.sh.gen != gen {
+		c.sh.sess.Close()
+		c.sh = nil
+	}
+	if c.sh == nil {
+		s, err := cl.NewSession()
+		if err != nil {
+			return Output{}, err
+		}
+		w, err := s.StdinPipe()
+		if err != nil {
+			s.Close()
+			return Output{}, err
+		}
+		r, err := s.StdoutPipe()
+		if err != nil {
+			s.Close()
+			return Output{}, err
+		}
+		cmd := "exec sh"
+		if c.t.user != "root" {
+			cmd = "exec sudo -n sh"
+		}
+		if err := s.Start(cmd); err != nil {
+			s.Close()
+			return Output{}, err
+		}
+		c.sh = &shell{sess: s, stdin: w, out: bufio.NewReaderSize(r, 64<<10), gen: gen}
+	}
+	sh := c.sh
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	marker := "@@specsweep-end-" + hex.EncodeToString(nonce[:])
+	line := Cmd{Args: []string{"sh", "-c", script}, Timeout: timeout}.CommandLine("root") +
+		" </dev/null 2>/dev/null; printf '\\n" + marker + " %s\\n' $?\n"
+	stop := context.AfterFunc(ctx, func() { sh.sess.Close() })
+	defer stop()
+	timer := time.AfterFunc(timeout+10*time.Second, func() { sh.sess.Close() })
+	defer timer.Stop()
+	if _, err := io.WriteString(sh.stdin, line); err != nil {
+		return Output{}, err
+	}
+	var buf bytes.Buffer
+	truncated := false
+	for {
+		l, err := sh.out.ReadSlice('\n')
+		if err != nil && err != bufio.ErrBufferFull {
+			if ctx.Err() != nil {
+				return Output{}, ctx.Err()
+			}
+			return Output{}, err
+		}
+		if rest, ok := bytes.CutPrefix(l, []byte(marker+" ")); ok {
+			code, _ := strconv.Atoi(strings.TrimSpace(string(rest)))
+			b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			out := Output{Stdout: b, Code: code, Truncated: truncated}
+			if code != 0 {
+				return out, &ExitError{Line: script, Out: out}
+			}
+			return out, nil
+		}
+		if buf.Len()+len(l) <= maxOut {
+			buf.Write(l)
+		} else {
+			truncated = true
+		}
+	}
 }

@@ -9,11 +9,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
+
+// reNearReady matches log lines SGLang prints just before (or as) its port
+// opens: polling speeds up when one appears.
+var reNearReady = regexp.MustCompile(`max_total_num_tokens=|Capture (draft )?cuda graph end|Started server process|Uvicorn running|Application startup complete`)
 
 // maxLines bounds the log lines an instance keeps.
 const maxLines = 10000
@@ -32,6 +37,10 @@ type instance struct {
 	poll      func(ctx context.Context) (State, error)
 	sendStop  func(ctx context.Context) error
 	afterStop func(ctx context.Context)
+	// follow, if set, streams new log lines while WaitReady runs, each one a
+	// send on wake (a poll then follows at once); it returns its stop.
+	follow func(ctx context.Context) func()
+	wake   chan struct{}
 
 	mu       sync.Mutex
 	lines    []string
@@ -39,6 +48,15 @@ type instance struct {
 	ready    bool
 	stopped  bool
 	stopFrom int // index (counting dropped lines) of the first line after the stop began
+}
+
+func (in *instance) notify() {
+	if in.wake != nil {
+		select {
+		case in.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (in *instance) ID() string               { return in.id }
@@ -92,12 +110,12 @@ func isUnreachable(err error) bool {
 }
 
 // Readiness polling: bounded exponential backoff from 50 ms, capped at
-// 500 ms while the port is closed and 200 ms once it answers (the server is
+// 500 ms while the port is closed and 100 ms once it answers (the server is
 // warming up: ready is imminent).
 const (
 	backoffStart   = 50 * time.Millisecond
 	backoffCap     = 500 * time.Millisecond
-	backoffCapWarm = 200 * time.Millisecond
+	backoffCapWarm = 100 * time.Millisecond
 	probeTimeout   = 3 * time.Second
 )
 
@@ -107,10 +125,41 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 	wait, limit := backoffStart, backoffCap
 	probes := 0
 	var st State
+	if in.follow != nil && in.wake != nil {
+		stop := in.follow(ctx)
+		defer stop()
+	}
+	type polled struct {
+		st  State
+		err error
+	}
 	for {
-		var err error
-		st, err = in.poll(ctx)
-		if err != nil {
+		// The state/journal poll and the HTTP probe run side by side: a ready
+		// server is reported without waiting for the poll, a dead one without
+		// waiting for a probe timeout.
+		seen := in.lineCount()
+		pc := make(chan polled, 1)
+		go func() {
+			st, err := in.poll(ctx)
+			pc <- polled{st, err}
+		}()
+		probes++
+		code, perr := in.get(ctx, "/health")
+		if perr == nil && code == http.StatusOK {
+			if gerr := in.generateOne(ctx); gerr == nil {
+				r := Ready{At: time.Now(), StartedAt: in.startedAt, Probes: probes}
+				r.Elapsed = r.At.Sub(in.startedAt)
+				<-pc
+				r.ServerInfo, _ = in.getBody(ctx, "/get_server_info")
+				in.mu.Lock()
+				in.ready = true
+				in.mu.Unlock()
+				return r, nil
+			}
+		}
+		p := <-pc
+		st = p.st
+		if err := p.err; err != nil {
 			if ctx.Err() != nil {
 				return Ready{}, ctx.Err()
 			}
@@ -122,21 +171,15 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 		if f := classify(st, in.snapshot(0), false); f != nil {
 			return Ready{}, f
 		}
-		probes++
-		code, perr := in.get(ctx, "/health")
-		if perr == nil && code == http.StatusOK {
-			if gerr := in.generateOne(ctx); gerr == nil {
-				r := Ready{At: time.Now(), StartedAt: in.startedAt, Probes: probes}
-				r.Elapsed = r.At.Sub(in.startedAt)
-				r.ServerInfo, _ = in.getBody(ctx, "/get_server_info")
-				in.mu.Lock()
-				in.ready = true
-				in.mu.Unlock()
-				return r, nil
-			}
+		fresh := in.snapshot(seen)
+		if anyMatch(fresh, reCrash) || anyMatch(fresh, reOOM) {
+			wait = backoffStart // the process is dying: its exit follows within moments
 		}
-		if perr == nil {
-			limit = backoffCapWarm // listening: warming up
+		if perr == nil || anyMatch(fresh, reNearReady) {
+			// Listening (warming up), or the log says the port opens next: ready is imminent.
+			if limit != backoffCapWarm {
+				limit, wait = backoffCapWarm, backoffStart
+			}
 		}
 		if time.Now().After(deadline) {
 			lines := in.snapshot(0)
@@ -145,10 +188,14 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 				Evidence: evidence(lines, reCrash, 4)}
 		}
 		sleep := min(wait, time.Until(deadline)+time.Millisecond)
+		t := time.NewTimer(sleep)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return Ready{}, ctx.Err()
-		case <-time.After(sleep):
+		case <-t.C:
+		case <-in.wake: // a new log line: look now
+			t.Stop()
 		}
 		wait = min(2*wait, limit)
 	}

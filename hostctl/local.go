@@ -66,6 +66,7 @@ func (p *localProc) log(line string) {
 	p.mu.Lock()
 	p.pending = append(p.pending, line)
 	p.mu.Unlock()
+	p.notify()
 }
 
 func (p *localProc) currentState() State {
@@ -158,7 +159,7 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	p := &localProc{cmd: cmd, pgid: cmd.Process.Pid, exited: make(chan struct{}), stopTimeout: ln.StopTimeout}
 	in := &instance{id: id, launch: ln, startedAt: startedAt,
 		client:  &http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}},
-		baseURL: "http://" + hostPort(host, ln.Port), addr: hostPort(host, ln.Port)}
+		baseURL: "http://" + hostPort(host, ln.Port), addr: hostPort(host, ln.Port), wake: make(chan struct{}, 1)}
 	p.instance = in
 	var wg sync.WaitGroup
 	var logMu sync.Mutex

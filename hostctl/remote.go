@@ -1,6 +1,7 @@
 package hostctl
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -174,7 +175,7 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 			j += " --after-cursor=" + ShellQuote(cursor)
 		}
 		j += " _SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id)
-		out, err := r.run(ctx, r.showCmd()+"; echo "+journalSep+"; "+j, 15*time.Second)
+		out, err := r.conn.RunShell(ctx, r.showCmd()+"; echo "+journalSep+"; "+j, 15*time.Second, 1<<20)
 		if err != nil {
 			var ee *ExitError
 			if !errors.As(err, &ee) || !bytes.Contains(out.Stdout, []byte(journalSep)) {
@@ -198,6 +199,37 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 		}
 		in.appendLines(lines)
 		return st, nil
+	}
+	in.wake = make(chan struct{}, 1)
+	in.follow = func(ctx context.Context) func() {
+		cl, _, err := r.conn.Client(ctx)
+		if err != nil {
+			return func() {}
+		}
+		s, err := cl.NewSession()
+		if err != nil {
+			return func() {}
+		}
+		out, err := s.StdoutPipe()
+		if err == nil {
+			cmd := Cmd{Args: []string{"journalctl", "-f", "-n", "0", "-q", "-o", "cat",
+				"_SYSTEMD_INVOCATION_ID=" + id, "+", "INVOCATION_ID=" + id}, Sudo: true, Timeout: l.ReadyTimeout + 30*time.Second}
+			err = s.Start(cmd.CommandLine(r.conn.User()))
+		}
+		if err != nil {
+			s.Close()
+			return func() {}
+		}
+		go func() {
+			br := bufio.NewReader(out)
+			for {
+				if _, err := br.ReadSlice('\n'); err != nil && err != bufio.ErrBufferFull {
+					return
+				}
+				in.notify()
+			}
+		}()
+		return func() { s.Close() }
 	}
 	in.sendStop = func(ctx context.Context) error {
 		_, err := r.run(ctx, "systemctl stop --no-block "+ShellQuote(r.o.Unit), 15*time.Second)

@@ -1,0 +1,211 @@
+package hostctl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+	"golang.org/x/sys/unix"
+)
+
+// The benchmarks below run on a real test host (systemd + sshd in a network
+// namespace) over one reused SSH connection; bench/hostctl_bench.sh runs them
+// with a fixed iteration count and docs/hostctl.md quotes the figures.
+
+func benchHost(b *testing.B, env map[string]string) (*testhost.Host, *Remote) {
+	b.Helper()
+	if msg := testhost.Requirements(); msg != "" {
+		b.Skip(msg)
+	}
+	h := testhost.Boot(b, 1, testhost.Options{})[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
+		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = r.Restore(ctx)
+		r.Close()
+	})
+	return h, r
+}
+
+func benchLaunch(env map[string]string, args ...string) Launch {
+	e := map[string]string{"SGLANGSIM_TIME_SCALE": "0.05", "SGLANGSIM_LOAD_SECONDS": "20", "SGLANGSIM_WARMUP_SECONDS": "2",
+		"SGL_FORCE_SHUTDOWN": "1"}
+	for k, v := range env {
+		e[k] = v
+	}
+	argv := append([]string{testhost.SimPath, "--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--port", "30000"}, args...)
+	return Launch{Argv: argv, Env: e, Port: 30000, ReadyTimeout: time.Minute, StopTimeout: 30 * time.Second}
+}
+
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// truthReady reads the last "ready" instant (unix ms) of the simulator's truth file.
+func truthReady(h *testhost.Host, path string) (float64, error) {
+	b, err := h.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	last := 0.0
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var ev struct {
+			Event  string  `json:"event"`
+			UnixMs float64 `json:"unix_ms"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "ready" {
+			last = ev.UnixMs
+		}
+	}
+	if last == 0 {
+		return 0, fmt.Errorf("no ready event in %s", path)
+	}
+	return last, nil
+}
+
+// BenchmarkReadyLag: from sglangsim's truth "ready" instant (when /health
+// first answers 200) to WaitReady returning, a 1 s load (20 s at scale 0.05).
+func BenchmarkReadyLag(b *testing.B) {
+	h, r := benchHost(b, nil)
+	ctx := context.Background()
+	const truth = "/var/tmp/sglangsim-truth.jsonl"
+	var lags []float64
+	for b.Loop() {
+		in, err := r.Start(ctx, benchLaunch(map[string]string{"SGLANGSIM_TRUTH": truth}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ready, err := in.WaitReady(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		at := float64(ready.At.UnixNano()) / 1e6
+		tr, err := truthReady(h, truth)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lags = append(lags, at-tr)
+		if _, err := in.Stop(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("ready lags (ms): %.0f", lags)
+	b.ReportMetric(percentile(lags, 0.5), "p50-ready-lag-ms")
+	b.ReportMetric(percentile(lags, 0.9), "p90-ready-lag-ms")
+	b.ReportMetric(float64(len(lags)), "samples")
+}
+
+func monotonicUs() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Sec*1e6 + ts.Nsec/1e3
+}
+
+// benchFailLag: from the process's death (systemd's ExecMainExitTimestamp,
+// CLOCK_MONOTONIC shared with the machine) to WaitReady returning the class.
+func benchFailLag(b *testing.B, want Class, env map[string]string, args ...string) {
+	_, r := benchHost(b, nil)
+	ctx := context.Background()
+	var lags []float64
+	for b.Loop() {
+		in, err := r.Start(ctx, benchLaunch(env, args...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = in.WaitReady(ctx)
+		seen := monotonicUs()
+		if f, ok := AsFailure(err); !ok || f.Class != want {
+			b.Fatalf("want %s, got %v", want, err)
+		}
+		out, err := r.run(ctx, "systemctl show -p ExecMainExitTimestampMonotonic --value "+r.o.Unit, 10*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		died, _ := strconv.ParseInt(strings.TrimSpace(string(out.Stdout)), 10, 64)
+		lags = append(lags, float64(seen-died)/1e3)
+		if _, err := in.Stop(ctx, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(percentile(lags, 0.5), "p50-detect-lag-ms")
+	b.ReportMetric(percentile(lags, 1), "max-detect-lag-ms")
+}
+
+func BenchmarkFailLagBadArgs(b *testing.B) {
+	benchFailLag(b, ClassBadArgs, nil, "--bogus-flag", "1")
+}
+
+func BenchmarkFailLagOOM(b *testing.B) {
+	benchFailLag(b, ClassOOM, map[string]string{"SGLANGSIM_FAIL": "oom"})
+}
+
+// BenchmarkPointOverhead: the host operations of one point with a reused
+// connection: drop-in write (SFTP, atomic), daemon-reload, start, stop of a
+// ready server (SGL_FORCE_SHUTDOWN=1), and a state+journal poll.
+func BenchmarkPointOverhead(b *testing.B) {
+	_, r := benchHost(b, nil)
+	ctx := context.Background()
+	var write, reload, start, stop, poll, whole []float64
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	l := benchLaunch(map[string]string{"SGLANGSIM_LOAD_SECONDS": "2"})
+	for b.Loop() {
+		dropIn, _ := RenderDropIn(l)
+		t0 := time.Now()
+		if err := r.conn.WriteFileAtomic(ctx, DropInPath(r.o.Unit), dropIn, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		write = append(write, ms(time.Since(t0)))
+		t1 := time.Now()
+		if _, err := r.run(ctx, "systemctl daemon-reload", 30*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		reload = append(reload, ms(time.Since(t1)))
+		t2 := time.Now()
+		in, err := r.Start(ctx, l) // marker check, stop check, GPU check, write, reload, start
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = append(start, ms(time.Since(t2)))
+		if _, err := in.WaitReady(ctx); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		if _, err := in.State(ctx); err != nil {
+			b.Fatal(err)
+		}
+		poll = append(poll, ms(time.Since(t3)))
+		t4 := time.Now()
+		res, err := in.Stop(ctx, nil)
+		if err != nil || !res.Clean {
+			b.Fatalf("stop: %+v %v", res, err)
+		}
+		stop = append(stop, ms(time.Since(t4)))
+		whole = append(whole, ms(time.Since(t0)))
+	}
+	b.ReportMetric(percentile(write, 0.5), "p50-dropin-write-ms")
+	b.ReportMetric(percentile(reload, 0.5), "p50-daemon-reload-ms")
+	b.ReportMetric(percentile(start, 0.5), "p50-Start-ms")
+	b.ReportMetric(percentile(poll, 0.5), "p50-poll-ms")
+	b.ReportMetric(percentile(stop, 0.5), "p50-Stop-ms")
+}
