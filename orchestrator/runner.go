@@ -197,6 +197,19 @@ type attempt struct {
 	p     store.Point
 	label string
 	inst  hostctl.Instance
+	// info delivers the outcome of recording effective args and provenance, which runs beside the
+	// load; it must be joined (waitInfo) before the attempt ends, so nothing is written after.
+	info    chan error
+	infoErr error
+	joined  bool
+}
+
+func (a *attempt) waitInfo() error {
+	if a.info == nil || a.joined {
+		return a.infoErr
+	}
+	a.infoErr, a.joined = <-a.info, true
+	return a.infoErr
 }
 
 func (a *attempt) event(r *Runner, ctx context.Context, kind, detail string) {
@@ -229,12 +242,10 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 	}
 	a.event(r, ctx, "ready", fmt.Sprintf("ready after %.2f s (%d probes)", ready.Elapsed.Seconds(), ready.Probes))
 	a.update(r, PhaseReady, fmt.Sprintf("ready after %.1f s", ready.Elapsed.Seconds()))
-	if err := r.recordInfo(ctx, a, ready); err != nil {
-		if ctx.Err() != nil {
-			return false, r.interrupt(ctx, a)
-		}
-		return false, err
-	}
+	// Effective args and provenance are recorded while the load runs: collecting provenance takes
+	// SSH round trips that would otherwise delay the first measured request.
+	a.info = make(chan error, 1)
+	go func() { a.info <- r.recordInfo(ctx, a, ready) }()
 
 	w := spec.Workload
 	maxC := 1
@@ -281,6 +292,14 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 			}
 			if fin == nil && n == total {
 				fin = &store.PointFinish{State: store.PointDone}
+			}
+			if fin != nil {
+				if err := a.waitInfo(); err != nil {
+					if ctx.Err() != nil {
+						return false, r.interrupt(ctx, a)
+					}
+					return false, err
+				}
 			}
 			if err := r.cfg.Store.RecordRunAndFinish(ctx, run, fin); err != nil {
 				if ctx.Err() != nil {
@@ -447,6 +466,7 @@ func (r *Runner) startFailed(ctx context.Context, a *attempt, err error) (retry 
 // goes back to pending to be tried again later, here or on another host, a bounded number of times.
 // A host that refuses us outright (host key, login) is given up for this run.
 func (r *Runner) hostTrouble(ctx context.Context, a *attempt, err error) (retry bool, serr error) {
+	_ = a.waitInfo() // provenance of a lost host may fail too: the point is re-run anyway
 	detail := err.Error()
 	a.event(r, ctx, "host_down", detail)
 	r.cfg.Log.Warn("host trouble", "host", a.h.Name(), "point", a.p.ID, "attempt", a.p.Attempts, "err", err)
@@ -479,6 +499,7 @@ func refused(err error) bool {
 func (r *Runner) interrupt(ctx context.Context, a *attempt) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CleanupTimeout+a.sr.spec.Server.StopTimeout)
 	defer cancel()
+	_ = a.waitInfo() // cancelled with ctx; only its end matters here
 	if a.inst != nil {
 		r.stop(cctx, a)
 	}

@@ -29,7 +29,7 @@ var (
 )
 
 // specsweepBin builds the specsweep binary once per test process.
-func specsweepBin(t *testing.T) string {
+func specsweepBin(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "sst-e2e-")
@@ -134,7 +134,7 @@ func startSpecsweep(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	return cmd, &out
 }
 
-func openDB(t *testing.T, path string) *sql.DB {
+func openDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
 	if err != nil {
@@ -144,7 +144,7 @@ func openDB(t *testing.T, path string) *sql.DB {
 	return db
 }
 
-func scalar[T any](t *testing.T, db *sql.DB, q string, args ...any) T {
+func scalar[T any](t testing.TB, db *sql.DB, q string, args ...any) T {
 	t.Helper()
 	var v T
 	if err := db.QueryRow(q, args...).Scan(&v); err != nil {

@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+const truthPath = "/var/lib/sglangsim-truth.jsonl"
+
+// benchSpec is a 12-point sweep (baseline + EAGLE-3 steps 1..11 at tp 4) at two concurrency levels.
+// sglangsim runs 5x faster than real time: faster would make four simulators on this machine's two
+// cores compete for CPU, which real GPU hosts do not.
+func benchSpec(hosts []*testhost.Host) string {
+	gpus := make([]int, len(hosts))
+	for i := range gpus {
+		gpus[i] = 4
+	}
+	return fmt.Sprintf(`version: 1
+name: bench-sweep
+%s
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 0.0.0.0, --port, "30000", --enable-metrics]
+  env: {SGLANGSIM_TRUTH: %s, SGLANGSIM_TIME_SCALE: "0.2", SGLANGSIM_LOAD_SECONDS: "10", SGLANGSIM_WARMUP_SECONDS: "2", SGL_FORCE_SHUTDOWN: "1"}
+  port: 30000
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE3]
+matrix: {method: [baseline, eagle3], num_steps: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], topk: [1], tp: [4]}
+workload: {concurrency: [1, 8], requests: 8, warmup_requests: 0, input_tokens: 256, output_tokens: 128}
+`, hostsYAML(hosts, gpus), testhost.SimPath, truthPath)
+}
+
+type truthLine struct {
+	Event     string  `json:"event"`
+	UnixMS    float64 `json:"unix_ms"`
+	Arrival   float64 `json:"arrival_unix_ms"`
+	Finish    float64 `json:"finish_unix_ms"`
+	Tokens    int     `json:"completion_tokens"`
+	RID       string  `json:"rid"`
+	ExitCause string  `json:"reason"`
+}
+
+// deadTimes reads a host's truth file: for each server instance, the time from its ready instant to
+// the first request of the load generator (more than one output token: readiness probes ask for one).
+func deadTimes(t testing.TB, h *testhost.Host) []time.Duration {
+	b, err := h.ReadFile(truthPath)
+	if err != nil {
+		t.Fatalf("%s: truth file: %v", h.Name, err)
+	}
+	var out []time.Duration
+	ready := -1.0
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var l truthLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		switch {
+		case l.Event == "ready":
+			ready = l.UnixMS
+		case l.Event == "request" && l.Tokens > 1 && ready > 0:
+			out = append(out, time.Duration((l.Arrival-ready)*float64(time.Millisecond)))
+			ready = -1
+		}
+	}
+	return out
+}
+
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkSweep runs the same 12-point sweep on 1 and on 4 real test hosts, side by side, and
+// reports: wall time of each and their ratio (target >= 3.5x), dead time per point from sglangsim's
+// ready instant to the first measured request (target median < 300 ms), and the orchestration
+// overhead per point outside server start-up and measurement (from the database).
+// Run: bench/sweep.sh (go test -run '^$' -bench Sweep -benchtime 1x ./internal/e2e).
+func BenchmarkSweep(b *testing.B) {
+	hosts := testhost.Boot(b, 4, testhost.Options{})
+	var wall [2]time.Duration
+	for b.Loop() {
+		for i, n := range []int{1, 4} {
+			for _, h := range hosts {
+				_, _ = h.Run(b.Context(), "rm -f "+truthPath)
+			}
+			dir := b.TempDir()
+			spec, db := filepath.Join(dir, "spec.yaml"), filepath.Join(dir, "sweep.db")
+			if err := os.WriteFile(spec, []byte(benchSpec(hosts[:n])), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			out, err := exec.Command(specsweepBin(b), "run", "--db", db, spec).CombinedOutput()
+			wall[i] = time.Since(t0)
+			if err != nil {
+				b.Fatalf("sweep on %d hosts: %v\n%s", n, err, tail(string(out), 30))
+			}
+			var dead []time.Duration
+			for _, h := range hosts[:n] {
+				dead = append(dead, deadTimes(b, h)...)
+			}
+			over := overheads(b, db)
+			printPhases(b, db)
+			fmt.Printf("sweep of 12 points on %d host(s): %s wall; dead time ready->first request median %s (max %s, %d points); "+
+				"orchestration overhead per point median %s (max %s)\n", n, wall[i].Round(time.Millisecond),
+				median(dead).Round(time.Millisecond), slices.Max(dead).Round(time.Millisecond), len(dead),
+				median(over).Round(time.Millisecond), slices.Max(over).Round(time.Millisecond))
+			if n == 4 {
+				b.ReportMetric(float64(median(dead).Milliseconds()), "dead-ms/point")
+				b.ReportMetric(float64(median(over).Milliseconds()), "overhead-ms/point")
+			}
+		}
+		fmt.Printf("speedup of 4 hosts over 1: %.2fx\n", wall[0].Seconds()/wall[1].Seconds())
+		b.ReportMetric(wall[0].Seconds()/wall[1].Seconds(), "x-speedup-4-hosts")
+	}
+}
+
+// overheads is, per point, the time from its claim to the end of its server's stop minus the
+// server's start-up (load_s) and the measured levels: what the orchestrator adds (drop-in,
+// daemon-reload, readiness lag, provenance, stop).
+func overheads(t testing.TB, dbPath string) []time.Duration {
+	db := openDB(t, dbPath)
+	rows, err := db.Query(`SELECT (SELECT max(at) FROM event_log e WHERE e.sweep_id = p.sweep_id AND e.point_id = p.point_id
+			AND e.kind = 'stop') - p.started_at - p.load_s * 1000
+		- (SELECT sum(r.finished_at - r.started_at) FROM run_summary r WHERE r.sweep_id = p.sweep_id
+			AND r.point_id = p.point_id AND r.status = 'ok')
+		FROM point_summary p WHERE p.state = 'done'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []time.Duration
+	for rows.Next() {
+		var ms float64
+		if err := rows.Scan(&ms); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, time.Duration(ms*float64(time.Millisecond)))
+	}
+	return out
+}
+
+// printPhases prints the median of each phase of a point, from the event log: claim -> start
+// returned (GPU check, drop-in, daemon-reload, start), start -> ready (server load + readiness lag),
+// ready -> first level started, last level finished -> stop finished.
+func printPhases(t testing.TB, dbPath string) {
+	db := openDB(t, dbPath)
+	q := func(expr string) time.Duration {
+		rows, err := db.Query(`WITH ev AS (SELECT point_id, kind, max(at) AS at FROM event_log GROUP BY point_id, kind),
+			cl AS (SELECT point_id, started_at AS at FROM point_summary WHERE state = 'done'),
+			rn AS (SELECT point_id, min(started_at) AS first, max(finished_at) AS last FROM run_summary WHERE status = 'ok' GROUP BY point_id)
+			SELECT ` + expr + ` FROM cl
+			JOIN ev s ON s.point_id = cl.point_id AND s.kind = 'start'
+			JOIN ev r ON r.point_id = cl.point_id AND r.kind = 'ready'
+			JOIN ev x ON x.point_id = cl.point_id AND x.kind = 'stop'
+			JOIN rn ON rn.point_id = cl.point_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var d []time.Duration
+		for rows.Next() {
+			var ms float64
+			if rows.Scan(&ms) == nil {
+				d = append(d, time.Duration(ms*float64(time.Millisecond)))
+			}
+		}
+		return median(d).Round(time.Millisecond)
+	}
+	fmt.Printf("  phases (median): claim->started %s, started->ready %s, ready->first level %s, levels %s, last level->stopped %s\n",
+		q("s.at - cl.at"), q("r.at - s.at"), q("rn.first - r.at"), q("rn.last - rn.first"), q("x.at - rn.last"))
+}
