@@ -746,6 +746,12 @@ func (c *Conn) sftpClient(ctx context.Context) (*sftp.Client, int, error) {
 		}
 	}
 	if err != nil {
+		if c.t.user != "root" {
+			// sftp-server under sudo died: say why if it is sudo's password.
+			if _, serr := c.Run(ctx, Cmd{Args: []string{"true"}, Sudo: true, Timeout: 10 * time.Second}); errors.Is(serr, ErrSudoPassword) {
+				return nil, 0, serr
+			}
+		}
 		return nil, 0, &UnreachableError{Addr: c.t.addr, Err: fmt.Errorf("sftp: %w", err)}
 	}
 	c.mu.Lock()

@@ -354,6 +354,21 @@ func apiKey(argv []string) string {
 
 func hostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 
+// engineVersion asks a ready instance for its version ("" otherwise).
+func (in *instance) engineVersion(ctx context.Context) string {
+	in.mu.Lock()
+	ready := in.ready
+	in.mu.Unlock()
+	if !ready {
+		return ""
+	}
+	b, err := in.getBody(ctx, "/get_server_info")
+	if err != nil {
+		return ""
+	}
+	return EngineVersion(b)
+}
+
 // EngineVersion extracts "version" from a /get_server_info body.
 func EngineVersion(serverInfo []byte) string {
 	var v struct {

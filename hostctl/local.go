@@ -293,9 +293,11 @@ func (l *Local) Provenance(ctx context.Context) (Provenance, error) {
 		}
 	}
 	l.mu.Lock()
-	if l.current != nil {
-		p.Argv = l.current.launch.Argv
-	}
+	cur := l.current
 	l.mu.Unlock()
+	if cur != nil {
+		p.Argv = cur.launch.Argv
+		p.EngineVer = cur.engineVersion(ctx)
+	}
 	return p, nil
 }

@@ -439,10 +439,12 @@ func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 		}
 	}
 	r.mu.Lock()
-	if r.current != nil {
-		p.Argv = r.current.launch.Argv
-	}
+	cur := r.current
 	r.mu.Unlock()
+	if cur != nil {
+		p.Argv = cur.launch.Argv
+		p.EngineVer = cur.engineVersion(ctx)
+	}
 	return p, nil
 }
 

@@ -1,0 +1,237 @@
+package hostctl
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+// addUser creates a login user on the host authorised with the test key,
+// with a sudoers rule (none when rule is "").
+func addUser(t *testing.T, ctx context.Context, h *testhost.Host, name, rule string) {
+	t.Helper()
+	if out, err := h.Nsenter(ctx, "useradd", "-m", "-s", "/bin/bash", name); err != nil {
+		t.Fatalf("useradd: %v %s", err, out)
+	}
+	if err := h.WriteFile("/home/"+name+"/.ssh/authorized_keys", ssh.MarshalAuthorizedKey(h.Signer.PublicKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.Nsenter(ctx, "chown", "-R", name+":"+name, "/home/"+name+"/.ssh"); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	if rule != "" {
+		if err := h.WriteFile("/etc/sudoers.d/"+name, []byte(name+" "+rule+"\n"), 0o440); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestNonRootLoginWithSudo(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	if _, err := os.Stat("/usr/bin/sudo"); err != nil {
+		t.Skip("sudo missing: apt-get install -y sudo")
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	addUser(t, ctx, h, "deploy", "ALL=(ALL) NOPASSWD: ALL")
+	addUser(t, ctx, h, "askpw", "ALL=(ALL) ALL")
+	dial := func(user string) *Remote {
+		r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: user,
+			IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	before, _ := h.ReadFile(testhost.UnitPath)
+	r := dial("deploy")
+	in, err := r.Start(ctx, launch(driver{simBin: testhost.SimPath}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(h.Root, DropInPath("sglang.service")))
+	if err != nil || fi.Sys() == nil {
+		t.Fatalf("drop-in: %v", err)
+	}
+	if res, err := in.Stop(ctx, nil); err != nil || !res.Clean {
+		t.Fatalf("stop: %+v %v", res, err)
+	}
+	if err := r.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := h.ReadFile(testhost.UnitPath)
+	if string(before) != string(after) {
+		t.Fatal("unit changed")
+	}
+	// sudo asking for a password: a clear error, not a hang.
+	r2 := dial("askpw")
+	_, err = r2.Start(ctx, launch(driver{simBin: testhost.SimPath}, nil))
+	if err == nil || !strings.Contains(err.Error(), "sudo") || !strings.Contains(err.Error(), "password") {
+		t.Fatalf("want the sudo password error, got %v", err)
+	}
+	st, err := r2.conn.Run(ctx, Cmd{Args: []string{"systemctl", "is-active", "sglang.service"}, Sudo: true})
+	if !errors.Is(err, ErrSudoPassword) {
+		t.Fatalf("Run with sudo: %v %q", err, st.Stderr)
+	}
+}
+
+func TestAgentAndProxyJump(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// An in-process ssh-agent holding the test key.
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	keyring := agent.NewKeyring()
+	pemBytes, _ := os.ReadFile(h.KeyFile)
+	raw, err := ssh.ParseRawPrivateKey(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keyring.Add(agent.AddedKey{PrivateKey: raw}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = agent.ServeAgent(keyring, c); c.Close() }()
+		}
+	}()
+	home := filepath.Join(dir, "home")
+	env := func(k string) string {
+		switch k {
+		case "SSH_AUTH_SOCK":
+			return sock
+		case "HOME":
+			return home
+		}
+		return ""
+	}
+	// No identity file anywhere: only the agent can log in.
+	c, err := DialSSH(ctx, SSHOptions{Address: h.Addr, User: "root", KnownHosts: h.KnownHosts, ConfigFile: "none", Getenv: env})
+	if err != nil {
+		t.Fatalf("agent login: %v", err)
+	}
+	c.Close()
+	// Without the agent and without keys: a clear error.
+	_, err = DialSSH(ctx, SSHOptions{Address: h.Addr, User: "root", KnownHosts: h.KnownHosts, ConfigFile: "none",
+		Getenv: func(k string) string { return map[string]string{"HOME": home}[k] }})
+	var ae *AuthError
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "no SSH key") {
+		t.Fatalf("no keys: %v", err)
+	}
+	// ~/.ssh/config: an alias with HostName, User, IdentityFile and a ProxyJump through the host
+	// itself to its own loopback sshd (a second hop without routing between namespaces).
+	kh := filepath.Join(dir, "known_hosts")
+	line := h.Addr + " " + string(ssh.MarshalAuthorizedKey(h.HostKey))
+	if err := os.WriteFile(kh, []byte(line+"127.0.0.1 "+string(ssh.MarshalAuthorizedKey(h.HostKey))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "config")
+	conf := "Host gpu-inner\n  HostName 127.0.0.1\n  User root\n  IdentityFile " + h.KeyFile + "\n  ProxyJump root@jumpbox\n" +
+		"Host jumpbox\n  HostName " + h.Addr + "\n  IdentityFile " + h.KeyFile + "\n"
+	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = DialSSH(ctx, SSHOptions{Address: "gpu-inner", KnownHosts: kh, ConfigFile: cfg, noAgent: true, Getenv: env})
+	if err != nil {
+		t.Fatalf("ProxyJump: %v", err)
+	}
+	defer c.Close()
+	out, err := c.Run(ctx, Cmd{Args: []string{"sh", "-c", "echo $SSH_CONNECTION"}})
+	if err != nil || !strings.HasPrefix(string(out.Stdout), "127.0.0.1 ") {
+		t.Fatalf("second hop: %q %v", out.Stdout, err)
+	}
+}
+
+func TestCreateUnitAndGPUs(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{NoUnit: true})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	opts := RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
+		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}, GPUWait: 1500 * time.Millisecond}
+	r, err := DialRemote(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l := launch(driver{simBin: testhost.SimPath}, nil)
+	if _, err := r.Start(ctx, l); err == nil || !strings.Contains(err.Error(), "create_unit") {
+		t.Fatalf("missing unit: %v", err)
+	}
+	opts.CreateUnit = true
+	r2, err := DialRemote(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	in, err := r2.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := in.WaitReady(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stand-in nvidia-smi (the test machine has no GPU): two GPUs, one compute process left.
+	smi := "#!/bin/sh\ncase \"$*\" in\n*query-gpu*) printf 'NVIDIA H100 80GB HBM3, 550.54.15, 81559\\nNVIDIA H100 80GB HBM3, 550.54.15, 81559\\n';;\n" +
+		"*query-compute-apps*) [ -e /var/tmp/gpu-busy ] && echo '4242, 70000 MiB';;\nesac\n"
+	if err := h.WriteFile("/usr/local/bin/nvidia-smi", []byte(smi), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := r2.Provenance(ctx)
+	if err != nil || len(p.GPUs) != 2 || p.GPUs[0].MemoryMB != 81559 || p.GPUs[0].Driver != "550.54.15" || p.EngineVer == "" {
+		t.Fatalf("provenance: %+v %v", p, err)
+	}
+	_ = ready
+	if err := h.WriteFile("/var/tmp/gpu-busy", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r2.Start(ctx, l)
+	f, ok := AsFailure(err)
+	if !ok || f.Class != ClassGPUBusy || !strings.Contains(strings.Join(f.Evidence, "\n"), "4242") {
+		t.Fatalf("want gpu_busy: %v", err)
+	}
+	_ = os.Remove(filepath.Join(h.Root, "var/tmp/gpu-busy"))
+	if err := r2.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.ReadFile("/etc/systemd/system/sglang.service"); err == nil {
+		t.Fatal("the created unit was not removed")
+	}
+	out, _ := h.Nsenter(ctx, "systemctl", "show", "-p", "LoadState", "--value", "sglang.service")
+	if strings.TrimSpace(string(out)) != "not-found" {
+		t.Fatalf("unit still loaded: %s", out)
+	}
+}
+
