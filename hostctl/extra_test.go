@@ -234,4 +234,3 @@ func TestCreateUnitAndGPUs(t *testing.T) {
 		t.Fatalf("unit still loaded: %s", out)
 	}
 }
-
