@@ -39,6 +39,9 @@ type SSHOptions struct {
 	KeepaliveInterval time.Duration // default 1 s
 	KeepaliveTimeout  time.Duration // default 3 s: no answer closes the connection
 	ReconnectFor      time.Duration // how long a reconnect is retried (default 15 s)
+	// OnReconnect, if set, is called after the connection was re-established
+	// (attempts: dials it took; down: how long the host was without a connection).
+	OnReconnect func(attempts int, down time.Duration)
 	Getenv            func(string) string
 	noAgent           bool // tests: ignore SSH_AUTH_SOCK
 }
@@ -521,14 +524,18 @@ func (c *Conn) Client(ctx context.Context) (*ssh.Client, int, error) {
 		return cl, gen, nil
 	}
 	c.mu.Unlock()
-	deadline := time.Now().Add(c.o.ReconnectFor)
+	t0 := time.Now()
+	deadline := t0.Add(c.o.ReconnectFor)
 	wait := 100 * time.Millisecond
-	for {
+	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithDeadline(ctx, deadline)
 		err := c.dial(actx)
 		cancel()
 		if err == nil {
 			c.reconnects.Add(1)
+			if c.o.OnReconnect != nil {
+				c.o.OnReconnect(attempt, time.Since(t0))
+			}
 			c.mu.Lock()
 			cl, gen := c.client, c.gen
 			c.mu.Unlock()

@@ -354,6 +354,20 @@ func TestRemoteOnly(t *testing.T) {
 	})
 
 	t.Run("reconnect_after_sshd_restart", func(t *testing.T) {
+		var events []string
+		var emu sync.Mutex
+		r.conn.o.OnReconnect = func(n int, down time.Duration) {
+			emu.Lock()
+			events = append(events, "reconnect")
+			emu.Unlock()
+		}
+		defer func() {
+			emu.Lock()
+			defer emu.Unlock()
+			if len(events) == 0 && !t.Failed() {
+				t.Error("OnReconnect not called")
+			}
+		}()
 		if _, err := r.UnitState(ctx); err != nil {
 			t.Fatal(err)
 		}

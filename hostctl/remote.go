@@ -52,6 +52,11 @@ func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 	if o.GPUWait == 0 {
 		o.GPUWait = 2 * time.Minute
 	}
+	if o.Event != nil && o.SSH.OnReconnect == nil {
+		o.SSH.OnReconnect = func(attempts int, down time.Duration) {
+			o.Event("reconnect", fmt.Sprintf("SSH connection to %s re-established after %d attempt(s), %v", o.SSH.Address, attempts, down.Round(time.Millisecond)))
+		}
+	}
 	c, err := DialSSH(ctx, o.SSH)
 	if err != nil {
 		return nil, err
