@@ -42,8 +42,8 @@ type SSHOptions struct {
 	// OnReconnect, if set, is called after the connection was re-established
 	// (attempts: dials it took; down: how long the host was without a connection).
 	OnReconnect func(attempts int, down time.Duration)
-	Getenv            func(string) string
-	noAgent           bool // tests: ignore SSH_AUTH_SOCK
+	Getenv      func(string) string
+	noAgent     bool // tests: ignore SSH_AUTH_SOCK
 }
 
 // UnreachableError means the host could not be reached or the connection
