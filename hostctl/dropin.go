@@ -39,10 +39,15 @@ const wrapAt = 1000
 // QuoteExecArg quotes one ExecStart= argument so that systemd passes it to
 // the process byte for byte: inside "...", \ and " are escaped, % is doubled
 // (specifiers) and $ is doubled (environment substitution). A lone ";"
-// (systemd's command separator) is written \;. Newlines and NUL are refused.
+// (systemd's command separator) is written \;. Newlines, NUL and invalid
+// UTF-8 are refused (systemd passes unit properties over D-Bus, whose strings
+// must be UTF-8: one such byte makes `systemctl show` of the unit fail).
 func QuoteExecArg(s string) (string, error) {
 	if strings.ContainsAny(s, "\n\r\x00") {
 		return "", fmt.Errorf("argument %q holds a newline or NUL", s)
+	}
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("argument %q is not valid UTF-8", s)
 	}
 	if s == ";" {
 		return `\;`, nil
@@ -51,18 +56,6 @@ func QuoteExecArg(s string) (string, error) {
 	b.Grow(len(s) + 2)
 	b.WriteByte('"')
 	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			// Valid UTF-8 stays as is; a stray byte is escaped (systemd ignores
-			// assignments that are not UTF-8 clean).
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				fmt.Fprintf(&b, `\x%02x`, s[i])
-			} else {
-				b.WriteString(s[i : i+size])
-				i += size - 1
-			}
-			continue
-		}
 		switch c := s[i]; c {
 		case '\\', '"':
 			b.WriteByte('\\')
@@ -75,6 +68,7 @@ func QuoteExecArg(s string) (string, error) {
 			b.WriteString(`\t`)
 		default:
 			if c < 0x20 || c == 0x7f {
+				// control characters as C escapes (systemd unescapes them)
 				fmt.Fprintf(&b, `\x%02x`, c)
 			} else {
 				b.WriteByte(c)

@@ -30,7 +30,7 @@ func TestQuoteExecArg(t *testing.T) {
 			t.Errorf("QuoteExecArg(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"a\nb", "nul\x00", "cr\r"} {
+	for _, bad := range []string{"a\nb", "nul\x00", "cr\r", "\xff\xfe"} {
 		if _, err := QuoteExecArg(bad); err == nil {
 			t.Errorf("QuoteExecArg(%q): no error", bad)
 		}
@@ -130,7 +130,7 @@ func FuzzExecStart(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b string) {
 		argv := []string{"/usr/bin/env", a, b, a + b}
 		line, err := ExecStartLine(argv)
-		if strings.ContainsAny(a+b, "\n\r\x00") {
+		if strings.ContainsAny(a+b, "\n\r\x00") || !utf8.ValidString(a) || !utf8.ValidString(b) {
 			if err == nil {
 				t.Fatalf("accepted %q", argv)
 			}

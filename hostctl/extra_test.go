@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +233,50 @@ func TestCreateUnitAndGPUs(t *testing.T) {
 	out, _ := h.Nsenter(ctx, "systemctl", "show", "-p", "LoadState", "--value", "sglang.service")
 	if strings.TrimSpace(string(out)) != "not-found" {
 		t.Fatalf("unit still loaded: %s", out)
+	}
+}
+
+// TestExecStartQuotingOnRealSystemd: whatever argv the drop-in carries,
+// systemd hands the process exactly that argv (read back from
+// /proc/PID/cmdline), long lines with continuations included.
+func TestExecStartQuotingOnRealSystemd(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{})[0]
+	r := dialTestHost(t, h)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	nasty := []string{"50%", "%n%i%%", "$HOME", "${X}", "$$", `back\slash`, `\\double`, `"quoted"`, "it's", ";", "a;b", "tab\there",
+		"\x01ctl", "ünïcode ✓", "", " lead", "trail ", "--flag=va lue", "*", "~", "`id`", "$(id)", "\\;"}
+	long := strings.Repeat("L", 3000)
+	for _, args := range [][]string{nasty, {long, long, "x"}} {
+		argv := append([]string{"/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.2; done", "sh"}, args...)
+		in, err := r.Start(ctx, Launch{Argv: argv, Env: map[string]string{"P": "50% $HOME \"q\" \\"}, StopTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := h.Nsenter(ctx, "systemctl", "show", "-p", "MainPID", "--value", "sglang.service")
+		if err != nil {
+			t.Fatalf("%v %q", err, pid)
+		}
+		p := strings.TrimSpace(string(pid))
+		out, err := h.Nsenter(ctx, "cat", "/proc/"+p+"/cmdline")
+		if err != nil {
+			t.Fatalf("%v %q", err, out)
+		}
+		cmdline := string(out)
+		out, _ = h.Nsenter(ctx, "sh", "-c", "tr '\\0' '\\n' < /proc/"+p+"/environ | grep '^P='")
+		env := string(out)
+		got := strings.Split(strings.TrimSuffix(cmdline, "\x00"), "\x00")
+		if !slices.Equal(got, argv) {
+			t.Errorf("argv seen by the process:\n got %q\nwant %q", got, argv)
+		}
+		if strings.TrimSpace(env) != `P=50% $HOME "q" \` {
+			t.Errorf("Environment= value: %q", env)
+		}
+		if _, err := in.Stop(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

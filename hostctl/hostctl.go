@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Host drives the server of one machine. Methods are safe for use by one
@@ -106,6 +107,9 @@ func (l Launch) Validate() error {
 		if strings.ContainsAny(a, "\n\r\x00") {
 			return fmt.Errorf("argument %q holds a newline or NUL", a)
 		}
+		if !utf8.ValidString(a) {
+			return fmt.Errorf("argument %q is not valid UTF-8", a)
+		}
 	}
 	for k, v := range l.Env {
 		if k == "" || strings.ContainsAny(k, "=\n\r\x00 \t\"'\\$%") {
@@ -113,6 +117,9 @@ func (l Launch) Validate() error {
 		}
 		if strings.ContainsAny(v, "\n\r\x00") {
 			return fmt.Errorf("environment %s holds a newline or NUL", k)
+		}
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("environment %s is not valid UTF-8", k)
 		}
 	}
 	return nil
