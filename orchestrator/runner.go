@@ -94,15 +94,19 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	// Restore the operators' units whatever happened, with a context that survives the interruption.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CleanupTimeout+spec.Server.StopTimeout)
 	defer rcancel()
+	var restores sync.WaitGroup
 	for _, h := range r.cfg.Hosts {
-		if err := h.Restore(rctx); err != nil {
-			r.event(rctx, sweepID, "", h.Name(), "restore_failed", err.Error())
-			r.cfg.Log.Error("restore failed", "host", h.Name(), "err", err)
-		} else {
-			r.event(rctx, sweepID, "", h.Name(), "restored", "unit restored")
-			r.observe(Update{Host: h.Name(), Phase: PhaseRestored})
-		}
+		restores.Go(func() {
+			if err := h.Restore(rctx); err != nil {
+				r.event(rctx, sweepID, "", h.Name(), "restore_failed", err.Error())
+				r.cfg.Log.Error("restore failed", "host", h.Name(), "err", err)
+			} else {
+				r.event(rctx, sweepID, "", h.Name(), "restored", "unit restored")
+				r.observe(Update{Host: h.Name(), Phase: PhaseRestored})
+			}
+		})
 	}
+	restores.Wait()
 
 	out := Outcome{SweepID: sweepID}
 	points, err := st.Points(rctx, sweepID)
