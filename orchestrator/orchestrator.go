@@ -36,6 +36,7 @@ type Store interface {
 	ClaimNextPoint(ctx context.Context, sweepID int64, host string) (store.Point, error)
 	FinishPoint(ctx context.Context, sweepID int64, pointID string, attempt int, f store.PointFinish) error
 	ReleasePoint(ctx context.Context, sweepID int64, pointID string, attempt int, reason string) error
+	CancelPoints(ctx context.Context, sweepID int64, reason string) (int, error)
 	SetPointInfo(ctx context.Context, sweepID int64, pointID string, attempt int, info store.PointInfo) error
 	RecordRunAndFinish(ctx context.Context, run store.Run, finish *store.PointFinish) error
 	AddEvent(ctx context.Context, e store.Event) error
@@ -78,6 +79,17 @@ type Config struct {
 	CleanupTimeout time.Duration
 	// Observe, when set, receives every notable happening (for progress displays); it must be quick.
 	Observe func(Update)
+	// BeforePoint, when set, is called by a host's worker before it takes a point: the point starts
+	// only once it returns, and release is called when the point's server has stopped. The daemon
+	// uses it to keep sweeps that share a machine off each other and to hold new points outside a
+	// quiet window. An error ends the worker (ctx cancelled) or the run.
+	BeforePoint func(ctx context.Context, host string) (release func(), err error)
+	// KeepUnits leaves the hosts' units as they are at the end of Run (the daemon restores a machine
+	// once no sweep uses it); by default Run restores every host.
+	KeepUnits bool
+	// WatchInterval is how often Run reads its sweep's state, so a `specsweep cancel` from another
+	// process stops it. Default 1 s.
+	WatchInterval time.Duration
 }
 
 // Update is one happening of a running sweep, for progress displays.
@@ -140,6 +152,9 @@ func (c *Config) defaults() error {
 	}
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = 500 * time.Millisecond
+	}
+	if c.WatchInterval <= 0 {
+		c.WatchInterval = time.Second
 	}
 	if c.CleanupTimeout <= 0 {
 		c.CleanupTimeout = 30 * time.Second

@@ -70,8 +70,8 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		sr.dataset = ds
 	}
 
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -85,30 +85,32 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 					firstErr = err
 				}
 				mu.Unlock()
-				cancel() // a broken store stops every worker: nothing could be recorded
+				cancel(err) // a broken store stops every worker: nothing could be recorded
 			}
 		})
 	}
+	// `specsweep cancel` (from any process) marks the sweep cancelled in the store: watch for it.
+	watchDone := make(chan struct{})
+	var watch sync.WaitGroup
+	watch.Go(func() { r.watchCancel(wctx, sweepID, watchDone, cancel) })
 	wg.Wait()
+	close(watchDone)
+	watch.Wait()
+	cancelled := errors.Is(context.Cause(wctx), ErrCancelled)
 
-	// Restore the operators' units whatever happened, with a context that survives the interruption.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CleanupTimeout+spec.Server.StopTimeout)
 	defer rcancel()
-	var restores sync.WaitGroup
-	for _, h := range r.cfg.Hosts {
-		restores.Go(func() {
-			if err := h.Restore(rctx); err != nil {
-				r.event(rctx, sweepID, "", h.Name(), "restore_failed", err.Error())
-				r.cfg.Log.Error("restore failed", "host", h.Name(), "err", err)
-			} else {
-				r.event(rctx, sweepID, "", h.Name(), "restored", "unit restored")
-				r.observe(Update{Host: h.Name(), Phase: PhaseRestored})
-			}
-		})
+	if !r.cfg.KeepUnits {
+		// Restore the operators' units whatever happened, with a context that survives the interruption.
+		r.RestoreHosts(rctx, sweepID, r.cfg.Hosts)
 	}
-	restores.Wait()
 
 	out := Outcome{SweepID: sweepID}
+	if cancelled {
+		if _, err := st.CancelPoints(rctx, sweepID, "sweep cancelled"); err != nil {
+			firstErr = errors.Join(firstErr, err)
+		}
+	}
 	points, err := st.Points(rctx, sweepID)
 	if err != nil {
 		return out, errors.Join(firstErr, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err))
@@ -128,6 +130,8 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		}
 	}
 	switch {
+	case cancelled:
+		out.State = store.SweepCancelled // already so in the store: `cancel` set it
 	case firstErr != nil || ctx.Err() != nil:
 		out.Interrupted = true
 		out.State = store.SweepInterrupted
@@ -149,6 +153,46 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	return out, firstErr
 }
 
+// ErrCancelled is the cause of a run stopped because its sweep was cancelled.
+var ErrCancelled = errors.New("sweep cancelled")
+
+// watchCancel polls the sweep's state and cancels the run when someone marked it cancelled.
+func (r *Runner) watchCancel(ctx context.Context, id int64, done <-chan struct{}, cancel context.CancelCauseFunc) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-r.cfg.Clock.After(r.cfg.WatchInterval):
+		}
+		sw, err := r.cfg.Store.Sweep(ctx, id)
+		if err == nil && sw.State == store.SweepCancelled {
+			r.cfg.Log.Info("sweep cancelled: stopping its points", "sweep", id)
+			cancel(ErrCancelled)
+			return
+		}
+	}
+}
+
+// RestoreHosts restores the units of hosts in parallel, recording each outcome as an event of the
+// sweep.
+func (r *Runner) RestoreHosts(ctx context.Context, sweepID int64, hosts []Host) {
+	var restores sync.WaitGroup
+	for _, h := range hosts {
+		restores.Go(func() {
+			if err := h.Restore(ctx); err != nil {
+				r.event(ctx, sweepID, "", h.Name(), "restore_failed", err.Error())
+				r.cfg.Log.Error("restore failed", "host", h.Name(), "err", err)
+			} else {
+				r.event(ctx, sweepID, "", h.Name(), "restored", "unit restored")
+				r.observe(Update{Host: h.Name(), Phase: PhaseRestored})
+			}
+		})
+	}
+	restores.Wait()
+}
+
 func (r *Runner) finishSweep(ctx context.Context, id int64, to store.SweepState, detail string) {
 	if err := r.cfg.Store.SetSweepState(ctx, id, to, detail); err != nil {
 		r.cfg.Log.Error("cannot set sweep state", "sweep", id, "state", to, "err", err)
@@ -160,18 +204,32 @@ func (r *Runner) finishSweep(ctx context.Context, id int64, to store.SweepState,
 func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 	backoff := r.cfg.RetryBackoff
 	for ctx.Err() == nil {
+		release := func() {}
+		if r.cfg.BeforePoint != nil {
+			rel, err := r.cfg.BeforePoint(ctx, h.Name())
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("orchestrator: host %s: %w", h.Name(), err)
+			}
+			release = rel
+		}
 		p, err := r.cfg.Store.ClaimNextPoint(ctx, sr.id, h.Name())
 		if errors.Is(err, store.ErrNotFound) {
+			release()
 			r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "no more points for this host"})
 			return nil
 		}
 		if err != nil {
+			release()
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("orchestrator: host %s: %w", h.Name(), err)
 		}
 		retry, err := r.runPoint(ctx, sr, h, p)
+		release()
 		if errors.Is(err, errHostUnusable) {
 			r.event(ctx, sr.id, "", h.Name(), "host_refused", err.Error())
 			r.observe(Update{Host: h.Name(), Phase: PhaseFailed, Detail: err.Error()})

@@ -84,7 +84,7 @@ func (h *harness) run(ctx context.Context, opts ...func(*Config)) (Prepared, Out
 		}
 		hosts = append(hosts, fh)
 	}
-	cfg := Config{Store: h.db, Hosts: hosts, Load: h.world.load, CheckInterval: 2 * time.Millisecond,
+	cfg := Config{Store: h.db, Hosts: hosts, Load: h.world.load, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
 		RetryBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 		Observe: func(u Update) { h.mu.Lock(); h.ups = append(h.ups, u); h.mu.Unlock() }}
 	for _, o := range opts {
@@ -398,5 +398,70 @@ func TestRefusingHostIsGivenUpAndOthersTakeItsPoints(t *testing.T) {
 	}
 	if n := h.scalar("SELECT count(*) FROM event_log WHERE kind = 'host_refused' AND host = 'small'"); n != int64(1) {
 		t.Errorf("%v host_refused events", n)
+	}
+}
+
+func TestCancelFromTheStoreStopsTheRun(t *testing.T) {
+	h := newHarness(t, 1, func(string, hostctl.Launch, int) behaviour { return behaviour{loadDelay: 30 * time.Millisecond} })
+	var once sync.Once
+	var prep Prepared
+	prep, out, err := h.run(context.Background(), func(c *Config) {
+		c.Observe = func(u Update) {
+			if u.Phase == PhaseLoad && strings.HasPrefix(u.Label, "eagle3") {
+				// Another process (specsweep cancel) marks the sweep cancelled.
+				once.Do(func() {
+					sw, _ := h.db.LatestSweepByName(context.Background(), "orch-test")
+					if err := h.db.SetSweepState(context.Background(), sw.ID, store.SweepCancelled, "by test"); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = prep
+	if out.State != store.SweepCancelled || out.Cancelled == 0 || out.Pending != 0 || out.Running != 0 {
+		t.Fatalf("outcome %+v, want cancelled with no pending or running point", out)
+	}
+	for name, fh := range h.world.hosts {
+		if fh.restored != 1 || (fh.running != nil && !fh.running.stopped) {
+			t.Errorf("host %s after cancel: restored %d times, server left running %v", name, fh.restored, fh.running != nil && !fh.running.stopped)
+		}
+	}
+	if s := h.scalar("SELECT state FROM sweeps"); s != "cancelled" {
+		t.Errorf("sweep state %v", s)
+	}
+}
+
+func TestBeforePointGatesEveryPoint(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	var mu sync.Mutex
+	held := map[string]bool{}
+	calls := 0
+	_, out, err := h.run(context.Background(), func(c *Config) {
+		c.BeforePoint = func(ctx context.Context, host string) (func(), error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if held[host] {
+				t.Errorf("host %s: BeforePoint while its previous lease is held", host)
+			}
+			held[host] = true
+			calls++
+			return func() { mu.Lock(); held[host] = false; mu.Unlock() }, nil
+		}
+	})
+	if err != nil || out.State != store.SweepDone {
+		t.Fatalf("%+v %v", out, err)
+	}
+	// One lease per point, plus one per host for the final look that finds nothing.
+	if want := len(h.spec.Plan().Points) + 2; calls != want {
+		t.Errorf("%d BeforePoint calls, want %d", calls, want)
+	}
+	for host, v := range held {
+		if v {
+			t.Errorf("host %s: lease never released", host)
+		}
 	}
 }
