@@ -466,8 +466,8 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 
 func (p *parser) schedule(n *yaml.Node) *Schedule {
 	s := &Schedule{}
-	p.object(n, "schedule", []field{
-		{"cron", true, func(v *yaml.Node) {
+	present, ok := p.object(n, "schedule", []field{
+		{"cron", false, func(v *yaml.Node) {
 			x, ok := p.str(v, "schedule.cron")
 			if !ok {
 				return
@@ -480,7 +480,21 @@ func (p *parser) schedule(n *yaml.Node) *Schedule {
 			}
 			s.Cron = x
 		}},
+		{"window", false, func(v *yaml.Node) {
+			x, ok := p.str(v, "schedule.window")
+			if !ok {
+				return
+			}
+			if _, err := ParseWindow(x); err != nil {
+				p.errf(resolve(v), "schedule.window: %v", err)
+				return
+			}
+			s.Window = x
+		}},
 	})
+	if ok && !present["cron"] && !present["window"] {
+		p.errf(resolve(n), "schedule: needs cron, window or both")
+	}
 	return s
 }
 

@@ -164,9 +164,12 @@ func (w Workload) DatasetPath() string {
 	return p
 }
 
-// Schedule makes a submitted sweep recur.
+// Schedule makes a submitted sweep recur, and/or keeps its points inside a quiet window.
 type Schedule struct {
-	Cron string `json:"cron"` // standard 5 fields, UTC unless prefixed CRON_TZ=Zone
+	Cron string `json:"cron,omitempty"` // standard 5 fields, UTC unless prefixed CRON_TZ=Zone
+	// Window, "HH:MM-HH:MM" in UTC, is when new points may start (a running point finishes);
+	// it may wrap midnight ("22:00-07:00"). Empty: any time.
+	Window string `json:"window,omitempty"`
 }
 
 // hashFormat versions the canonical encoding: bump it only together with a
