@@ -65,6 +65,8 @@ type NewSweep struct {
 	State    SweepState // default SweepQueued
 	// NotBefore delays the start (submit --at); zero means now.
 	NotBefore time.Time
+	// ScheduleID is the template sweep (state scheduled) whose cron firing made this sweep; 0: none.
+	ScheduleID int64
 }
 
 // NewHost describes one host of a sweep.
@@ -116,7 +118,9 @@ type Sweep struct {
 	Schedule  string
 	State     SweepState
 	NotBefore time.Time
-	CreatedAt time.Time
+	// ScheduleID is the template of the schedule that fired this sweep, 0 for none.
+	ScheduleID int64
+	CreatedAt  time.Time
 	StartedAt time.Time
 	// FinishedAt is set when the sweep reaches a terminal state.
 	FinishedAt time.Time
@@ -142,9 +146,10 @@ func (db *DB) CreateSweep(ctx context.Context, s NewSweep, hosts []NewHost, poin
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		now := db.nowMS()
 		res, err := tx.ExecContext(ctx, `INSERT INTO sweeps
-			(name, spec_hash, spec_text, state, schedule, not_before, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			s.Name, s.SpecHash, s.SpecText, s.State, s.Schedule, ms(s.NotBefore), now)
+			(name, spec_hash, spec_text, state, schedule, not_before, created_at, schedule_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.Name, s.SpecHash, s.SpecText, s.State, s.Schedule, ms(s.NotBefore), now,
+			sql.NullInt64{Int64: s.ScheduleID, Valid: s.ScheduleID != 0})
 		if err != nil {
 			return err
 		}
@@ -213,7 +218,7 @@ func nullInt(p *int) sql.NullInt64 {
 }
 
 const sweepSelect = `SELECT s.id, s.name, s.spec_hash, s.spec_text, s.schedule, s.state,
-	s.not_before, s.created_at, s.started_at, s.finished_at,
+	s.not_before, s.created_at, s.started_at, s.finished_at, coalesce(s.schedule_id, 0),
 	coalesce(sum(p.state = 'pending'), 0), coalesce(sum(p.state = 'running'), 0),
 	coalesce(sum(p.state = 'done'), 0), coalesce(sum(p.state = 'failed'), 0),
 	coalesce(sum(p.state = 'cancelled'), 0)
@@ -223,7 +228,7 @@ func scanSweep(sc interface{ Scan(...any) error }) (Sweep, error) {
 	var s Sweep
 	var notBefore, created, started, finished sql.NullInt64
 	err := sc.Scan(&s.ID, &s.Name, &s.SpecHash, &s.SpecText, &s.Schedule, &s.State,
-		&notBefore, &created, &started, &finished,
+		&notBefore, &created, &started, &finished, &s.ScheduleID,
 		&s.Pending, &s.Running, &s.Done, &s.Failed, &s.Cancelled)
 	s.Points = s.Total()
 	s.NotBefore, s.CreatedAt, s.StartedAt, s.FinishedAt = fromMS(notBefore), fromMS(created), fromMS(started), fromMS(finished)

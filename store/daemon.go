@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// LatestInstance returns the newest sweep fired by a schedule (ErrNotFound when none was).
+func (db *DB) LatestInstance(ctx context.Context, scheduleID int64) (Sweep, error) {
+	s, err := db.sweepWhere(ctx, "WHERE s.schedule_id = ?", scheduleID)
+	if err != nil {
+		return Sweep{}, fmt.Errorf("store: latest instance of schedule %d: %w", scheduleID, err)
+	}
+	return s, nil
+}
+
+// CancelSweep marks a sweep cancelled and cancels its pending points, in one transaction. Points
+// still running are left to the process that runs them: it sees the state, stops them and marks
+// them cancelled (a sweep cancelled while no process runs it is cleaned up by the next resume or
+// daemon start).
+func (db *DB) CancelSweep(ctx context.Context, id int64, reason string) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		now := db.nowMS()
+		if err := setSweepState(ctx, tx, now, id, SweepCancelled, reason); err != nil {
+			return err
+		}
+		rows, err := pointRows(ctx, tx, id, PointPending)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := setState(ctx, tx, now, id, r, PointCancelled, "finished_at = ?", reason, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: cancel sweep %d: %w", id, err)
+	}
+	return nil
+}
+
+// ErrNotResumable: only cancelled, interrupted and failed sweeps can be put back in the queue.
+var ErrNotResumable = errors.New("not resumable")
+
+// ResumeSweep puts a cancelled, interrupted or failed sweep back in the queue, in one transaction:
+// points left running by a dead process and cancelled points become pending again (their runs
+// superseded); failed points stay failed. A cancelled schedule template becomes scheduled again.
+func (db *DB) ResumeSweep(ctx context.Context, id int64, reason string) (Sweep, error) {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		now := db.nowMS()
+		var state SweepState
+		var schedule string
+		var scheduleID sql.NullInt64
+		var points int
+		if err := tx.QueryRowContext(ctx, `SELECT state, schedule, schedule_id, (SELECT count(*) FROM points WHERE sweep_id = s.id)
+			FROM sweeps s WHERE id = ?`, id).Scan(&state, &schedule, &scheduleID, &points); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		switch state {
+		case SweepCancelled, SweepInterrupted, SweepFailed:
+		default:
+			return fmt.Errorf("sweep is %s: %w", state, ErrNotResumable)
+		}
+		rows, err := pointRows(ctx, tx, id, PointRunning)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := release(ctx, tx, now, id, r, reason); err != nil {
+				return err
+			}
+		}
+		if rows, err = pointRows(ctx, tx, id, PointCancelled); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := setState(ctx, tx, now, id, r, PointPending, "", reason); err != nil {
+				return err
+			}
+		}
+		to := SweepQueued
+		if state == SweepCancelled && schedule != "" && !scheduleID.Valid && points == 0 {
+			to = SweepScheduled // a schedule's template fires again
+		}
+		return setSweepState(ctx, tx, now, id, to, reason)
+	})
+	if err != nil {
+		return Sweep{}, fmt.Errorf("store: resume sweep %d: %w", id, err)
+	}
+	return db.Sweep(ctx, id)
+}
+
+// RequeueRunning puts every running sweep back in the queue with its running points pending again:
+// what a daemon does at start for the sweeps a dead daemon left behind. It returns their ids.
+func (db *DB) RequeueRunning(ctx context.Context, reason string) ([]int64, error) {
+	var ids []int64
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		now := db.nowMS()
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM sweeps WHERE state = 'running' ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			pts, err := pointRows(ctx, tx, id, PointRunning)
+			if err != nil {
+				return err
+			}
+			for _, r := range pts {
+				if err := release(ctx, tx, now, id, r, reason); err != nil {
+					return err
+				}
+			}
+			if err := setSweepState(ctx, tx, now, id, SweepQueued, reason); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: requeue running sweeps: %w", err)
+	}
+	return ids, nil
+}
