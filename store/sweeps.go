@@ -121,7 +121,7 @@ type Sweep struct {
 	// ScheduleID is the template of the schedule that fired this sweep, 0 for none.
 	ScheduleID int64
 	CreatedAt  time.Time
-	StartedAt time.Time
+	StartedAt  time.Time
 	// FinishedAt is set when the sweep reaches a terminal state.
 	FinishedAt time.Time
 	// Points is the number of points; PointCounts splits it by state.
