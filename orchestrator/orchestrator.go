@@ -100,6 +100,9 @@ type Update struct {
 	Label  string // the point's human label
 	Phase  Phase
 	Detail string
+	// Duration: for PhaseReady the time from start to ready; for PhaseDone and PhaseFailed the
+	// point's time on the host.
+	Duration time.Duration
 }
 
 // Phase names what a host is doing.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/specsweep/specsweep/hostctl"
 	"github.com/specsweep/specsweep/store"
@@ -258,6 +259,7 @@ type attempt struct {
 	h     Host
 	p     store.Point
 	label string
+	began time.Time
 	inst  hostctl.Instance
 	// info delivers the outcome of recording effective args and provenance, which runs beside the
 	// load; it must be joined (waitInfo) before the attempt ends, so nothing is written after.
@@ -279,13 +281,17 @@ func (a *attempt) event(r *Runner, ctx context.Context, kind, detail string) {
 }
 
 func (a *attempt) update(r *Runner, phase Phase, detail string) {
-	r.observe(Update{Host: a.h.Name(), Point: a.p.ID, Label: a.label, Phase: phase, Detail: detail})
+	u := Update{Host: a.h.Name(), Point: a.p.ID, Label: a.label, Phase: phase, Detail: detail}
+	if phase == PhaseDone || phase == PhaseFailed {
+		u.Duration = r.cfg.Clock.Now().Sub(a.began)
+	}
+	r.observe(u)
 }
 
 // runPoint runs one claimed attempt to its end. retry reports transient host trouble (the point went
 // back to pending: wait, then claim again); err is a store failure.
 func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Point) (retry bool, err error) {
-	a := &attempt{sr: sr, h: h, p: p, label: pointLabel(p)}
+	a := &attempt{sr: sr, h: h, p: p, label: pointLabel(p), began: r.cfg.Clock.Now()}
 	spec := sr.spec
 	a.update(r, PhaseStarting, fmt.Sprintf("attempt %d", p.Attempts))
 	r.cfg.Log.Info("point starting", "host", h.Name(), "point", p.ID, "config", a.label, "attempt", p.Attempts)
@@ -303,7 +309,8 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 		return r.startFailed(ctx, a, err)
 	}
 	a.event(r, ctx, "ready", fmt.Sprintf("ready after %.2f s (%d probes)", ready.Elapsed.Seconds(), ready.Probes))
-	a.update(r, PhaseReady, fmt.Sprintf("ready after %.1f s", ready.Elapsed.Seconds()))
+	r.observe(Update{Host: h.Name(), Point: p.ID, Label: a.label, Phase: PhaseReady, Duration: ready.Elapsed,
+		Detail: fmt.Sprintf("ready after %.1f s", ready.Elapsed.Seconds())})
 	// Effective args and provenance are recorded while the load runs: collecting provenance takes
 	// SSH round trips that would otherwise delay the first measured request.
 	a.info = make(chan error, 1)

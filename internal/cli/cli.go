@@ -56,10 +56,17 @@ func commands() []command {
 		validateCmd(),
 		planCmd(),
 		runCmd(),
+		submitCmd(),
+		daemonCmd(),
+		statusCmd(),
+		cancelCmd(),
+		resumeCmd(),
 		runsCmd(),
 		sweepsCmd(),
 		benchCmd(),
 		doctorCmd(),
+		reportCmd(),
+		exportCmd(),
 	}
 }
 

@@ -102,6 +102,11 @@ func runCmd() command {
 					}
 					return nil
 				}
+				if out.State == store.SweepCancelled {
+					fmt.Fprintf(env.Stdout, "sweep %s (id %d) was cancelled: %d done, %d failed, %d cancelled; units restored. "+
+						"`specsweep resume %d` queues it again.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Cancelled, prep.SweepID)
+					return runErr
+				}
 				if err := printResults(ctx, env.Stdout, st, prep.SweepID, dbFile); err != nil {
 					return err
 				}

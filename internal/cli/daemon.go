@@ -1,0 +1,416 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
+)
+
+func daemonCmd() command {
+	return command{
+		name:    "daemon",
+		args:    "",
+		summary: "Run queued and scheduled sweeps until stopped; status API and /metrics on --listen.",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
+			listen := fs.String("listen", "127.0.0.1:8377", "HTTP address of the status API and /metrics (\"\" for none); a non-loopback address needs --token-file")
+			tokenFile := fs.String("token-file", "", "file holding the bearer token the HTTP API requires")
+			acceptKeys := fs.Bool("accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
+			logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
+			logDir := fs.String("log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
+			return func(ctx context.Context, env Env, pos []string) error {
+				if len(pos) > 0 {
+					return usagef("unexpected argument %q", pos[0])
+				}
+				if *logFormat != "text" && *logFormat != "json" {
+					return usagef("unknown --log-format %q (want text or json)", *logFormat)
+				}
+				token, err := readToken(*tokenFile)
+				if err != nil {
+					return err
+				}
+				if err := checkListen(*listen, token); err != nil {
+					return err
+				}
+				var log *slog.Logger
+				if *logFormat == "json" {
+					log = slog.New(slog.NewJSONHandler(env.Stderr, nil))
+				} else {
+					log = slog.New(slog.NewTextHandler(env.Stderr, nil))
+				}
+				dbFile := dbPath(env, *db)
+				st, err := store.Open(ctx, dbFile)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+
+				metrics := orchestrator.NewMetrics(st)
+				d, err := orchestrator.NewDaemon(orchestrator.DaemonConfig{
+					Store: st, Log: log, Observe: metrics.Observe,
+					Runner: orchestrator.Config{Log: log},
+					Hosts: func(spec *sweep.Spec, sweepID int64) []orchestrator.Host {
+						hs := newHosts(spec, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir,
+							event: func(host, kind, detail string) {
+								_ = st.AddEvent(context.WithoutCancel(ctx), store.Event{SweepID: sweepID, Host: host, Kind: kind, Detail: detail})
+							}})
+						out := make([]orchestrator.Host, len(hs))
+						for i, h := range hs {
+							out[i] = h
+						}
+						return out
+					},
+				})
+				if err != nil {
+					return err
+				}
+				var srv *http.Server
+				if *listen != "" {
+					ln, err := net.Listen("tcp", *listen)
+					if err != nil {
+						return fmt.Errorf("daemon: listen on %s: %w", *listen, err)
+					}
+					srv = &http.Server{Handler: orchestrator.NewAPI(orchestrator.APIConfig{Store: st, Daemon: d, Metrics: metrics,
+						Token: token, Log: log}), ReadHeaderTimeout: 10 * time.Second}
+					go func() {
+						if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+							log.Error("HTTP server stopped", "err", err)
+						}
+					}()
+					log.Info("status API listening", "addr", ln.Addr().String(), "token", token != "")
+				}
+				hup := make(chan os.Signal, 1)
+				signal.Notify(hup, syscall.SIGHUP)
+				defer signal.Stop(hup)
+				go func() {
+					for range hup {
+						d.Reload()
+					}
+				}()
+				wctx, stopWatchdog := context.WithCancel(ctx)
+				defer stopWatchdog()
+				log.Info("daemon starting", "db", dbFile)
+				err = d.Run(ctx, func() {
+					_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+					go watchdog(wctx)
+					log.Info("daemon ready")
+				})
+				_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+				if srv != nil {
+					sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+					_ = srv.Shutdown(sctx)
+					cancel()
+				}
+				log.Info("daemon stopped")
+				return err
+			}
+		},
+	}
+}
+
+// watchdog pings systemd at half the WatchdogSec interval, when the unit sets one.
+func watchdog(ctx context.Context) {
+	every, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil || every <= 0 {
+		return
+	}
+	t := time.NewTicker(every / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
+		}
+	}
+}
+
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, "\r\n") {
+		return "", fmt.Errorf("token file %s: want one non-empty line", path)
+	}
+	return tok, nil
+}
+
+// checkListen refuses to expose the API beyond loopback without a token.
+func checkListen(addr, token string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--listen %q: %v", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	if token == "" {
+		return exitError{code: ExitFailure, err: fmt.Errorf(
+			"specsweep daemon: refusing to listen on %s without a token: the API can submit and cancel sweeps; "+
+				"pass --token-file FILE (clients send \"Authorization: Bearer TOKEN\"), or listen on 127.0.0.1", addr)}
+	}
+	return nil
+}
+
+func submitCmd() command {
+	return command{
+		name:    "submit",
+		args:    "SPEC",
+		summary: "Queue a sweep for the daemon: now, once at a time (--at), or on a cron schedule (--cron or the spec's schedule.cron).",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
+			cronExpr := fs.String("cron", "", "cron schedule, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
+			at := fs.String("at", "", "start no earlier than this time (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
+			return func(ctx context.Context, env Env, pos []string) error {
+				path, err := oneArg(pos, "SPEC")
+				if err != nil {
+					return err
+				}
+				opts := orchestrator.SubmitOptions{Cron: *cronExpr}
+				if *at != "" {
+					if opts.At, err = time.Parse(time.RFC3339, *at); err != nil {
+						return usagef("--at %q: want an RFC 3339 time such as 2026-12-01T22:00:00Z", *at)
+					}
+				}
+				spec, err := loadSpec(path)
+				if err != nil {
+					return err
+				}
+				st, err := store.Open(ctx, dbPath(env, *db))
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				sw, err := orchestrator.Submit(ctx, st, spec, opts)
+				if err != nil {
+					return err
+				}
+				switch sw.State {
+				case store.SweepScheduled:
+					fmt.Fprintf(env.Stdout, "%d\nscheduled sweep %s (id %d) on %q: the daemon fires a new sweep %s@TIME at each time\n",
+						sw.ID, sw.Name, sw.ID, sw.Schedule, sw.Name)
+				default:
+					when := "as soon as its hosts are free"
+					if !sw.NotBefore.IsZero() {
+						when = "not before " + sw.NotBefore.UTC().Format(time.RFC3339)
+					}
+					fmt.Fprintf(env.Stdout, "%d\nqueued sweep %s (id %d, %d points): the daemon runs it %s\n",
+						sw.ID, sw.Name, sw.ID, sw.Points, when)
+				}
+				return nil
+			}
+		},
+	}
+}
+
+func statusCmd() command {
+	return command{
+		name:    "status",
+		args:    "[SWEEP]",
+		summary: "Sweeps with state, points done/failed/pending and ETA; one sweep in detail.",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, env Env, pos []string) error {
+				if len(pos) > 1 {
+					return usagef("expected at most one SWEEP, got %d arguments", len(pos))
+				}
+				st, err := store.OpenReadOnly(ctx, dbPath(env, *db))
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if len(pos) == 0 {
+					return statusList(ctx, env, st, *asJSON)
+				}
+				sw, err := st.FindSweep(ctx, pos[0])
+				if err != nil {
+					return err
+				}
+				s, err := orchestrator.Status(ctx, st, sw.ID)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					out := orchestrator.SweepDetailJSON{SweepJSON: orchestrator.SweepToJSON(s.Sweep, s.ETA)}
+					for _, p := range s.Points {
+						out.Points = append(out.Points, orchestrator.PointToJSON(p))
+					}
+					return writeIndentedJSON(env.Stdout, out)
+				}
+				printStatus(env, s)
+				return nil
+			}
+		},
+	}
+}
+
+func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
+	sws, err := st.ListSweeps(ctx)
+	if err != nil {
+		return err
+	}
+	var out []orchestrator.SweepJSON
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	if !asJSON {
+		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tPOINTS\tDONE\tFAILED\tPENDING\tRUNNING\tETA\tCREATED")
+	}
+	for _, s := range sws {
+		var e time.Duration
+		if s.State == store.SweepRunning {
+			if full, err := orchestrator.Status(ctx, st, s.ID); err == nil {
+				e = full.ETA
+			}
+		}
+		if asJSON {
+			out = append(out, orchestrator.SweepToJSON(s, e))
+			continue
+		}
+		state := string(s.State)
+		if s.Schedule != "" {
+			state += " (" + s.Schedule + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.ID, s.Name, state, s.Points, s.Done, s.Failed,
+			s.Pending, s.Running, etaText(e), s.CreatedAt.UTC().Format("2006-01-02 15:04Z"))
+	}
+	if asJSON {
+		if out == nil {
+			out = []orchestrator.SweepJSON{}
+		}
+		return writeIndentedJSON(env.Stdout, out)
+	}
+	return tw.Flush()
+}
+
+func printStatus(env Env, s orchestrator.SweepStatus) {
+	w := env.Stdout
+	sw := s.Sweep
+	fmt.Fprintf(w, "sweep %s (id %d): %s", sw.Name, sw.ID, sw.State)
+	if sw.Schedule != "" {
+		fmt.Fprintf(w, ", schedule %q", sw.Schedule)
+	}
+	fmt.Fprintf(w, "\n%d points: %d done, %d failed, %d pending, %d running, %d cancelled; ETA %s\n\n",
+		sw.Points, sw.Done, sw.Failed, sw.Pending, sw.Running, sw.Cancelled, etaText(s.ETA))
+	if len(s.Points) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tID\tMETHOD\tSTEPS\tTOPK\tDRAFT\tTP\tSTATE\tHOST\tATTEMPTS\tFAILURE")
+	for i, p := range s.Points {
+		failure := string(p.FailureClass)
+		if p.FailureDetail != "" && p.State == store.PointFailed {
+			failure += ": " + firstLine(p.FailureDetail)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", i+1, p.ID, p.Method, optInt(p.NumSteps),
+			optInt(p.TopK), optInt(p.NumDraftTokens), p.TP, p.State, orDash(p.Host), p.Attempts, failure)
+	}
+	tw.Flush()
+}
+
+func etaText(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return roundDuration(d)
+}
+
+func cancelCmd() command {
+	return command{
+		name:    "cancel",
+		args:    "SWEEP",
+		summary: "Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
+			return func(ctx context.Context, env Env, pos []string) error {
+				ref, err := oneArg(pos, "SWEEP")
+				if err != nil {
+					return err
+				}
+				st, err := store.Open(ctx, dbPath(env, *db))
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				sw, err := st.FindSweep(ctx, ref)
+				if err != nil {
+					return err
+				}
+				if err := st.CancelSweep(ctx, sw.ID, "cancelled by specsweep cancel"); err != nil {
+					if errors.Is(err, store.ErrTransition) {
+						return fmt.Errorf("sweep %s (id %d) is %s and cannot be cancelled", sw.Name, sw.ID, sw.State)
+					}
+					return err
+				}
+				msg := "no point was running"
+				if sw.Running > 0 {
+					msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them)", sw.Running)
+				}
+				fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; `specsweep resume %d` queues it again\n", sw.Name, sw.ID, msg, sw.ID)
+				return nil
+			}
+		},
+	}
+}
+
+func resumeCmd() command {
+	return command{
+		name:    "resume",
+		args:    "SWEEP",
+		summary: "Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
+			return func(ctx context.Context, env Env, pos []string) error {
+				ref, err := oneArg(pos, "SWEEP")
+				if err != nil {
+					return err
+				}
+				st, err := store.Open(ctx, dbPath(env, *db))
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				sw, err := st.FindSweep(ctx, ref)
+				if err != nil {
+					return err
+				}
+				got, err := st.ResumeSweep(ctx, sw.ID, "resumed by specsweep resume")
+				if errors.Is(err, store.ErrNotResumable) {
+					return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run\n", got.Name, got.ID, got.State, got.Pending)
+				return nil
+			}
+		},
+	}
+}

@@ -1,0 +1,579 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
+)
+
+// DaemonStore is what the daemon needs of the store (*store.DB satisfies it).
+type DaemonStore interface {
+	Store
+	SubmitStore
+	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
+	ClaimNextSweep(ctx context.Context) (store.Sweep, error)
+	RequeueRunning(ctx context.Context, reason string) ([]int64, error)
+	LatestInstance(ctx context.Context, scheduleID int64) (store.Sweep, error)
+	RecoverInterrupted(ctx context.Context, sweepID int64, reason string) (int, error)
+}
+
+// DaemonConfig wires a Daemon.
+type DaemonConfig struct {
+	Store DaemonStore
+	// Hosts makes the host adapters of a spec (fresh ones for each sweep). A returned Host that is
+	// an io.Closer is closed when the sweep ends.
+	Hosts func(spec *sweep.Spec, sweepID int64) []Host
+	// MachineKey names the machine behind a spec host: sweeps whose hosts have the same key never
+	// run points on it at the same time. Default: MachineKey.
+	MachineKey func(h sweep.Host) string
+	// Runner is the template of each sweep's Runner (Load, Clock, intervals, Log); Store, Hosts,
+	// BeforePoint, KeepUnits and Observe are set by the daemon.
+	Runner Config
+	// Poll is how often the queue and the schedules are read from the store (default 500 ms): a
+	// `specsweep submit` from another process is picked up within that time.
+	Poll time.Duration
+	Log  *slog.Logger
+	// Observe, when set, receives every sweep's updates.
+	Observe func(sweepID int64, u Update)
+}
+
+// MachineKey identifies the machine (and unit) a spec host drives: the SSH user, address and unit,
+// or "local" for the local driver.
+func MachineKey(h sweep.Host) string {
+	if h.Driver == sweep.DriverLocal {
+		return "local"
+	}
+	return fmt.Sprintf("ssh://%s@%s/%s", h.User, h.Address, h.Unit)
+}
+
+// Daemon runs queued and scheduled sweeps until its context ends.
+type Daemon struct {
+	cfg    DaemonConfig
+	leases *leases
+	reload chan struct{}
+
+	mu        sync.Mutex
+	active    map[int64]*activeSweep
+	users     map[string]int         // machine key -> active sweeps that use it
+	schedules map[int64]cron.EntryID // template sweep id -> cron entry
+	activity  map[int64]map[string]Update
+	cron      *cron.Cron
+	stopping  bool
+	changed   chan struct{} // closed and replaced whenever a sweep ends
+}
+
+type activeSweep struct {
+	id     int64
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	hosts  []Host
+	keys   map[string]string // spec host name -> machine key
+}
+
+// NewDaemon checks cfg and fills its defaults.
+func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
+	if cfg.Store == nil || cfg.Hosts == nil {
+		return nil, errors.New("orchestrator: daemon needs a store and a host factory")
+	}
+	if cfg.MachineKey == nil {
+		cfg.MachineKey = MachineKey
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Runner.Log == nil {
+		cfg.Runner.Log = cfg.Log
+	}
+	return &Daemon{cfg: cfg, leases: newLeases(), reload: make(chan struct{}, 1),
+		active: map[int64]*activeSweep{}, users: map[string]int{}, schedules: map[int64]cron.EntryID{},
+		activity: map[int64]map[string]Update{}, changed: make(chan struct{})}, nil
+}
+
+// Reload makes the daemon read its schedules again now (SIGHUP).
+func (d *Daemon) Reload() {
+	select {
+	case d.reload <- struct{}{}:
+	default:
+	}
+}
+
+// Run recovers what a previous daemon left, then runs queued sweeps and fires schedules until ctx
+// ends; then it stops every running point, restores the units, puts the interrupted sweeps back in
+// the queue and returns. ready, if not nil, is called once start-up is done.
+func (d *Daemon) Run(ctx context.Context, ready func()) error {
+	if err := d.recover(ctx); err != nil {
+		return err
+	}
+	d.cron = cron.New(cron.WithLocation(time.UTC))
+	d.cron.Start()
+	defer d.cron.Stop()
+	d.loadSchedules(ctx)
+	d.startQueued(ctx)
+	if ready != nil {
+		ready()
+	}
+	tick := time.NewTicker(d.cfg.Poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			d.shutdown()
+			return nil
+		case <-d.reload:
+			d.cfg.Log.Info("reloading schedules")
+			d.loadSchedules(ctx)
+		case <-tick.C:
+			d.loadSchedules(ctx)
+			d.startQueued(ctx)
+		}
+	}
+}
+
+// recover puts the sweeps a dead daemon was running back in the queue (their running points
+// pending again), finishes cancellations nobody carried out, and restores the units they touched.
+func (d *Daemon) recover(ctx context.Context) error {
+	st := d.cfg.Store
+	ids, err := st.RequeueRunning(ctx, "daemon restarted: the attempt was interrupted")
+	if err != nil {
+		return err
+	}
+	cancelled, err := st.ListSweeps(ctx, store.SweepCancelled)
+	if err != nil {
+		return err
+	}
+	for _, sw := range cancelled {
+		if sw.Running == 0 {
+			continue
+		}
+		if _, err := st.RecoverInterrupted(ctx, sw.ID, "sweep cancelled"); err != nil {
+			return err
+		}
+		if _, err := st.CancelPoints(ctx, sw.ID, "sweep cancelled"); err != nil {
+			return err
+		}
+		ids = append(ids, sw.ID)
+	}
+	for _, id := range ids {
+		sw, err := st.Sweep(ctx, id)
+		if err != nil {
+			return err
+		}
+		spec, err := sweep.Parse(fmt.Sprintf("sweep %d", id), []byte(sw.SpecText))
+		if err != nil {
+			continue
+		}
+		d.cfg.Log.Info("recovered an interrupted sweep: restoring its hosts", "sweep", id, "name", sw.Name)
+		hosts := d.cfg.Hosts(spec, id)
+		r, err := New(d.runnerConfig(id, hosts, nil))
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, d.cfg.Runner.CleanupTimeout+spec.Server.StopTimeout+30*time.Second)
+		r.RestoreHosts(rctx, id, hosts)
+		cancel()
+		closeHosts(hosts)
+	}
+	return nil
+}
+
+func (d *Daemon) runnerConfig(id int64, hosts []Host, before func(context.Context, string) (func(), error)) Config {
+	c := d.cfg.Runner
+	c.Store, c.Hosts, c.BeforePoint, c.KeepUnits = d.cfg.Store, hosts, before, true
+	c.Observe = func(u Update) {
+		d.mu.Lock()
+		if d.activity[id] == nil {
+			d.activity[id] = map[string]Update{}
+		}
+		d.activity[id][u.Host] = u
+		d.mu.Unlock()
+		if d.cfg.Observe != nil {
+			d.cfg.Observe(id, u)
+		}
+	}
+	return c
+}
+
+// startQueued starts every queued sweep whose time has come.
+func (d *Daemon) startQueued(ctx context.Context) {
+	for ctx.Err() == nil {
+		d.mu.Lock()
+		stopping := d.stopping
+		d.mu.Unlock()
+		if stopping {
+			return
+		}
+		sw, err := d.cfg.Store.ClaimNextSweep(ctx)
+		if errors.Is(err, store.ErrNotFound) {
+			return
+		}
+		if err != nil {
+			d.cfg.Log.Error("cannot read the queue", "err", err)
+			return
+		}
+		d.start(ctx, sw)
+	}
+}
+
+// start runs one claimed sweep beside the others; machines shared with other sweeps are leased
+// point by point, the oldest sweep first.
+func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
+	spec, err := sweep.Parse(fmt.Sprintf("sweep %d", sw.ID), []byte(sw.SpecText))
+	if err != nil {
+		d.cfg.Log.Error("stored spec no longer parses", "sweep", sw.ID, "err", err)
+		_ = d.cfg.Store.SetSweepState(ctx, sw.ID, store.SweepFailed, "spec: "+err.Error())
+		return
+	}
+	hosts := d.cfg.Hosts(spec, sw.ID)
+	keys := map[string]string{}
+	for _, h := range spec.Hosts {
+		keys[h.Name] = d.cfg.MachineKey(h)
+	}
+	var window *sweep.Window
+	if spec.Schedule != nil && spec.Schedule.Window != "" {
+		if w, err := sweep.ParseWindow(spec.Schedule.Window); err == nil {
+			window = &w
+		}
+	}
+	before := func(ctx context.Context, host string) (func(), error) {
+		if window != nil {
+			if err := d.waitWindow(ctx, sw.ID, host, *window); err != nil {
+				return nil, err
+			}
+		}
+		if err := d.waitOlder(ctx, sw.ID, keys[host]); err != nil {
+			return nil, err
+		}
+		return d.leases.acquire(ctx, keys[host], sw.ID)
+	}
+	runner, err := New(d.runnerConfig(sw.ID, hosts, before))
+	if err != nil {
+		d.cfg.Log.Error("cannot run sweep", "sweep", sw.ID, "err", err)
+		_ = d.cfg.Store.SetSweepState(ctx, sw.ID, store.SweepFailed, err.Error())
+		return
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a := &activeSweep{id: sw.ID, name: sw.Name, cancel: cancel, done: make(chan struct{}), hosts: hosts, keys: keys}
+	d.mu.Lock()
+	d.active[sw.ID] = a
+	for _, k := range keys {
+		d.users[k]++
+	}
+	d.mu.Unlock()
+	d.cfg.Log.Info("sweep started", "sweep", sw.ID, "name", sw.Name, "points", sw.Points)
+	go func() {
+		defer close(a.done)
+		out, err := runner.Run(sctx, sw.ID, spec)
+		if err != nil {
+			d.cfg.Log.Error("sweep ended with an error", "sweep", sw.ID, "err", err)
+		}
+		d.mu.Lock()
+		stopping := d.stopping
+		d.mu.Unlock()
+		bg := context.WithoutCancel(ctx)
+		if out.Interrupted && stopping {
+			// The daemon is stopping: the next daemon resumes this sweep.
+			if err := d.cfg.Store.SetSweepState(bg, sw.ID, store.SweepQueued, "daemon stopped"); err != nil {
+				d.cfg.Log.Error("cannot requeue sweep", "sweep", sw.ID, "err", err)
+			}
+		}
+		d.cfg.Log.Info("sweep ended", "sweep", sw.ID, "name", sw.Name, "state", out.State, "done", out.Done,
+			"failed", out.Failed, "pending", out.Pending)
+		d.finish(bg, a, runner, spec)
+	}()
+}
+
+// finish restores the machines the sweep used that no other running sweep uses, then forgets it.
+func (d *Daemon) finish(ctx context.Context, a *activeSweep, runner *Runner, spec *sweep.Spec) {
+	d.mu.Lock()
+	var idle []Host
+	for _, h := range a.hosts {
+		k := a.keys[h.Name()]
+		d.users[k]--
+		if d.users[k] == 0 {
+			delete(d.users, k)
+			idle = append(idle, h)
+		}
+	}
+	d.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.Runner.CleanupTimeout+spec.Server.StopTimeout+30*time.Second)
+	defer cancel()
+	// Lease each machine for its restore, so a sweep that starts meanwhile waits for it.
+	var leased []Host
+	var releases []func()
+	for _, h := range idle {
+		rel, err := d.leases.acquire(rctx, a.keys[h.Name()], 0)
+		if err != nil {
+			continue
+		}
+		leased, releases = append(leased, h), append(releases, rel)
+	}
+	runner.RestoreHosts(rctx, a.id, leased)
+	for _, rel := range releases {
+		rel()
+	}
+	closeHosts(a.hosts)
+	d.mu.Lock()
+	delete(d.active, a.id)
+	delete(d.activity, a.id)
+	close(d.changed)
+	d.changed = make(chan struct{})
+	d.mu.Unlock()
+}
+
+// waitOlder blocks while an older running sweep uses the machine: sweeps that share a machine use
+// it in submission order (the lease alone would interleave their points).
+func (d *Daemon) waitOlder(ctx context.Context, id int64, key string) error {
+	for {
+		d.mu.Lock()
+		blocked := false
+		for oid, a := range d.active {
+			if oid >= id {
+				continue
+			}
+			for _, k := range a.keys {
+				blocked = blocked || k == key
+			}
+		}
+		ch := d.changed
+		d.mu.Unlock()
+		if !blocked {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// waitWindow blocks until the quiet window is open.
+func (d *Daemon) waitWindow(ctx context.Context, id int64, host string, w sweep.Window) error {
+	now := time.Now()
+	next := w.Next(now)
+	if !next.After(now) {
+		return nil
+	}
+	d.cfg.Log.Info("outside the sweep's window: waiting", "sweep", id, "host", host, "until", next.Format(time.RFC3339))
+	d.mu.Lock()
+	if d.activity[id] == nil {
+		d.activity[id] = map[string]Update{}
+	}
+	d.activity[id][host] = Update{At: now, Host: host, Phase: PhaseIdle, Detail: "waiting for the window until " + next.Format(time.RFC3339)}
+	d.mu.Unlock()
+	t := time.NewTimer(time.Until(next))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// shutdown stops every running sweep (their points go back to pending, units restored) and waits.
+func (d *Daemon) shutdown() {
+	d.mu.Lock()
+	d.stopping = true
+	var all []*activeSweep
+	for _, a := range d.active {
+		all = append(all, a)
+	}
+	d.mu.Unlock()
+	for _, a := range all {
+		a.cancel()
+	}
+	for _, a := range all {
+		<-a.done
+	}
+}
+
+// loadSchedules brings the cron entries in line with the scheduled sweeps in the store.
+func (d *Daemon) loadSchedules(ctx context.Context) {
+	tmpls, err := d.cfg.Store.ListSweeps(ctx, store.SweepScheduled)
+	if err != nil {
+		d.cfg.Log.Error("cannot read schedules", "err", err)
+		return
+	}
+	want := map[int64]store.Sweep{}
+	for _, t := range tmpls {
+		want[t.ID] = t
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, entry := range d.schedules {
+		if _, ok := want[id]; !ok {
+			d.cron.Remove(entry)
+			delete(d.schedules, id)
+			d.cfg.Log.Info("schedule removed", "sweep", id)
+		}
+	}
+	for id, t := range want {
+		if _, ok := d.schedules[id]; ok {
+			continue
+		}
+		sched, err := cron.ParseStandard(t.Schedule)
+		if err != nil {
+			d.cfg.Log.Error("bad schedule", "sweep", id, "cron", t.Schedule, "err", err)
+			continue
+		}
+		d.schedules[id] = d.cron.Schedule(sched, cron.FuncJob(func() { d.fire(ctx, id) }))
+		d.cfg.Log.Info("schedule loaded", "sweep", id, "name", t.Name, "cron", t.Schedule, "next", sched.Next(time.Now()).UTC().Format(time.RFC3339))
+	}
+}
+
+// fire makes a new sweep of a schedule's spec, unless its previous one has not ended.
+func (d *Daemon) fire(ctx context.Context, templateID int64) {
+	st := d.cfg.Store
+	tmpl, err := st.Sweep(ctx, templateID)
+	if err != nil || tmpl.State != store.SweepScheduled {
+		return
+	}
+	now := time.Now().UTC()
+	if last, err := st.LatestInstance(ctx, templateID); err == nil && !last.State.Terminal() {
+		d.cfg.Log.Info("schedule fired while its previous sweep runs: skipped", "schedule", templateID, "previous", last.ID)
+		_ = st.AddEvent(ctx, store.Event{SweepID: templateID, Kind: "schedule_skipped",
+			Detail: fmt.Sprintf("previous sweep %d (%s) is %s", last.ID, last.Name, last.State)})
+		return
+	}
+	spec, err := sweep.Parse(tmpl.Name, []byte(tmpl.SpecText))
+	if err != nil {
+		d.cfg.Log.Error("scheduled spec no longer parses", "schedule", templateID, "err", err)
+		return
+	}
+	plan := spec.Plan()
+	ns := NewSweepOf(spec, plan)
+	ns.Name, ns.Schedule, ns.ScheduleID = fmt.Sprintf("%s@%s", tmpl.Name, now.Format("20060102T150405Z")), "", templateID
+	id, err := st.CreateSweep(ctx, ns, HostsOf(spec), PointsOf(spec, plan))
+	if err != nil {
+		d.cfg.Log.Error("schedule could not create its sweep", "schedule", templateID, "err", err)
+		return
+	}
+	_ = st.AddEvent(ctx, store.Event{SweepID: templateID, Kind: "schedule_fired", Detail: fmt.Sprintf("sweep %d (%s)", id, ns.Name)})
+	d.cfg.Log.Info("schedule fired", "schedule", templateID, "sweep", id, "name", ns.Name)
+}
+
+// Activity is what each host of a running sweep is doing, for the status API.
+func (d *Daemon) Activity(id int64) map[string]Update {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]Update{}
+	for h, u := range d.activity[id] {
+		out[h] = u
+	}
+	return out
+}
+
+// Running lists the ids of the sweeps this daemon runs now.
+func (d *Daemon) Running() []int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ids []int64
+	for id := range d.active {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func closeHosts(hosts []Host) {
+	for _, h := range hosts {
+		if c, ok := h.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+// leases hands each machine to one point at a time; among waiters the lowest priority value (the
+// oldest sweep id) goes first, so sweeps sharing a machine run in submission order there.
+type leases struct {
+	mu      sync.Mutex
+	busy    map[string]bool
+	waiting map[string][]*waiter
+}
+
+type waiter struct {
+	prio int64
+	ch   chan struct{}
+}
+
+func newLeases() *leases {
+	return &leases{busy: map[string]bool{}, waiting: map[string][]*waiter{}}
+}
+
+func (l *leases) acquire(ctx context.Context, key string, prio int64) (func(), error) {
+	l.mu.Lock()
+	if !l.busy[key] {
+		l.busy[key] = true
+		l.mu.Unlock()
+		return l.releaser(key), nil
+	}
+	w := &waiter{prio: prio, ch: make(chan struct{})}
+	l.waiting[key] = append(l.waiting[key], w)
+	l.mu.Unlock()
+	select {
+	case <-w.ch:
+		return l.releaser(key), nil
+	case <-ctx.Done():
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		select {
+		case <-w.ch:
+			// Granted just now: pass it on.
+			l.handOver(key)
+		default:
+			ws := l.waiting[key]
+			for i, x := range ws {
+				if x == w {
+					l.waiting[key] = append(ws[:i], ws[i+1:]...)
+					break
+				}
+			}
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func (l *leases) releaser(key string) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.handOver(key)
+		})
+	}
+}
+
+// handOver gives a held machine to the first waiter, or frees it. l.mu is held.
+func (l *leases) handOver(key string) {
+	ws := l.waiting[key]
+	if len(ws) == 0 {
+		delete(l.busy, key)
+		return
+	}
+	best := 0
+	for i, w := range ws {
+		if w.prio < ws[best].prio {
+			best = i
+		}
+	}
+	w := ws[best]
+	l.waiting[key] = append(ws[:best], ws[best+1:]...)
+	if len(l.waiting[key]) == 0 {
+		delete(l.waiting, key)
+	}
+	close(w.ch)
+}

@@ -1,0 +1,60 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
+)
+
+// SubmitStore is what Submit needs of the store.
+type SubmitStore interface {
+	CreateSweep(ctx context.Context, s store.NewSweep, hosts []store.NewHost, points []store.NewPoint) (int64, error)
+	Sweep(ctx context.Context, id int64) (store.Sweep, error)
+}
+
+// SubmitOptions say when a submitted sweep runs.
+type SubmitOptions struct {
+	// Cron makes it recur (overrides the spec's schedule.cron); each firing makes a new sweep
+	// NAME@TIMESTAMP, skipped while the previous one runs.
+	Cron string
+	// At delays a one-off sweep; zero means as soon as hosts are free.
+	At time.Time
+}
+
+// Submit queues a spec for the daemon: a sweep to run now (or at opts.At), or, with a cron schedule
+// (opts.Cron or the spec's schedule.cron), a template that fires sweeps. It returns the stored sweep.
+func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOptions) (store.Sweep, error) {
+	expr := opts.Cron
+	if expr == "" && spec.Schedule != nil {
+		expr = spec.Schedule.Cron
+	}
+	if expr != "" && !opts.At.IsZero() {
+		if opts.Cron == "" {
+			return store.Sweep{}, errors.New("--at conflicts with the spec's schedule.cron: a scheduled spec fires by itself")
+		}
+		return store.Sweep{}, errors.New("--cron and --at exclude each other")
+	}
+	plan := spec.Plan()
+	ns := NewSweepOf(spec, plan)
+	var points []store.NewPoint
+	if expr != "" {
+		if _, err := cron.ParseStandard(expr); err != nil {
+			return store.Sweep{}, fmt.Errorf("bad cron expression %q: %w", expr, err)
+		}
+		ns.Schedule, ns.State = expr, store.SweepScheduled
+	} else {
+		ns.Schedule, ns.NotBefore = "", opts.At
+		points = PointsOf(spec, plan)
+	}
+	id, err := st.CreateSweep(ctx, ns, HostsOf(spec), points)
+	if err != nil {
+		return store.Sweep{}, err
+	}
+	return st.Sweep(ctx, id)
+}
