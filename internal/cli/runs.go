@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/internal/tabular"
+	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/store"
 )
 
@@ -22,9 +23,14 @@ func runsCmd() command {
 			format := fs.String("format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
 			sortBy := fs.String("sort", "", "SQL ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
 			limit := fs.Int("limit", 0, "at most this many rows (0: all)")
+			best := fs.Bool("best", false, "one row per sweep, tp and concurrency: the configuration with the best median output tok/s over the repeats of the ok runs --where selects, with speedup, runner-up, margin and noise verdict")
+			columns := fs.String("columns", "", "comma-separated columns to show, in this order (default: all of the view's, or of --best's)")
 			return func(ctx context.Context, env Env, pos []string) error {
 				if len(pos) > 0 {
 					return usagef("unexpected argument %q (use --sweep or --where)", pos[0])
+				}
+				if *best && *sortBy != "" {
+					return usagef("--sort does not apply to --best (its rows come by sweep, tp and concurrency)")
 				}
 				if err := checkFormat(*format); err != nil {
 					return err
@@ -37,14 +43,103 @@ func runsCmd() command {
 					return err
 				}
 				defer st.Close()
-				rows, err := st.QueryRuns(ctx, store.RunsQuery{Sweep: *sw, Where: *where, OrderBy: *sortBy, Limit: *limit})
+				q := store.RunsQuery{Sweep: *sw, Where: *where, OrderBy: *sortBy, Limit: *limit}
+				if *best {
+					q.Limit = 0
+				}
+				rows, err := st.QueryRuns(ctx, q)
 				if err != nil {
 					return err
 				}
-				return tabular.Write(env.Stdout, *format, rows.Columns, rows.Values)
+				cols, vals := rows.Columns, rows.Values
+				if *best {
+					if cols, vals, err = bestRows(rows); err != nil {
+						return err
+					}
+					if *limit > 0 && len(vals) > *limit {
+						vals = vals[:*limit]
+					}
+				}
+				if *columns != "" {
+					if cols, vals, err = selectColumns(cols, vals, *columns); err != nil {
+						return err
+					}
+				}
+				return tabular.Write(env.Stdout, *format, cols, vals)
 			}
 		},
 	}
+}
+
+// bestColumns are the columns of `runs --best`.
+var bestColumns = []string{"sweep", "sweep_id", "tp", "concurrency", "point_id", "method", "num_steps", "topk",
+	"num_draft_tokens", "output_tok_s", "output_tok_s_min", "output_tok_s_max", "repeats", "speedup",
+	"runner_up", "runner_up_tok_s", "margin_pct", "noise", "candidates"}
+
+// bestRows ranks the configurations of each sweep, tp and concurrency level among rows of
+// run_summary (report.BestPerLevel) and returns one row per level.
+func bestRows(rows *store.Rows) ([]string, [][]any, error) {
+	sweeps, err := report.FromRuns(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	opt := func(v int, baseline bool) any {
+		if baseline {
+			return nil
+		}
+		return int64(v)
+	}
+	var vals [][]any
+	for _, s := range sweeps {
+		for _, b := range report.BestPerLevel(s) {
+			p := b.Best.Point
+			row := []any{s.Name, s.ID, int64(b.TP), int64(b.Concurrency), p.ID, p.Method, opt(p.NumSteps, p.Baseline),
+				opt(p.TopK, p.Baseline), opt(p.NumDraftTokens, p.Baseline), b.Best.TokS.Median, b.Best.TokS.Min,
+				b.Best.TokS.Max, int64(b.Best.TokS.N), nil, nil, nil, nil, string(b.Noise), int64(b.Candidates)}
+			if b.Best.Speedup.OK() {
+				row[13] = b.Best.Speedup.Median
+			}
+			if r := b.RunnerUp; r != nil {
+				row[14], row[15], row[16] = r.Point.Label(), r.TokS.Median, b.MarginPct
+			}
+			vals = append(vals, row)
+		}
+	}
+	return bestColumns, vals, nil
+}
+
+// selectColumns keeps the named columns (comma-separated), in the order given.
+func selectColumns(cols []string, vals [][]any, list string) ([]string, [][]any, error) {
+	idx := map[string]int{}
+	for i, c := range cols {
+		idx[c] = i
+	}
+	var pick []int
+	var names []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		i, ok := idx[n]
+		if !ok {
+			return nil, nil, usagef("--columns: unknown column %q (available: %s)", n, strings.Join(cols, ", "))
+		}
+		pick = append(pick, i)
+		names = append(names, n)
+	}
+	if len(pick) == 0 {
+		return nil, nil, usagef("--columns: no column named")
+	}
+	out := make([][]any, len(vals))
+	for r, v := range vals {
+		row := make([]any, len(pick))
+		for j, i := range pick {
+			row[j] = v[i]
+		}
+		out[r] = row
+	}
+	return names, out, nil
 }
 
 func sweepsCmd() command {

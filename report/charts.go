@@ -1,0 +1,498 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// Chart is one figure of a report.
+type Chart struct {
+	// Name is file-safe and unique within a report, e.g. "throughput-eagle3-tp4".
+	Name string
+	// Title is the figure's title; Answers is the question it answers (a caption).
+	Title, Answers string
+	plot           *plot.Plot
+	w, h           vg.Length
+}
+
+// Render writes the chart in format "svg", "pdf" or "png".
+func (c *Chart) Render(format string) ([]byte, error) {
+	wt, err := c.plot.WriterTo(c.w, c.h, format)
+	if err != nil {
+		return nil, fmt.Errorf("report: chart %s: %w", c.Name, err)
+	}
+	var b bytes.Buffer
+	if _, err := wt.WriteTo(&b); err != nil {
+		return nil, fmt.Errorf("report: chart %s: %w", c.Name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// panel groups the points drawn together against num_steps: one method at one tp, topk and, when
+// it is not the default steps+1, number of draft tokens.
+type panel struct {
+	Method   string
+	TP, TopK int
+	Draft    int // 0 when num_draft_tokens = num_steps+1
+	Points   []*Point
+}
+
+func (p panel) label() string {
+	s := fmt.Sprintf("%s, tp=%d, topk=%d", p.Method, p.TP, p.TopK)
+	if p.Draft > 0 {
+		s += fmt.Sprintf(", draft tokens=%d", p.Draft)
+	}
+	return s
+}
+
+func (p panel) name() string {
+	s := fmt.Sprintf("%s-tp%d-k%d", p.Method, p.TP, p.TopK)
+	if p.Draft > 0 {
+		s += fmt.Sprintf("-d%d", p.Draft)
+	}
+	return safeName(s)
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
+
+func panels(s *Sweep) []panel {
+	var out []panel
+	idx := map[string]int{}
+	for _, p := range s.Points {
+		if p.Baseline || len(p.Cells) == 0 {
+			continue
+		}
+		pn := panel{Method: p.Method, TP: p.TP, TopK: p.TopK}
+		if p.NumDraftTokens != p.NumSteps+1 {
+			pn.Draft = p.NumDraftTokens
+		}
+		k := pn.name()
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, pn)
+		}
+		out[i].Points = append(out[i].Points, p)
+	}
+	for i := range out {
+		sort.SliceStable(out[i].Points, func(a, b int) bool { return out[i].Points[a].NumSteps < out[i].Points[b].NumSteps })
+	}
+	return out
+}
+
+// baselineAt is the first baseline point at tp with runs, or nil.
+func baselineAt(s *Sweep, tp int) *Point {
+	for _, p := range s.Points {
+		if p.Baseline && p.TP == tp && len(p.Cells) > 0 {
+			return p
+		}
+	}
+	return nil
+}
+
+func init() {
+	// Sans-serif text reads better at figure sizes than the default serif.
+	plot.DefaultFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(13)
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font.Size = vg.Points(11)
+		a.Tick.Label.Font.Size = vg.Points(10)
+	}
+	p.Legend.TextStyle.Font.Size = vg.Points(9.5)
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(6)
+	p.Legend.YOffs = -vg.Points(4)
+	g := plotter.NewGrid()
+	g.Vertical.Color = color.Gray{Y: 225}
+	g.Horizontal.Color = color.Gray{Y: 225}
+	p.Add(g)
+	return p
+}
+
+// xyErr is points with a y range (min..max over repeats) for error bars.
+type xyErr struct {
+	plotter.XYs
+	lo, hi []float64
+}
+
+func (e xyErr) YError(i int) (float64, float64) { return e.XYs[i].Y - e.lo[i], e.hi[i] - e.XYs[i].Y }
+
+// addLine draws one series with glyphs (and error bars when some point has a range).
+func addLine(p *plot.Plot, i int, name string, e xyErr, dashed bool) error {
+	if len(e.XYs) == 0 {
+		return nil
+	}
+	l, pts, err := plotter.NewLinePoints(e.XYs)
+	if err != nil {
+		return err
+	}
+	c := plotutil.Color(i)
+	l.Color, l.Width = c, vg.Points(1.6)
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	}
+	pts.Color, pts.Shape, pts.Radius = c, plotutil.Shape(i), vg.Points(3)
+	p.Add(l, pts)
+	ranged := false
+	for j := range e.XYs {
+		if e.hi[j] > e.lo[j] {
+			ranged = true
+		}
+	}
+	if ranged {
+		eb, err := plotter.NewYErrorBars(e)
+		if err != nil {
+			return err
+		}
+		eb.Color = c
+		eb.CapWidth = vg.Points(5)
+		p.Add(eb)
+	}
+	p.Legend.Add(name, l, pts)
+	return nil
+}
+
+func (e *xyErr) add(x float64, s Stat) {
+	e.XYs = append(e.XYs, plotter.XY{X: x, Y: s.Median})
+	e.lo = append(e.lo, s.Min)
+	e.hi = append(e.hi, s.Max)
+}
+
+// stepTicks labels integer num_steps, 0 as the baseline.
+type stepTicks struct{ baseline bool }
+
+func (t stepTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for v := math.Ceil(min); v <= max; v++ {
+		l := strconv.Itoa(int(v))
+		if v == 0 && t.baseline {
+			l = "base"
+		}
+		ts = append(ts, plot.Tick{Value: v, Label: l})
+	}
+	return ts
+}
+
+// headroom raises the y axis so the legend in the top-left corner does not cover the lines.
+func headroom(p *plot.Plot, entries int, from0 bool) {
+	if from0 {
+		p.Y.Min = 0
+	}
+	span := p.Y.Max - p.Y.Min
+	if span <= 0 {
+		span = math.Abs(p.Y.Max) + 1
+	}
+	frac := 0.08 + 0.055*float64(entries)
+	p.Y.Max += span * frac
+}
+
+const (
+	chartW = 6.4 * vg.Inch
+	chartH = 4 * vg.Inch
+)
+
+// Charts builds every chart of a sweep, in report order.
+func Charts(s *Sweep) ([]*Chart, error) {
+	var out []*Chart
+	pns := panels(s)
+	for _, pn := range pns {
+		c, err := throughputChart(s, pn)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	for _, pn := range pns {
+		c, err := speedupChart(s, pn)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	if c, err := acceptChart(s, pns); err != nil {
+		return nil, err
+	} else if c != nil {
+		out = append(out, c)
+	}
+	if c, err := paretoChart(s); err != nil {
+		return nil, err
+	} else if c != nil {
+		out = append(out, c)
+	}
+	for _, tp := range s.TPs {
+		c, err := ttftChart(s, tp)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func throughputChart(s *Sweep, pn panel) (*Chart, error) {
+	p := newPlot("Output throughput: "+pn.label(), "num_steps (speculative steps; base = no speculation)", "output throughput (tok/s)")
+	base := baselineAt(s, pn.TP)
+	n := 0
+	for i, c := range s.Levels {
+		var e xyErr
+		if base != nil && base.Cells[c] != nil {
+			e.add(0, base.Cells[c].TokS)
+		}
+		for _, pt := range pn.Points {
+			if cell := pt.Cells[c]; cell != nil {
+				e.add(float64(pt.NumSteps), cell.TokS)
+			}
+		}
+		if len(e.XYs) == 0 {
+			continue
+		}
+		if err := addLine(p, i, fmt.Sprintf("concurrency %d", c), e, false); err != nil {
+			return nil, err
+		}
+		n++
+	}
+	p.X.Tick.Marker = stepTicks{baseline: base != nil}
+	p.X.Min -= 0.3
+	p.X.Max += 0.3
+	headroom(p, n, true)
+	return &Chart{Name: "throughput-" + pn.name(), Title: "Output tok/s vs num_steps (" + pn.label() + ")",
+		Answers: "Which num_steps gives the most output tokens per second at each concurrency, and where adding steps stops paying (the line flattens or falls). The leftmost point is the baseline without speculation; bars show the range over repeats.",
+		plot:    p, w: chartW, h: chartH}, nil
+}
+
+func speedupChart(s *Sweep, pn panel) (*Chart, error) {
+	p := newPlot("Speedup over the baseline: "+pn.label(), "num_steps (speculative steps)", "speedup (× baseline output tok/s)")
+	n := 0
+	for i, c := range s.Levels {
+		var e xyErr
+		for _, pt := range pn.Points {
+			if cell := pt.Cells[c]; cell != nil && cell.Speedup.OK() {
+				e.add(float64(pt.NumSteps), cell.Speedup)
+			}
+		}
+		if len(e.XYs) == 0 {
+			continue
+		}
+		if err := addLine(p, i, fmt.Sprintf("concurrency %d", c), e, false); err != nil {
+			return nil, err
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	one := plotter.NewFunction(func(float64) float64 { return 1 })
+	one.Color = color.Gray{Y: 90}
+	one.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(one)
+	p.Legend.Add("baseline (1×)", one)
+	p.X.Tick.Marker = stepTicks{}
+	p.X.Min -= 0.3
+	p.X.Max += 0.3
+	if p.Y.Min > 0.9 {
+		p.Y.Min = 0.9
+	}
+	headroom(p, n+1, false)
+	return &Chart{Name: "speedup-" + pn.name(), Title: "Speedup vs num_steps (" + pn.label() + ")",
+		Answers: "How far above the baseline (same tp, same concurrency) each num_steps is, and how the gain shrinks as concurrency grows. Below the dashed line speculation costs throughput.",
+		plot:    p, w: chartW, h: chartH}, nil
+}
+
+func acceptChart(s *Sweep, pns []panel) (*Chart, error) {
+	p := newPlot("Accept length vs num_steps", "num_steps (speculative steps)", "mean accept length (tokens per verify step)")
+	n, maxSteps := 0, 0
+	for i, pn := range pns {
+		var e xyErr
+		for _, pt := range pn.Points {
+			var vals []float64
+			for _, cell := range pt.Cells {
+				if cell.Accept.OK() {
+					vals = append(vals, cell.Accept.Median)
+				}
+			}
+			if len(vals) == 0 {
+				continue
+			}
+			st := newStat(vals)
+			e.add(float64(pt.NumSteps), st)
+			maxSteps = max(maxSteps, pt.NumSteps)
+		}
+		if len(e.XYs) == 0 {
+			continue
+		}
+		if err := addLine(p, i, pn.label(), e, false); err != nil {
+			return nil, err
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	ideal := plotter.NewFunction(func(x float64) float64 { return x + 1 })
+	ideal.Color = color.Gray{Y: 90}
+	ideal.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	p.Add(ideal)
+	p.Legend.Add("upper bound (num_steps + 1)", ideal)
+	p.X.Tick.Marker = stepTicks{}
+	p.X.Min, p.X.Max = 0.7, float64(maxSteps)+0.3
+	p.Y.Max = math.Max(p.Y.Max, float64(maxSteps)+1)
+	headroom(p, n+1, true)
+	return &Chart{Name: "accept-length", Title: "Accept length vs num_steps",
+		Answers: "How many tokens each verification step accepts on average (median over the concurrency levels; bars: range over levels), against the upper bound of num_steps + 1. A curve that flattens means the draft model stops guessing right: more steps only add cost.",
+		plot:    p, w: chartW, h: chartH}, nil
+}
+
+func paretoChart(s *Sweep) (*Chart, error) {
+	pts := Pareto(s)
+	if len(pts) == 0 {
+		return nil, nil
+	}
+	p := newPlot("Per-user vs per-GPU throughput", "per-GPU throughput (output tok/s / tp)", "per-user speed (tok/s = 1000 / median TPOT ms)")
+	// One colour per concurrency level, the Pareto front as a line through the winners.
+	for i, c := range s.Levels {
+		var xy plotter.XYs
+		for _, pt := range pts {
+			if pt.Cell.Concurrency == c {
+				xy = append(xy, plotter.XY{X: pt.PerGPU, Y: pt.PerUser})
+			}
+		}
+		if len(xy) == 0 {
+			continue
+		}
+		sc, err := plotter.NewScatter(xy)
+		if err != nil {
+			return nil, err
+		}
+		sc.Color, sc.Shape, sc.Radius = plotutil.Color(i), plotutil.Shape(i), vg.Points(3.5)
+		p.Add(sc)
+		p.Legend.Add(fmt.Sprintf("concurrency %d", c), sc)
+	}
+	front := Front(pts)
+	var fxy plotter.XYs
+	var labels []string
+	for _, f := range front {
+		fxy = append(fxy, plotter.XY{X: f.PerGPU, Y: f.PerUser})
+		labels = append(labels, fmt.Sprintf(" %s c=%d", shortLabel(f.Cell.Point), f.Cell.Concurrency))
+	}
+	fl, err := plotter.NewLine(fxy)
+	if err != nil {
+		return nil, err
+	}
+	fl.Color, fl.Width = color.RGBA{R: 200, A: 255}, vg.Points(1.4)
+	fl.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+	p.Add(fl)
+	p.Legend.Add("Pareto front", fl)
+	lb, err := plotter.NewLabels(plotter.XYLabels{XYs: fxy, Labels: labels})
+	if err != nil {
+		return nil, err
+	}
+	for i := range lb.TextStyle {
+		lb.TextStyle[i].Font.Size = vg.Points(9)
+		lb.TextStyle[i].Color = color.Gray{Y: 40}
+	}
+	p.Add(lb)
+	p.X.Min = 0
+	p.X.Max *= 1.18 // room for the labels
+	headroom(p, len(s.Levels)+1, true)
+	return &Chart{Name: "pareto", Title: "Per-user vs per-GPU tok/s (Pareto front)",
+		Answers: "The trade-off between what one user sees (decode speed) and what a GPU delivers in total. Points on the dashed front are the configurations worth running: for each, no other configuration is better on both axes. Read off the best configuration for a latency target.",
+		plot:    p, w: chartW, h: chartH}, nil
+}
+
+// shortLabel names a point in a crowded chart: "base", "s3", "s4k4d16" (tp when several).
+func shortLabel(p *Point) string {
+	if p.Baseline {
+		return "base"
+	}
+	s := fmt.Sprintf("%s s%d", p.Method, p.NumSteps)
+	if p.TopK != 1 || p.NumDraftTokens != p.NumSteps+1 {
+		s += fmt.Sprintf(" k%d d%d", p.TopK, p.NumDraftTokens)
+	}
+	return s
+}
+
+// levelTicks labels exactly the concurrency levels on a log axis.
+type levelTicks []int
+
+func (t levelTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for _, c := range t {
+		if float64(c) >= min && float64(c) <= max {
+			ts = append(ts, plot.Tick{Value: float64(c), Label: strconv.Itoa(c)})
+		}
+	}
+	return ts
+}
+
+func ttftChart(s *Sweep, tp int) (*Chart, error) {
+	p := newPlot(fmt.Sprintf("TTFT p99 vs concurrency (tp=%d)", tp), "concurrency (concurrent requests)", "time to first token, p99 (ms)")
+	n := 0
+	for _, pt := range s.Points {
+		if pt.TP != tp {
+			continue
+		}
+		var e xyErr
+		for _, c := range s.Levels {
+			if cell := pt.Cells[c]; cell != nil && cell.TTFTP99.OK() {
+				e.add(float64(c), cell.TTFTP99)
+			}
+		}
+		if len(e.XYs) == 0 {
+			continue
+		}
+		if err := addLine(p, n, pt.Label(), e, pt.Baseline); err != nil {
+			return nil, err
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if len(s.Levels) > 1 && s.Levels[0] > 0 && s.Levels[len(s.Levels)-1]/s.Levels[0] >= 8 {
+		p.X.Scale = plot.LogScale{}
+		p.X.Min, p.X.Max = float64(s.Levels[0])/1.3, float64(s.Levels[len(s.Levels)-1])*1.3
+	}
+	p.X.Tick.Marker = levelTicks(s.Levels)
+	headroom(p, n, true)
+	return &Chart{Name: fmt.Sprintf("ttft-p99-tp%d", tp), Title: fmt.Sprintf("TTFT p99 vs concurrency (tp=%d)", tp),
+		Answers: "How the slowest first tokens (99th percentile) grow with load for each configuration: speculation spends compute per step, so a configuration that wins on throughput may cost time to first token. The baseline is dashed.",
+		plot:    p, w: chartW, h: chartH + vg.Points(14*float64(max(0, n-6)))}, nil
+}
+
+// svgForHTML turns gonum's SVG document into an element for inline use: no XML declaration, a
+// scalable size.
+func svgForHTML(b []byte) string {
+	s := string(b)
+	if i := strings.Index(s, "<svg"); i >= 0 {
+		s = s[i:]
+	}
+	s = regexp.MustCompile(`^<svg width="[^"]*" height="[^"]*"`).ReplaceAllString(s, `<svg class="chart" role="img"`)
+	return s
+}

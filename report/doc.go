@@ -1,0 +1,356 @@
+package report
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Formats are the report formats.
+var Formats = []string{"html", "md", "tex"}
+
+// Options shape a report.
+type Options struct {
+	// Format is "html", "md" or "tex".
+	Format string
+	// Dir is the output directory (created if needed).
+	Dir string
+	// Compare, when set, adds a comparison of this sweep against the report's sweep.
+	Compare *Sweep
+	// Fragment (tex only) writes a fragment to \input into a paper instead of a whole document.
+	Fragment bool
+	// Generator names the program that wrote the report (e.g. "specsweep v1.2").
+	Generator string
+	// Now is the report's date (default time.Now).
+	Now time.Time
+}
+
+// Table is one table of a report, in plain text cells (each renderer escapes them). A cell may
+// hold several lines separated by "\n".
+type Table struct {
+	Title string
+	Note  string
+	Head  []string
+	Rows  [][]string
+	// Num marks right-aligned (numeric) columns; Code marks columns shown in a monospace font.
+	Num, Code []bool
+	// Wide tables are scaled to the text width in LaTeX.
+	Wide bool
+}
+
+// doc is everything a renderer shows, computed once.
+type doc struct {
+	Title      string
+	Summary    []string // sentences
+	Best       Table
+	Charts     []*Chart
+	Pareto     Table
+	Results    Table
+	Failures   Table
+	Provenance Table
+	ProvFacts  [][2]string // key, value
+	Compare    []Table
+	Generated  string
+}
+
+// Write renders the report of s into opt.Dir and returns the files written (the main file first).
+func Write(s *Sweep, opt Options) ([]string, error) {
+	if opt.Now.IsZero() {
+		opt.Now = time.Now()
+	}
+	if opt.Fragment && opt.Format != "tex" {
+		return nil, fmt.Errorf("report: --fragment applies to the tex format only")
+	}
+	charts, err := Charts(s)
+	if err != nil {
+		return nil, err
+	}
+	d := build(s, opt, charts)
+	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	switch opt.Format {
+	case "html":
+		return writeHTML(d, opt)
+	case "md":
+		return writeMD(d, opt)
+	case "tex":
+		return writeTeX(d, opt)
+	default:
+		return nil, fmt.Errorf("report: unknown format %q (want one of %s)", opt.Format, strings.Join(Formats, ", "))
+	}
+}
+
+func writeCharts(d *doc, dir, format string) ([]string, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "charts"), 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, c := range d.Charts {
+		b, err := c.Render(format)
+		if err != nil {
+			return nil, err
+		}
+		f := filepath.Join(dir, chartPath(c, format))
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func chartPath(c *Chart, format string) string { return "charts/" + c.Name + "." + format }
+
+const dash = "–"
+
+func fmtTok(s Stat) string { return fmtStat(s, 1, dash) }
+
+func fmtX(s Stat) string {
+	if !s.OK() {
+		return "-"
+	}
+	return fmtStat(s, 2, dash) + "×"
+}
+
+func optInt(v int, baseline bool) string {
+	if baseline {
+		return "-"
+	}
+	return fmt.Sprint(v)
+}
+
+func fmtDate(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+func build(s *Sweep, opt Options, charts []*Chart) *doc {
+	d := &doc{Title: fmt.Sprintf("Sweep %s (#%d)", s.Name, s.ID), Charts: charts}
+	done, failed := 0, 0
+	for _, p := range s.Points {
+		switch p.State {
+		case "done":
+			done++
+		case "failed":
+			failed++
+		}
+	}
+	levels := make([]string, len(s.Levels))
+	for i, c := range s.Levels {
+		levels[i] = fmt.Sprint(c)
+	}
+	d.Summary = append(d.Summary,
+		fmt.Sprintf("State %s: %d points, %d done, %d failed; concurrency levels %s; %d repeat(s) per level.",
+			s.State, len(s.Points), done, failed, strings.Join(levels, ", "), max(1, s.Repeats)),
+		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
+			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))
+	d.Best = bestTable(s)
+	d.Pareto = paretoTable(s)
+	d.Results = resultsTable(s)
+	d.Failures = failuresTable(s)
+	d.Provenance, d.ProvFacts = provenance(s, opt)
+	if opt.Compare != nil {
+		d.Compare = compareTables(Compare(s, opt.Compare))
+	}
+	d.Generated = fmt.Sprintf("Generated %s", fmtDate(opt.Now))
+	if opt.Generator != "" {
+		d.Generated += " by " + opt.Generator
+	}
+	return d
+}
+
+func bestTable(s *Sweep) Table {
+	t := Table{Title: "Best configuration per concurrency level",
+		Head: []string{"tp", "concurrency", "best", "output tok/s", "speedup", "runner-up", "runner-up tok/s", "margin", "noise"},
+		Num:  []bool{true, true, false, true, true, false, true, true, false}, Wide: true}
+	for _, b := range BestPerLevel(s) {
+		row := []string{fmt.Sprint(b.TP), fmt.Sprint(b.Concurrency), b.Best.Point.Label(), fmtTok(b.Best.TokS), fmtX(b.Best.Speedup), "-", "-", "-", string(b.Noise)}
+		if b.RunnerUp != nil {
+			row[5], row[6], row[7] = b.RunnerUp.Point.Label(), fmtTok(b.RunnerUp.TokS), fmt.Sprintf("+%.1f%%", b.MarginPct)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	if s.Repeats > 1 {
+		t.Note = "noise: \"within noise\" when the best's slowest repeat is not faster than the runner-up's fastest (the ranges overlap), \"clear\" otherwise."
+	} else {
+		t.Note = "One repeat per level: the run-to-run noise is not measured (set workload.repeats to 2 or more to flag margins inside it)."
+	}
+	return t
+}
+
+func paretoTable(s *Sweep) Table {
+	t := Table{Title: "Pareto front: per-user vs per-GPU throughput",
+		Note: "Configurations no other one beats on both per-user speed (1000 / median TPOT) and per-GPU output tok/s, from the most interactive to the highest throughput.",
+		Head: []string{"configuration", "tp", "concurrency", "per-user tok/s", "per-GPU tok/s", "output tok/s"},
+		Num:  []bool{false, true, true, true, true, true}}
+	front := Front(Pareto(s))
+	sort.SliceStable(front, func(i, j int) bool { return front[i].PerUser > front[j].PerUser })
+	for _, f := range front {
+		t.Rows = append(t.Rows, []string{f.Cell.Point.Label(), fmt.Sprint(f.Cell.Point.TP), fmt.Sprint(f.Cell.Concurrency),
+			fmt.Sprintf("%.1f", f.PerUser), fmt.Sprintf("%.1f", f.PerGPU), fmtTok(f.Cell.TokS)})
+	}
+	return t
+}
+
+func resultsTable(s *Sweep) Table {
+	t := Table{Title: "All results", Note: "Median output tok/s at each concurrency level, with the speedup over the baseline in parentheses; accept length is the median over levels.",
+		Head: []string{"method", "steps", "topk", "draft", "tp"}, Num: []bool{false, true, true, true, true}, Wide: true}
+	for _, c := range s.Levels {
+		t.Head = append(t.Head, fmt.Sprintf("c=%d tok/s", c))
+		t.Num = append(t.Num, true)
+	}
+	t.Head = append(t.Head, "accept", "state")
+	t.Num = append(t.Num, true, false)
+	for _, p := range s.Points {
+		row := []string{p.Method, optInt(p.NumSteps, p.Baseline), optInt(p.TopK, p.Baseline), optInt(p.NumDraftTokens, p.Baseline), fmt.Sprint(p.TP)}
+		var acc []float64
+		for _, c := range s.Levels {
+			cell := p.Cells[c]
+			if cell == nil {
+				row = append(row, "-")
+				continue
+			}
+			v := fmt.Sprintf("%.1f", cell.TokS.Median)
+			if cell.Speedup.OK() {
+				v += fmt.Sprintf(" (%.2f×)", cell.Speedup.Median)
+			}
+			row = append(row, v)
+			if cell.Accept.OK() {
+				acc = append(acc, cell.Accept.Median)
+			}
+		}
+		if len(acc) > 0 {
+			row = append(row, fmt.Sprintf("%.2f", newStat(acc).Median))
+		} else {
+			row = append(row, "-")
+		}
+		row = append(row, p.State)
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func failuresTable(s *Sweep) Table {
+	t := Table{Title: "Failures", Head: []string{"point", "configuration", "tp", "class", "cause", "evidence"},
+		Code: []bool{true, false, false, false, false, true}, Num: []bool{false, false, true, false, false, false}, Wide: true}
+	for _, p := range s.Failures() {
+		cause, ev := p.Evidence()
+		t.Rows = append(t.Rows, []string{p.ID, p.Label(), fmt.Sprint(p.TP), p.FailureClass, cause, strings.Join(ev, "\n")})
+	}
+	return t
+}
+
+func provenance(s *Sweep, opt Options) (Table, [][2]string) {
+	t := Table{Title: "Hosts", Head: []string{"host", "driver", "address", "GPUs (spec)", "hostname", "kernel", "GPU model", "GPU driver", "engine version"},
+		Num: []bool{false, false, false, true, false, false, false, false, false}, Wide: true}
+	engines := map[string]bool{}
+	for _, h := range s.Hosts {
+		hostname, kernel, gpu, gdrv, eng := "-", "-", "-", "-", "-"
+		// The provenance of the host's latest point that recorded one.
+		for i := len(s.Points) - 1; i >= 0; i-- {
+			p := s.Points[i]
+			if p.Host != h.Name || p.Provenance == nil {
+				continue
+			}
+			pv := p.Provenance
+			hostname, kernel, eng = strOr(pv["hostname"]), strOr(pv["kernel"]), strOr(pv["engine_version"])
+			if gpus, ok := pv["gpus"].([]any); ok && len(gpus) > 0 {
+				counts := map[string]int{}
+				var names, drivers []string
+				for _, g := range gpus {
+					if m, ok := g.(map[string]any); ok {
+						n := strOr(m["name"])
+						if counts[n] == 0 {
+							names = append(names, n)
+						}
+						counts[n]++
+						if d := strOr(m["driver"]); d != "-" && !contains(drivers, d) {
+							drivers = append(drivers, d)
+						}
+					}
+				}
+				var parts []string
+				for _, n := range names {
+					parts = append(parts, fmt.Sprintf("%d× %s", counts[n], n))
+				}
+				gpu, gdrv = strings.Join(parts, ", "), strings.Join(drivers, ", ")
+			} else if strOr(pv["driver"]) == "local" {
+				gpu = "(local driver: none probed)"
+			}
+			break
+		}
+		if eng != "-" {
+			engines[eng] = true
+		}
+		addr := h.Address
+		if addr == "" {
+			addr = "-"
+		}
+		t.Rows = append(t.Rows, []string{h.Name, h.Driver, addr, fmt.Sprint(h.GPUs), hostname, kernel, gpu, gdrv, eng})
+	}
+	var ev []string
+	for e := range engines {
+		ev = append(ev, e)
+	}
+	sort.Strings(ev)
+	if len(ev) == 0 {
+		ev = []string{"-"}
+	}
+	facts := [][2]string{
+		{"sweep", fmt.Sprintf("%s (id %d), state %s", s.Name, s.ID, s.State)},
+		{"spec hash", s.SpecHash},
+		{"engine version", strings.Join(ev, ", ")},
+		{"created", fmtDate(s.Created)},
+		{"started", fmtDate(s.Started)},
+		{"finished", fmtDate(s.Finished)},
+		{"report", fmtDate(opt.Now) + map[bool]string{true: " by " + opt.Generator, false: ""}[opt.Generator != ""]},
+	}
+	if opt.Compare != nil {
+		c := opt.Compare
+		facts = append(facts, [2]string{"compared with", fmt.Sprintf("%s (id %d), spec hash %s, finished %s", c.Name, c.ID, c.SpecHash, fmtDate(c.Finished))})
+	}
+	return t, facts
+}
+
+func strOr(v any) string {
+	if s, ok := v.(string); ok && s != "" {
+		return s
+	}
+	return "-"
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func compareTables(c *Comparison) []Table {
+	a := fmt.Sprintf("%s #%d", c.A.Name, c.A.ID)
+	b := fmt.Sprintf("%s #%d", c.B.Name, c.B.ID)
+	best := Table{Title: "Comparison: best configuration of each sweep",
+		Note: fmt.Sprintf("A = %s, B = %s; ratio = B's best median output tok/s over A's.", a, b),
+		Head: []string{"tp", "concurrency", "A best", "A tok/s", "B best", "B tok/s", "ratio B/A"},
+		Num:  []bool{true, true, false, true, false, true, true}, Wide: true}
+	for _, p := range c.Bests {
+		best.Rows = append(best.Rows, []string{fmt.Sprint(p.TP), fmt.Sprint(p.Concurrency), p.A.Best.Point.Label(), fmtTok(p.A.Best.TokS),
+			p.B.Best.Point.Label(), fmtTok(p.B.Best.TokS), fmt.Sprintf("%.3f", p.Ratio())})
+	}
+	m := Table{Title: "Comparison: matching points",
+		Note: "Points of the same configuration (method, num_steps, topk, draft tokens, tp) measured at the same level in both sweeps; ratio = B / A of the median output tok/s.",
+		Head: []string{"configuration", "tp", "concurrency", "A tok/s", "B tok/s", "ratio B/A"},
+		Num:  []bool{false, true, true, true, true, true}}
+	for _, p := range c.Matched {
+		m.Rows = append(m.Rows, []string{p.Config.Label(), fmt.Sprint(p.Config.TP), fmt.Sprint(p.Concurrency), fmtTok(p.A.TokS), fmtTok(p.B.TokS), fmt.Sprintf("%.3f", p.Ratio())})
+	}
+	return []Table{best, m}
+}

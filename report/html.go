@@ -1,0 +1,116 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+const css = `
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif;margin:0 auto;max-width:1240px;padding:24px 32px;color:#1d232b;line-height:1.45}
+h1{font-size:1.7em;margin:0 0 .2em}h2{font-size:1.3em;margin:1.6em 0 .4em;border-bottom:1px solid #d8dde3;padding-bottom:.2em}
+h3{font-size:1.05em;margin:1.2em 0 .3em}
+p.lead{color:#4a5560;margin:.2em 0}
+table{border-collapse:collapse;margin:.5em 0 .3em;font-size:.88em}
+th,td{padding:4px 9px;border-bottom:1px solid #e3e7ec;vertical-align:top;text-align:left}
+th{background:#f3f5f8;border-bottom:2px solid #c9d0d8;font-weight:600;white-space:nowrap}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.c{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.92em;white-space:pre-wrap;word-break:break-all;max-width:560px}
+tr:nth-child(even) td{background:#fafbfc}
+.note{color:#5a6570;font-size:.85em;margin:.1em 0 1em}
+.noise-within{color:#a15c00;font-weight:600}.noise-clear{color:#1b7f3b}
+.charts{display:flex;flex-wrap:wrap;gap:18px}
+figure{margin:0;flex:1 1 560px;max-width:610px;border:1px solid #e3e7ec;border-radius:6px;padding:10px 10px 6px;background:#fff}
+figure svg.chart{width:100%;height:auto;display:block}
+figcaption{font-size:.83em;color:#4a5560;margin-top:4px}
+figcaption b{color:#1d232b}
+dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px;font-size:.9em}dt{font-weight:600}dd{margin:0;font-family:ui-monospace,"DejaVu Sans Mono",monospace;word-break:break-all}
+footer{margin-top:2em;color:#8a949e;font-size:.8em}
+`
+
+func writeHTML(d *doc, opt Options) ([]string, error) {
+	var b strings.Builder
+	e := html.EscapeString
+	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
+	b.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
+	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style></head><body>\n", e(d.Title), css)
+	fmt.Fprintf(&b, "<h1>%s</h1>\n", e(d.Title))
+	for _, s := range d.Summary {
+		fmt.Fprintf(&b, "<p class=\"lead\">%s</p>\n", e(s))
+	}
+	htmlTable(&b, d.Best, 2)
+	if len(d.Charts) > 0 {
+		b.WriteString("<h2>Charts</h2>\n<div class=\"charts\">\n")
+		for _, c := range d.Charts {
+			svg, err := c.Render("svg")
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(&b, "<figure id=\"%s\">\n%s\n<figcaption><b>%s.</b> %s</figcaption></figure>\n",
+				e(c.Name), svgForHTML(svg), e(c.Title), e(c.Answers))
+		}
+		b.WriteString("</div>\n")
+	}
+	htmlTable(&b, d.Pareto, 2)
+	for _, t := range d.Compare {
+		htmlTable(&b, t, 2)
+	}
+	htmlTable(&b, d.Results, 2)
+	if len(d.Failures.Rows) > 0 {
+		htmlTable(&b, d.Failures, 2)
+	} else {
+		b.WriteString("<h2>Failures</h2>\n<p>No point failed.</p>\n")
+	}
+	b.WriteString("<h2>Provenance</h2>\n<dl>\n")
+	for _, f := range d.ProvFacts {
+		fmt.Fprintf(&b, "<dt>%s</dt><dd>%s</dd>\n", e(f[0]), e(f[1]))
+	}
+	b.WriteString("</dl>\n")
+	htmlTable(&b, d.Provenance, 3)
+	fmt.Fprintf(&b, "<footer>%s</footer>\n</body></html>\n", e(d.Generated))
+	f := filepath.Join(opt.Dir, "report.html")
+	if err := os.WriteFile(f, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{f}, nil
+}
+
+func htmlTable(b *strings.Builder, t Table, level int) {
+	e := html.EscapeString
+	fmt.Fprintf(b, "<h%d>%s</h%d>\n", level, e(t.Title), level)
+	if len(t.Rows) == 0 {
+		b.WriteString("<p class=\"note\">Nothing to show.</p>\n")
+		return
+	}
+	b.WriteString("<table>\n<thead><tr>")
+	for _, h := range t.Head {
+		fmt.Fprintf(b, "<th>%s</th>", e(h))
+	}
+	b.WriteString("</tr></thead>\n<tbody>\n")
+	for _, r := range t.Rows {
+		b.WriteString("<tr>")
+		for i, c := range r {
+			class := ""
+			switch {
+			case at(t.Code, i):
+				class = ` class="c"`
+			case at(t.Num, i):
+				class = ` class="n"`
+			case c == string(NoiseWithin):
+				class = ` class="noise-within"`
+			case c == string(NoiseClear) && t.Head[i] == "noise":
+				class = ` class="noise-clear"`
+			}
+			fmt.Fprintf(b, "<td%s>%s</td>", class, strings.ReplaceAll(e(c), "\n", "<br>"))
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</tbody></table>\n")
+	if t.Note != "" {
+		fmt.Fprintf(b, "<p class=\"note\">%s</p>\n", e(t.Note))
+	}
+}
+
+func at(v []bool, i int) bool { return i < len(v) && v[i] }

@@ -1,0 +1,179 @@
+package report
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The packages a --fragment needs in the including paper's preamble.
+const texPackages = `\usepackage{booktabs}
+\usepackage{graphicx}
+\usepackage{array}`
+
+func writeTeX(d *doc, opt Options) ([]string, error) {
+	charts, err := writeCharts(d, opt.Dir, "pdf")
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if opt.Fragment {
+		b.WriteString("% specsweep report fragment: \\input{} it into a paper whose preamble has\n")
+		for _, l := range strings.Split(texPackages, "\n") {
+			b.WriteString("%   " + l + "\n")
+		}
+		b.WriteString("% Chart paths are relative to \\specsweepdir: \\newcommand{\\specsweepdir}{path/to/report/} before the \\input.\n")
+		b.WriteString("\\providecommand{\\specsweepdir}{}\n")
+		fmt.Fprintf(&b, "\\section*{%s}\n", texEscape(d.Title))
+	} else {
+		b.WriteString("\\documentclass[10pt,a4paper]{article}\n\\usepackage[T1]{fontenc}\n\\usepackage[utf8]{inputenc}\n")
+		b.WriteString("\\usepackage[margin=2cm]{geometry}\n" + texPackages + "\n")
+		b.WriteString("\\providecommand{\\specsweepdir}{}\n")
+		fmt.Fprintf(&b, "\\title{%s}\n\\author{specsweep}\n\\date{%s}\n\\begin{document}\n\\maketitle\n\n", texEscape(d.Title), texEscape(fmtDate(opt.Now)))
+	}
+	for _, s := range d.Summary {
+		b.WriteString(texEscape(s) + "\n")
+	}
+	b.WriteString("\n")
+	sec := "\\subsection"
+	if !opt.Fragment {
+		sec = "\\section"
+	}
+	texTable(&b, d.Best, "best")
+	for _, c := range d.Charts {
+		fmt.Fprintf(&b, "\\begin{figure}[!htbp]\n\\centering\n\\includegraphics[width=\\linewidth]{\\specsweepdir %s}\n\\caption{%s. %s}\n\\label{fig:%s}\n\\end{figure}\n\n",
+			chartPath(c, "pdf"), texEscape(c.Title), texEscape(c.Answers), c.Name)
+	}
+	texTable(&b, d.Pareto, "pareto")
+	for i, t := range d.Compare {
+		texTable(&b, t, fmt.Sprintf("compare%d", i))
+	}
+	texTable(&b, d.Results, "results")
+	if len(d.Failures.Rows) > 0 {
+		texTable(&b, d.Failures, "failures")
+	}
+	fmt.Fprintf(&b, "%s*{Provenance}\n\\begin{tabular}{>{\\bfseries}l l}\n\\toprule\n", sec)
+	for _, f := range d.ProvFacts {
+		fmt.Fprintf(&b, "%s & %s \\\\\n", texEscape(f[0]), texCode(f[1]))
+	}
+	b.WriteString("\\bottomrule\n\\end{tabular}\n\n")
+	texTable(&b, d.Provenance, "hosts")
+	if !opt.Fragment {
+		b.WriteString("\\end{document}\n")
+	}
+	name := "report.tex"
+	if opt.Fragment {
+		name = "report-fragment.tex"
+	}
+	f := filepath.Join(opt.Dir, name)
+	if err := os.WriteFile(f, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return append([]string{f}, charts...), nil
+}
+
+func texTable(b *strings.Builder, t Table, label string) {
+	if len(t.Rows) == 0 {
+		return
+	}
+	var spec strings.Builder
+	for i := range t.Head {
+		switch {
+		case t.Title == "Failures" && i == 4:
+			spec.WriteString(">{\\raggedright\\arraybackslash}p{4cm}")
+		case t.Title == "Failures" && i == 5:
+			spec.WriteString(">{\\raggedright\\arraybackslash\\footnotesize}p{9cm}")
+		case at(t.Num, i):
+			spec.WriteString("r")
+		default:
+			spec.WriteString("l")
+		}
+	}
+	b.WriteString("\\begin{table}[!htbp]\n\\centering\n\\small\n")
+	fmt.Fprintf(b, "\\caption{%s}\n\\label{tab:%s}\n", texEscape(t.Title), label)
+	if t.Wide {
+		b.WriteString("\\resizebox{\\linewidth}{!}{%\n")
+	}
+	fmt.Fprintf(b, "\\begin{tabular}{%s}\n\\toprule\n", spec.String())
+	heads := make([]string, len(t.Head))
+	for i, h := range t.Head {
+		heads[i] = texEscape(h)
+	}
+	b.WriteString(strings.Join(heads, " & ") + " \\\\\n\\midrule\n")
+	for _, r := range t.Rows {
+		cells := make([]string, len(r))
+		for i, c := range r {
+			lines := strings.Split(c, "\n")
+			for j, l := range lines {
+				if at(t.Code, i) {
+					lines[j] = texCode(l)
+				} else {
+					lines[j] = texEscape(l)
+				}
+			}
+			cells[i] = strings.Join(lines, "\\newline ")
+		}
+		b.WriteString(strings.Join(cells, " & ") + " \\\\\n")
+	}
+	b.WriteString("\\bottomrule\n\\end{tabular}")
+	if t.Wide {
+		b.WriteString("}")
+	}
+	b.WriteString("\n")
+	if t.Note != "" {
+		fmt.Fprintf(b, "\\par\\smallskip\\footnotesize %s\n", texEscape(t.Note))
+	}
+	b.WriteString("\\end{table}\n\n")
+}
+
+// texEscape makes plain text safe in LaTeX: the special characters escaped, the few non-ASCII
+// characters the report writes mapped, any other non-ASCII character replaced by "?".
+func texEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '\\':
+			b.WriteString(`\textbackslash{}`)
+		case '{', '}', '$', '&', '%', '#', '_':
+			b.WriteString(`\` + string(r))
+		case '^':
+			b.WriteString(`\textasciicircum{}`)
+		case '~':
+			b.WriteString(`\textasciitilde{}`)
+		case '<':
+			b.WriteString(`\textless{}`)
+		case '>':
+			b.WriteString(`\textgreater{}`)
+		case '|':
+			b.WriteString(`\textbar{}`)
+		case '"':
+			b.WriteString("''")
+		case '–':
+			b.WriteString("--")
+		case '×':
+			b.WriteString(`$\times$`)
+		case '\t':
+			b.WriteString(" ")
+		default:
+			if r < 0x20 {
+				continue
+			}
+			if r > 0x7e {
+				b.WriteString("?")
+				continue
+			}
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// texCode is texEscape in a monospace font, breakable after punctuation.
+func texCode(s string) string {
+	e := texEscape(s)
+	for _, p := range []string{"/", ",", "=", ":", "."} {
+		e = strings.ReplaceAll(e, p, p+`\allowbreak{}`)
+	}
+	return `\texttt{` + e + `}`
+}
