@@ -207,3 +207,7 @@ func signal(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 		t.Fatalf("signal %v: %v", sig, err)
 	}
 }
+
+func openRO(path string) (*sql.DB, error) {
+	return sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
+}
