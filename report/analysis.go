@@ -29,6 +29,38 @@ type Best struct {
 	Noise     Noise
 	// Candidates is the number of configurations compared.
 	Candidates int
+	// Plateau is the configuration with the fewest num_steps of the best's method, topk and draft
+	// shape that is as good as the best: within run-to-run noise (ranges overlap) with repeats,
+	// within PlateauTolerance otherwise. It is Best itself when no fewer steps are as good; nil for
+	// a baseline.
+	Plateau *Cell
+}
+
+// PlateauTolerance is how close (relative) to the best a configuration with fewer steps must be,
+// without repeats, to count as the start of the plateau.
+const PlateauTolerance = 0.02
+
+func plateau(best *Cell, cells []*Cell) *Cell {
+	bp := best.Point
+	if bp.Baseline {
+		return nil
+	}
+	out := best
+	for _, c := range cells {
+		p := c.Point
+		if p.Baseline || p.Method != bp.Method || p.TopK != bp.TopK || p.NumSteps >= out.Point.NumSteps ||
+			(p.NumDraftTokens == p.NumSteps+1) != (bp.NumDraftTokens == bp.NumSteps+1) {
+			continue
+		}
+		asGood := c.TokS.Median >= best.TokS.Median*(1-PlateauTolerance)
+		if c.TokS.N > 1 && best.TokS.N > 1 {
+			asGood = c.TokS.Max >= best.TokS.Min
+		}
+		if asGood {
+			out = c
+		}
+	}
+	return out
 }
 
 // BestPerLevel ranks the configurations of each tp and concurrency level by median output tok/s
@@ -56,7 +88,8 @@ func BestPerLevel(s *Sweep) []Best {
 				continue
 			}
 			sort.SliceStable(cells, func(i, j int) bool { return cells[i].TokS.Median > cells[j].TokS.Median })
-			b := Best{TP: tp, Concurrency: c, Best: cells[0], Baseline: base, Candidates: len(cells), Noise: NoiseUnknown}
+			b := Best{TP: tp, Concurrency: c, Best: cells[0], Baseline: base, Candidates: len(cells), Noise: NoiseUnknown,
+				Plateau: plateau(cells[0], cells)}
 			if len(cells) > 1 {
 				r := cells[1]
 				b.RunnerUp = r

@@ -108,6 +108,21 @@ func baselineAt(s *Sweep, tp int) *Point {
 func init() {
 	// Sans-serif text reads better at figure sizes than the default serif.
 	plot.DefaultFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
+	plotter.DefaultFont = plot.DefaultFont
+}
+
+// cleanTicks are gonum's default ticks with labels written without trailing zeros ("7500", not
+// "7500.00").
+type cleanTicks struct{}
+
+func (cleanTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 func newPlot(title, x, y string) *plot.Plot {
@@ -125,6 +140,7 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.Legend.Left = true
 	p.Legend.XOffs = vg.Points(6)
 	p.Legend.YOffs = -vg.Points(4)
+	p.X.Tick.Marker, p.Y.Tick.Marker = cleanTicks{}, cleanTicks{}
 	g := plotter.NewGrid()
 	g.Vertical.Color = color.Gray{Y: 225}
 	g.Horizontal.Color = color.Gray{Y: 225}

@@ -113,7 +113,11 @@ func fmtX(s Stat) string {
 	if !s.OK() {
 		return "-"
 	}
-	return fmtStat(s, 2, dash) + "×"
+	m := fmt.Sprintf("%.2f×", s.Median)
+	if s.N > 1 {
+		m += fmt.Sprintf(" [%.2f%s%.2f]", s.Min, dash, s.Max)
+	}
+	return m
 }
 
 func optInt(v int, baseline bool) string {
@@ -167,19 +171,29 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 
 func bestTable(s *Sweep) Table {
 	t := Table{Title: "Best configuration per concurrency level",
-		Head: []string{"tp", "concurrency", "best", "output tok/s", "speedup", "runner-up", "runner-up tok/s", "margin", "noise"},
-		Num:  []bool{true, true, false, true, true, false, true, true, false}, Wide: true}
+		Head: []string{"tp", "concurrency", "best", "output tok/s", "speedup", "runner-up", "runner-up tok/s", "margin", "noise", "plateau"},
+		Num:  []bool{true, true, false, true, true, false, true, true, false, false}, Wide: true}
 	for _, b := range BestPerLevel(s) {
-		row := []string{fmt.Sprint(b.TP), fmt.Sprint(b.Concurrency), b.Best.Point.Label(), fmtTok(b.Best.TokS), fmtX(b.Best.Speedup), "-", "-", "-", string(b.Noise)}
+		row := []string{fmt.Sprint(b.TP), fmt.Sprint(b.Concurrency), b.Best.Point.Label(), fmtTok(b.Best.TokS), fmtX(b.Best.Speedup), "-", "-", "-", string(b.Noise), "-"}
+		if b.Plateau != nil {
+			row[9] = fmt.Sprintf("s=%d", b.Plateau.Point.NumSteps)
+			if b.Plateau != b.Best {
+				row[9] += fmt.Sprintf(" (%.1f%%)", 100*(b.Plateau.TokS.Median/b.Best.TokS.Median-1))
+			} else {
+				row[9] += " (best)"
+			}
+		}
 		if b.RunnerUp != nil {
 			row[5], row[6], row[7] = b.RunnerUp.Point.Label(), fmtTok(b.RunnerUp.TokS), fmt.Sprintf("+%.1f%%", b.MarginPct)
 		}
 		t.Rows = append(t.Rows, row)
 	}
 	if s.Repeats > 1 {
-		t.Note = "noise: \"within noise\" when the best's slowest repeat is not faster than the runner-up's fastest (the ranges overlap), \"clear\" otherwise."
+		t.Note = "noise: \"within noise\" when the best's slowest repeat is not faster than the runner-up's fastest (the ranges overlap), \"clear\" otherwise. " +
+			"plateau: the fewest num_steps (same method and tree shape) whose repeats reach the best's range; more steps than that gain nothing measurable."
 	} else {
-		t.Note = "One repeat per level: the run-to-run noise is not measured (set workload.repeats to 2 or more to flag margins inside it)."
+		t.Note = "One repeat per level: the run-to-run noise is not measured (set workload.repeats to 2 or more to flag margins inside it). " +
+			"plateau: the fewest num_steps (same method and tree shape) within 2% of the best."
 	}
 	return t
 }

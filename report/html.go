@@ -5,18 +5,21 @@ import (
 	"html"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
 const css = `
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif;margin:0 auto;max-width:1240px;padding:24px 32px;color:#1d232b;line-height:1.45}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Liberation Sans",Arial,sans-serif;margin:0 auto;max-width:1260px;padding:20px 22px;color:#1d232b;line-height:1.45}
 h1{font-size:1.7em;margin:0 0 .2em}h2{font-size:1.3em;margin:1.6em 0 .4em;border-bottom:1px solid #d8dde3;padding-bottom:.2em}
 h3{font-size:1.05em;margin:1.2em 0 .3em}
 p.lead{color:#4a5560;margin:.2em 0}
-table{border-collapse:collapse;margin:.5em 0 .3em;font-size:.88em}
-th,td{padding:4px 9px;border-bottom:1px solid #e3e7ec;vertical-align:top;text-align:left}
+table{border-collapse:collapse;margin:.5em 0 .3em;font-size:.84em}
+.scroll{overflow-x:auto}
+.rng{font-size:.8em;color:#6a737d}
+th,td{padding:4px 8px;border-bottom:1px solid #e3e7ec;vertical-align:top;text-align:left}
 th{background:#f3f5f8;border-bottom:2px solid #c9d0d8;font-weight:600;white-space:nowrap}
-td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.n{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.c{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.92em;white-space:pre-wrap;word-break:break-all;max-width:560px}
 tr:nth-child(even) td{background:#fafbfc}
 .note{color:#5a6570;font-size:.85em;margin:.1em 0 1em}
@@ -84,7 +87,7 @@ func htmlTable(b *strings.Builder, t Table, level int) {
 		b.WriteString("<p class=\"note\">Nothing to show.</p>\n")
 		return
 	}
-	b.WriteString("<table>\n<thead><tr>")
+	b.WriteString("<div class=\"scroll\"><table>\n<thead><tr>")
 	for _, h := range t.Head {
 		fmt.Fprintf(b, "<th>%s</th>", e(h))
 	}
@@ -103,14 +106,21 @@ func htmlTable(b *strings.Builder, t Table, level int) {
 			case c == string(NoiseClear) && t.Head[i] == "noise":
 				class = ` class="noise-clear"`
 			}
-			fmt.Fprintf(b, "<td%s>%s</td>", class, strings.ReplaceAll(e(c), "\n", "<br>"))
+			v := strings.ReplaceAll(e(c), "\n", "<br>")
+			if at(t.Num, i) {
+				v = rangeRE.ReplaceAllString(v, `<span class="rng">$1</span>`)
+			}
+			fmt.Fprintf(b, "<td%s>%s</td>", class, v)
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</tbody></table>\n")
+	b.WriteString("</tbody></table></div>\n")
 	if t.Note != "" {
 		fmt.Fprintf(b, "<p class=\"note\">%s</p>\n", e(t.Note))
 	}
 }
+
+// rangeRE finds the [min–max] range after a median, shown smaller.
+var rangeRE = regexp.MustCompile(`( \[[^\]]*\])$`)
 
 func at(v []bool, i int) bool { return i < len(v) && v[i] }

@@ -377,6 +377,7 @@ func TestHTMLReport(t *testing.T) {
 	}
 	// Tables: strip the markup and check the figures against the database.
 	text := regexp.MustCompile(`</td><td[^>]*>`).ReplaceAllString(doc, " | ")
+	text = regexp.MustCompile(`</?span[^>]*>`).ReplaceAllString(text, "")
 	levels := levelsFromDB(t, raw, "rep-a")
 	for k, bl := range bestFromDB(levels) {
 		row := fmt.Sprintf("%d | %d | %s | %.1f [%.1f–%.1f]", k[0], k[1], bl[0].label, bl[0].med, bl[0].lo, bl[0].hi)
@@ -653,8 +654,11 @@ func TestNoiseAndPareto(t *testing.T) {
 	if len(b) != 1 || b[0].Best.Point.NumSteps != 2 || b[0].Noise != report.NoiseWithin {
 		t.Errorf("overlapping repeats: %+v", b)
 	}
+	if b[0].Plateau.Point.NumSteps != 1 {
+		t.Errorf("steps 1 overlaps the best's range: plateau from steps %d", b[0].Plateau.Point.NumSteps)
+	}
 	s.Points[1] = mk(2, 1, 111, 120, 115)
-	if b := report.BestPerLevel(s); b[0].Noise != report.NoiseClear || !near(b[0].MarginPct, 100*(115.0/105-1)) {
+	if b := report.BestPerLevel(s); b[0].Noise != report.NoiseClear || !near(b[0].MarginPct, 100*(115.0/105-1)) || b[0].Plateau != b[0].Best {
 		t.Errorf("separated repeats: %+v", b[0])
 	}
 	// Pareto: the point slower for users and per GPU is off the front.
