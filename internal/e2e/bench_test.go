@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,4 +188,101 @@ func printPhases(t testing.TB, dbPath string) {
 	}
 	fmt.Printf("  phases (median): claim->started %s, started->ready %s, ready->first level %s, levels %s, last level->stopped %s\n",
 		q("s.at - cl.at"), q("r.at - s.at"), q("rn.first - r.at"), q("rn.last - rn.first"), q("x.at - rn.last"))
+}
+
+// rssKB reads a process's resident set size.
+func rssKB(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb int
+			fmt.Sscan(rest, &kb)
+			return kb
+		}
+	}
+	return 0
+}
+
+// BenchmarkDaemonSoak queues 200 small sweeps (one point each, spread over 4 real test hosts) to one
+// daemon through its API and reports the daemon's RSS at the start, after every 50 sweeps, and at the
+// end: memory must stay flat. Run: bench/daemon_soak.sh.
+func BenchmarkDaemonSoak(b *testing.B) {
+	hosts := testhost.Boot(b, 4, testhost.Options{})
+	for b.Loop() {
+		dir := b.TempDir()
+		db := filepath.Join(dir, "soak.db")
+		addr := "127.0.0.1:18399"
+		cmd := exec.Command(specsweepBin(b), "daemon", "--db", db, "--listen", addr)
+		var logs bytes.Buffer
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := http.Get("http://" + addr + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("daemon did not start: %v\n%s", err, logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		const n = 200
+		t0 := time.Now()
+		for i := range n {
+			spec := smallSoakSpec(fmt.Sprintf("soak-%03d", i), hosts[i%len(hosts)])
+			resp, err := http.Post("http://"+addr+"/api/sweeps", "application/yaml", strings.NewReader(spec))
+			if err != nil || resp.StatusCode != http.StatusCreated {
+				b.Fatalf("submit %d: %v %v", i, err, resp)
+			}
+			resp.Body.Close()
+		}
+		start := rssKB(cmd.Process.Pid)
+		fmt.Printf("queued %d sweeps in %s; daemon RSS %d kB\n", n, time.Since(t0).Round(time.Millisecond), start)
+		next := 50
+		for {
+			done := countRows(db, "SELECT count(*) FROM sweeps WHERE state IN ('done', 'failed')")
+			if done >= next || done == n {
+				fmt.Printf("  %3d sweeps finished after %s: daemon RSS %d kB\n", done, time.Since(t0).Round(time.Second), rssKB(cmd.Process.Pid))
+				next += 50
+			}
+			if done == n {
+				break
+			}
+			if time.Since(t0) > 20*time.Minute {
+				b.Fatalf("soak did not finish: %d of %d\n%s", done, n, tail(logs.String(), 20))
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		end := rssKB(cmd.Process.Pid)
+		failed := countRows(db, "SELECT count(*) FROM sweeps WHERE state = 'failed'")
+		fmt.Printf("%d sweeps (%d failed) in %s; daemon RSS start %d kB, end %d kB (%+.1f%%)\n", n, failed,
+			time.Since(t0).Round(time.Second), start, end, 100*float64(end-start)/float64(start))
+		b.ReportMetric(float64(start), "rss-start-kB")
+		b.ReportMetric(float64(end), "rss-end-kB")
+	}
+}
+
+func smallSoakSpec(name string, h *testhost.Host) string {
+	return fmt.Sprintf(`version: 1
+name: %s
+%s
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.6-27B, --host, 0.0.0.0, --port, "30000"]
+  env: {%s}
+  port: 30000
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods: {baseline: []}
+matrix: {method: [baseline], tp: [1]}
+workload: {concurrency: [1], requests: 2, warmup_requests: 0, input_tokens: 16, output_tokens: 16}
+`, name, hostsYAML([]*testhost.Host{h}, []int{1}), testhost.SimPath, fastEnv)
 }
