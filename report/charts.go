@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Chart is one figure of a report.
@@ -40,30 +42,38 @@ func (c *Chart) Render(format string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// panel groups the points drawn together against num_steps: one method at one tp, topk and, when
-// it is not the default steps+1, number of draft tokens.
+// panel is one chart against num_steps: one method at one tp. Its points fall in shape groups
+// (topk and draft-token count): each group is drawn with its own line style, each concurrency level
+// with its own colour.
 type panel struct {
-	Method   string
-	TP, TopK int
-	Draft    int // 0 when num_draft_tokens = num_steps+1
-	Points   []*Point
+	Method string
+	TP     int
+	Groups []shape
+}
+
+// shape is the points of one tree shape: topk and the draft-token count (0 when it is num_steps+1,
+// the only choice SGLang allows at topk 1).
+type shape struct {
+	TopK, Draft int
+	Points      []*Point // ascending num_steps
+}
+
+func (g shape) label() string {
+	if g.Draft == 0 {
+		return fmt.Sprintf("topk=%d", g.TopK)
+	}
+	return fmt.Sprintf("topk=%d, %d draft tokens", g.TopK, g.Draft)
 }
 
 func (p panel) label() string {
-	s := fmt.Sprintf("%s, tp=%d, topk=%d", p.Method, p.TP, p.TopK)
-	if p.Draft > 0 {
-		s += fmt.Sprintf(", draft tokens=%d", p.Draft)
+	s := fmt.Sprintf("%s, tp=%d", p.Method, p.TP)
+	if len(p.Groups) == 1 {
+		s += ", " + p.Groups[0].label()
 	}
 	return s
 }
 
-func (p panel) name() string {
-	s := fmt.Sprintf("%s-tp%d-k%d", p.Method, p.TP, p.TopK)
-	if p.Draft > 0 {
-		s += fmt.Sprintf("-d%d", p.Draft)
-	}
-	return safeName(s)
-}
+func (p panel) name() string { return safeName(fmt.Sprintf("%s-tp%d", p.Method, p.TP)) }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
 
@@ -76,23 +86,136 @@ func panels(s *Sweep) []panel {
 		if p.Baseline || len(p.Cells) == 0 {
 			continue
 		}
-		pn := panel{Method: p.Method, TP: p.TP, TopK: p.TopK}
-		if p.NumDraftTokens != p.NumSteps+1 {
-			pn.Draft = p.NumDraftTokens
-		}
-		k := pn.name()
+		k := fmt.Sprintf("%s|%d", p.Method, p.TP)
 		i, ok := idx[k]
 		if !ok {
 			i = len(out)
 			idx[k] = i
-			out = append(out, pn)
+			out = append(out, panel{Method: p.Method, TP: p.TP})
 		}
-		out[i].Points = append(out[i].Points, p)
+		g := shape{TopK: p.TopK}
+		if p.NumDraftTokens != p.NumSteps+1 {
+			g.Draft = p.NumDraftTokens
+		}
+		pn := &out[i]
+		j := slices.IndexFunc(pn.Groups, func(x shape) bool { return x.TopK == g.TopK && x.Draft == g.Draft })
+		if j < 0 {
+			j = len(pn.Groups)
+			pn.Groups = append(pn.Groups, g)
+		}
+		pn.Groups[j].Points = append(pn.Groups[j].Points, p)
 	}
 	for i := range out {
-		sort.SliceStable(out[i].Points, func(a, b int) bool { return out[i].Points[a].NumSteps < out[i].Points[b].NumSteps })
+		// The chain (topk 1) first, then by topk and draft tokens.
+		sort.SliceStable(out[i].Groups, func(a, b int) bool {
+			ga, gb := out[i].Groups[a], out[i].Groups[b]
+			if ga.TopK != gb.TopK {
+				return ga.TopK < gb.TopK
+			}
+			return ga.Draft < gb.Draft
+		})
+		for _, g := range out[i].Groups {
+			sort.SliceStable(g.Points, func(a, b int) bool { return g.Points[a].NumSteps < g.Points[b].NumSteps })
+		}
 	}
 	return out
+}
+
+// groupDashes and groupShapes tell the shape groups of a panel apart.
+var groupDashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}, {vg.Points(8), vg.Points(3), vg.Points(2), vg.Points(3)}}
+
+func groupDash(g int) []vg.Length { return groupDashes[g%len(groupDashes)] }
+
+// stepsChart draws value(cell) against num_steps, one colour per concurrency level and one line
+// style per shape group; withBase puts the baseline at x = 0 on the first group's lines.
+func stepsChart(s *Sweep, pn panel, p *plot.Plot, value func(*Cell) (Stat, bool), withBase bool) (int, error) {
+	base := baselineAt(s, pn.TP)
+	entries := 0
+	minX, maxX := math.Inf(1), math.Inf(-1)
+	for ci, c := range s.Levels {
+		drawn := false
+		for gi, g := range pn.Groups {
+			var e xyErr
+			if withBase && gi == 0 && base != nil && base.Cells[c] != nil {
+				if st, ok := value(base.Cells[c]); ok {
+					e.add(0, st)
+				}
+			}
+			for _, pt := range g.Points {
+				if cell := pt.Cells[c]; cell != nil {
+					if st, ok := value(cell); ok {
+						e.add(float64(pt.NumSteps), st)
+					}
+				}
+			}
+			if len(e.XYs) == 0 {
+				continue
+			}
+			for _, xy := range e.XYs {
+				minX, maxX = math.Min(minX, xy.X), math.Max(maxX, xy.X)
+			}
+			if err := drawSeries(p, plotutil.Color(ci), groupDash(gi), plotutil.Shape(gi), e); err != nil {
+				return 0, err
+			}
+			drawn = true
+		}
+		if drawn {
+			p.Legend.Add(fmt.Sprintf("concurrency %d", c), legendLine(plotutil.Color(ci), nil, nil))
+			entries++
+		}
+	}
+	if len(pn.Groups) > 1 {
+		for gi, g := range pn.Groups {
+			p.Legend.Add(g.label(), legendLine(color.Gray{Y: 70}, groupDash(gi), plotutil.Shape(gi)))
+			entries++
+		}
+	}
+	if entries > 0 {
+		p.X.Min, p.X.Max = minX-0.4, maxX+0.4
+	}
+	return entries, nil
+}
+
+// legendLine is a legend sample: a line in a colour and dash, with a glyph when given.
+func legendLine(c color.Color, dashes []vg.Length, glyph draw.GlyphDrawer) plot.Thumbnailer {
+	l := &plotter.Line{LineStyle: draw.LineStyle{Color: c, Width: vg.Points(1.6), Dashes: dashes}}
+	if glyph == nil {
+		return l
+	}
+	return legendThumbs{l, &plotter.Scatter{GlyphStyleFunc: func(int) draw.GlyphStyle {
+		return draw.GlyphStyle{Color: c, Radius: vg.Points(3), Shape: glyph}
+	}}}
+}
+
+type legendThumbs []plot.Thumbnailer
+
+func (t legendThumbs) Thumbnail(c *draw.Canvas) {
+	for _, x := range t {
+		x.Thumbnail(c)
+	}
+}
+
+// drawSeries draws one line with glyphs, and error bars where a point has a range.
+func drawSeries(p *plot.Plot, c color.Color, dashes []vg.Length, glyph draw.GlyphDrawer, e xyErr) error {
+	l, pts, err := plotter.NewLinePoints(e.XYs)
+	if err != nil {
+		return err
+	}
+	l.Color, l.Width, l.Dashes = c, vg.Points(1.6), dashes
+	pts.Color, pts.Shape, pts.Radius = c, glyph, vg.Points(3)
+	p.Add(l, pts)
+	for j := range e.XYs {
+		if e.hi[j] > e.lo[j] {
+			eb, err := plotter.NewYErrorBars(e)
+			if err != nil {
+				return err
+			}
+			eb.Color, eb.CapWidth = c, vg.Points(5)
+			p.Add(eb)
+			break
+		}
+	}
+	return nil
 }
 
 // baselineAt is the first baseline point at tp with runs, or nil.
@@ -117,9 +240,26 @@ type cleanTicks struct{}
 
 func (cleanTicks) Ticks(min, max float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(min, max)
+	var major []float64
+	for _, t := range ts {
+		if t.Label != "" {
+			major = append(major, t.Value)
+		}
+	}
+	decimals := 0
+	if len(major) > 1 {
+		step := major[1] - major[0]
+		for decimals < 6 && step > 0 {
+			x := step * math.Pow10(decimals)
+			if math.Abs(x-math.Round(x)) < 1e-6*x {
+				break
+			}
+			decimals++
+		}
+	}
 	for i := range ts {
 		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', decimals, 64)
 		}
 	}
 	return ts
@@ -261,12 +401,40 @@ func Charts(s *Sweep) ([]*Chart, error) {
 		out = append(out, c)
 	}
 	for _, tp := range s.TPs {
-		c, err := ttftChart(s, tp)
-		if err != nil {
-			return nil, err
+		var pts []*Point
+		for _, p := range s.Points {
+			if p.TP == tp && len(p.Cells) > 0 {
+				pts = append(pts, p)
+			}
 		}
-		if c != nil {
-			out = append(out, c)
+		groups := [][]*Point{pts}
+		names := []string{""}
+		if len(pts) > maxTTFTLines {
+			// One chart per method, each with the baseline, so the legend stays readable.
+			groups, names = nil, nil
+			base := baselineAt(s, tp)
+			for _, pn := range pns {
+				if pn.TP != tp {
+					continue
+				}
+				var g []*Point
+				if base != nil {
+					g = append(g, base)
+				}
+				for _, sh := range pn.Groups {
+					g = append(g, sh.Points...)
+				}
+				groups, names = append(groups, g), append(names, pn.Method)
+			}
+		}
+		for i, g := range groups {
+			c, err := ttftChart(s, tp, names[i], g)
+			if err != nil {
+				return nil, err
+			}
+			if c != nil {
+				out = append(out, c)
+			}
 		}
 	}
 	return out, nil
@@ -274,55 +442,23 @@ func Charts(s *Sweep) ([]*Chart, error) {
 
 func throughputChart(s *Sweep, pn panel) (*Chart, error) {
 	p := newPlot("Output throughput: "+pn.label(), "num_steps (speculative steps; base = no speculation)", "output throughput (tok/s)")
-	base := baselineAt(s, pn.TP)
-	n := 0
-	for i, c := range s.Levels {
-		var e xyErr
-		if base != nil && base.Cells[c] != nil {
-			e.add(0, base.Cells[c].TokS)
-		}
-		for _, pt := range pn.Points {
-			if cell := pt.Cells[c]; cell != nil {
-				e.add(float64(pt.NumSteps), cell.TokS)
-			}
-		}
-		if len(e.XYs) == 0 {
-			continue
-		}
-		if err := addLine(p, i, fmt.Sprintf("concurrency %d", c), e, false); err != nil {
-			return nil, err
-		}
-		n++
+	withBase := baselineAt(s, pn.TP) != nil
+	n, err := stepsChart(s, pn, p, func(c *Cell) (Stat, bool) { return c.TokS, c.TokS.OK() }, withBase)
+	if err != nil || n == 0 {
+		return nil, err
 	}
-	p.X.Tick.Marker = stepTicks{baseline: base != nil}
-	p.X.Min -= 0.3
-	p.X.Max += 0.3
+	p.X.Tick.Marker = stepTicks{baseline: withBase}
 	headroom(p, n, true)
 	return &Chart{Name: "throughput-" + pn.name(), Title: "Output tok/s vs num_steps (" + pn.label() + ")",
-		Answers: "Which num_steps gives the most output tokens per second at each concurrency, and where adding steps stops paying (the line flattens or falls). The leftmost point is the baseline without speculation; bars show the range over repeats.",
+		Answers: "Which num_steps gives the most output tokens per second at each concurrency, and where adding steps stops paying (the line flattens or falls). The leftmost point is the baseline without speculation; bars show the range over repeats; line styles tell tree shapes apart.",
 		plot:    p, w: chartW, h: chartH}, nil
 }
 
 func speedupChart(s *Sweep, pn panel) (*Chart, error) {
 	p := newPlot("Speedup over the baseline: "+pn.label(), "num_steps (speculative steps)", "speedup (× baseline output tok/s)")
-	n := 0
-	for i, c := range s.Levels {
-		var e xyErr
-		for _, pt := range pn.Points {
-			if cell := pt.Cells[c]; cell != nil && cell.Speedup.OK() {
-				e.add(float64(pt.NumSteps), cell.Speedup)
-			}
-		}
-		if len(e.XYs) == 0 {
-			continue
-		}
-		if err := addLine(p, i, fmt.Sprintf("concurrency %d", c), e, false); err != nil {
-			return nil, err
-		}
-		n++
-	}
-	if n == 0 {
-		return nil, nil
+	n, err := stepsChart(s, pn, p, func(c *Cell) (Stat, bool) { return c.Speedup, c.Speedup.OK() }, false)
+	if err != nil || n == 0 {
+		return nil, err
 	}
 	one := plotter.NewFunction(func(float64) float64 { return 1 })
 	one.Color = color.Gray{Y: 90}
@@ -330,10 +466,11 @@ func speedupChart(s *Sweep, pn panel) (*Chart, error) {
 	p.Add(one)
 	p.Legend.Add("baseline (1×)", one)
 	p.X.Tick.Marker = stepTicks{}
-	p.X.Min -= 0.3
-	p.X.Max += 0.3
 	if p.Y.Min > 0.9 {
 		p.Y.Min = 0.9
+	}
+	if p.Y.Max < 1.1 {
+		p.Y.Max = 1.1
 	}
 	headroom(p, n+1, false)
 	return &Chart{Name: "speedup-" + pn.name(), Title: "Speedup vs num_steps (" + pn.label() + ")",
@@ -344,9 +481,19 @@ func speedupChart(s *Sweep, pn panel) (*Chart, error) {
 func acceptChart(s *Sweep, pns []panel) (*Chart, error) {
 	p := newPlot("Accept length vs num_steps", "num_steps (speculative steps)", "mean accept length (tokens per verify step)")
 	n, maxSteps := 0, 0
-	for i, pn := range pns {
+	type series struct {
+		label  string
+		points []*Point
+	}
+	var all []series
+	for _, pn := range pns {
+		for _, g := range pn.Groups {
+			all = append(all, series{fmt.Sprintf("%s, tp=%d, %s", pn.Method, pn.TP, g.label()), g.Points})
+		}
+	}
+	for i, sr := range all {
 		var e xyErr
-		for _, pt := range pn.Points {
+		for _, pt := range sr.points {
 			var vals []float64
 			for _, cell := range pt.Cells {
 				if cell.Accept.OK() {
@@ -363,7 +510,7 @@ func acceptChart(s *Sweep, pns []panel) (*Chart, error) {
 		if len(e.XYs) == 0 {
 			continue
 		}
-		if err := addLine(p, i, pn.label(), e, false); err != nil {
+		if err := addLine(p, i, sr.label, e, false); err != nil {
 			return nil, err
 		}
 		n++
@@ -377,7 +524,7 @@ func acceptChart(s *Sweep, pns []panel) (*Chart, error) {
 	p.Add(ideal)
 	p.Legend.Add("upper bound (num_steps + 1)", ideal)
 	p.X.Tick.Marker = stepTicks{}
-	p.X.Min, p.X.Max = 0.7, float64(maxSteps)+0.3
+	p.X.Min, p.X.Max = 0.6, float64(maxSteps)+0.4
 	p.Y.Max = math.Max(p.Y.Max, float64(maxSteps)+1)
 	headroom(p, n+1, true)
 	return &Chart{Name: "accept-length", Title: "Accept length vs num_steps",
@@ -415,7 +562,11 @@ func paretoChart(s *Sweep) (*Chart, error) {
 	var labels []string
 	for _, f := range front {
 		fxy = append(fxy, plotter.XY{X: f.PerGPU, Y: f.PerUser})
-		labels = append(labels, fmt.Sprintf(" %s c=%d", shortLabel(f.Cell.Point), f.Cell.Concurrency))
+		l := fmt.Sprintf(" %s c=%d", shortLabel(f.Cell.Point, methods(s) > 1), f.Cell.Concurrency)
+		if len(s.TPs) > 1 {
+			l += fmt.Sprintf(" tp=%d", f.Cell.Point.TP)
+		}
+		labels = append(labels, l)
 	}
 	fl, err := plotter.NewLine(fxy)
 	if err != nil {
@@ -442,12 +593,26 @@ func paretoChart(s *Sweep) (*Chart, error) {
 		plot:    p, w: chartW, h: chartH}, nil
 }
 
-// shortLabel names a point in a crowded chart: "base", "s3", "s4k4d16" (tp when several).
-func shortLabel(p *Point) string {
+// methods counts the speculative methods of a sweep.
+func methods(s *Sweep) int {
+	seen := map[string]bool{}
+	for _, p := range s.Points {
+		if !p.Baseline {
+			seen[p.Method] = true
+		}
+	}
+	return len(seen)
+}
+
+// shortLabel names a point in a crowded chart: "base", "s3", "eagle3 s4 k4 d16".
+func shortLabel(p *Point, method bool) string {
 	if p.Baseline {
 		return "base"
 	}
-	s := fmt.Sprintf("%s s%d", p.Method, p.NumSteps)
+	s := fmt.Sprintf("s%d", p.NumSteps)
+	if method {
+		s = p.Method + " " + s
+	}
 	if p.TopK != 1 || p.NumDraftTokens != p.NumSteps+1 {
 		s += fmt.Sprintf(" k%d d%d", p.TopK, p.NumDraftTokens)
 	}
@@ -467,13 +632,17 @@ func (t levelTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-func ttftChart(s *Sweep, tp int) (*Chart, error) {
-	p := newPlot(fmt.Sprintf("TTFT p99 vs concurrency (tp=%d)", tp), "concurrency (concurrent requests)", "time to first token, p99 (ms)")
+// maxTTFTLines is the most configurations one TTFT chart shows; beyond, one chart per method.
+const maxTTFTLines = 10
+
+func ttftChart(s *Sweep, tp int, method string, pts []*Point) (*Chart, error) {
+	what, name := fmt.Sprintf("tp=%d", tp), fmt.Sprintf("ttft-p99-tp%d", tp)
+	if method != "" {
+		what, name = fmt.Sprintf("%s, tp=%d", method, tp), safeName(fmt.Sprintf("ttft-p99-%s-tp%d", method, tp))
+	}
+	p := newPlot("TTFT p99 vs concurrency ("+what+")", "concurrency (concurrent requests)", "time to first token, p99 (ms)")
 	n := 0
-	for _, pt := range s.Points {
-		if pt.TP != tp {
-			continue
-		}
+	for _, pt := range pts {
 		var e xyErr
 		for _, c := range s.Levels {
 			if cell := pt.Cells[c]; cell != nil && cell.TTFTP99.OK() {
@@ -497,7 +666,7 @@ func ttftChart(s *Sweep, tp int) (*Chart, error) {
 	}
 	p.X.Tick.Marker = levelTicks(s.Levels)
 	headroom(p, n, true)
-	return &Chart{Name: fmt.Sprintf("ttft-p99-tp%d", tp), Title: fmt.Sprintf("TTFT p99 vs concurrency (tp=%d)", tp),
+	return &Chart{Name: name, Title: "TTFT p99 vs concurrency (" + what + ")",
 		Answers: "How the slowest first tokens (99th percentile) grow with load for each configuration: speculation spends compute per step, so a configuration that wins on throughput may cost time to first token. The baseline is dashed.",
 		plot:    p, w: chartW, h: chartH + vg.Points(14*float64(max(0, n-6)))}, nil
 }

@@ -51,7 +51,8 @@ func writeMD(d *doc, opt Options) ([]string, error) {
 
 var mdReplacer = strings.NewReplacer(`\`, `\\`, "|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;", ">", "&gt;")
 
-func mdEscape(s string) string { return mdReplacer.Replace(s) }
+// mdEscape makes text literal in Markdown; "](" is broken up so no data can form a link.
+func mdEscape(s string) string { return strings.ReplaceAll(mdReplacer.Replace(s), "](", `]\(`) }
 
 func mdTable(b *strings.Builder, t Table) {
 	fmt.Fprintf(b, "## %s\n\n", mdEscape(t.Title))

@@ -1,0 +1,130 @@
+package report_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/report"
+	"github.com/specsweep/specsweep/store"
+)
+
+// oddDB records, through the store's API, a sweep whose names and evidence hold every character
+// that HTML, Markdown, SVG or LaTeX treat specially, plus a point that never ran.
+func oddDB(t *testing.T) *store.DB {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "odd.db")
+	db, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	three, one, four := 3, 1, 4
+	pts := []store.NewPoint{
+		{ID: "b", Method: `base<&>"'`, Baseline: true, TP: 2, Runs: 2},
+		{ID: "e", Method: `e3_%$#{}~^\|*`, NumSteps: &three, TopK: &one, NumDraftTokens: &four, TP: 2, Runs: 2},
+		{ID: "f", Method: "oom`[x](y)", NumSteps: &three, TopK: &one, NumDraftTokens: &four, TP: 2, Runs: 2},
+		{ID: "p", Method: "never", NumSteps: &one, TopK: &one, NumDraftTokens: &three, TP: 2, Runs: 2},
+	}
+	id, err := db.CreateSweep(ctx, store.NewSweep{Name: "odd", SpecHash: "h<a>sh", SpecText: "x"},
+		[]store.NewHost{{Name: "h&1", Driver: "local", GPUs: 2}}, pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	for i, pid := range []string{"b", "e"} {
+		att, err := db.ClaimPoint(ctx, id, pid, "h&1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov, _ := json.Marshal(map[string]any{"hostname": "<host>", "engine_version": "0.5.9&", "gpus": []map[string]any{{"name": "H100 <SXM>", "driver": "550", "memory_mb": 81559}}})
+		if err := db.SetPointInfo(ctx, id, pid, att, store.PointInfo{Provenance: prov}); err != nil {
+			t.Fatal(err)
+		}
+		for j, c := range []int{1, 8} {
+			al := 2.5
+			m := &store.Metrics{Requests: 8, Completed: 8, OutputTokS: float64(100*(i+1)*c) + 0.25, TPOTMedianMs: 10 / float64(i+1), TTFTP99Ms: 50}
+			if i == 1 {
+				m.AcceptLength = &al
+			}
+			var fin *store.PointFinish
+			if j == 1 {
+				fin = &store.PointFinish{State: store.PointDone}
+			}
+			if err := db.RecordRunAndFinish(ctx, store.Run{SweepID: id, PointID: pid, Attempt: att, Concurrency: c, Repeat: 1,
+				Status: store.RunOK, Metrics: m, StartedAt: t0, FinishedAt: t0.Add(time.Second)}, fin); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	att, err := db.ClaimPoint(ctx, id, "f", "h&1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishPoint(ctx, id, "f", att, store.PointFinish{State: store.PointFailed, FailureClass: "oom",
+		FailureDetail: "out of memory <b>&amp;</b> 100% $HOME #1 ~x^y_z {a} \\par\n\x1b[31mCUDA out of memory\x1b[0m: ünïcode ✓ \"quoted\" | pipe * star `tick`\n\\end{document}"}); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestOddNamesAndEvidenceAreEscaped(t *testing.T) {
+	db := oddDB(t)
+	defer db.Close()
+	s, err := report.Load(context.Background(), db, "odd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Points) != 4 || len(s.Failures()) != 1 {
+		t.Fatalf("%d points, %d failures", len(s.Points), len(s.Failures()))
+	}
+	for _, f := range report.Formats {
+		dir := t.TempDir()
+		files, err := report.Write(s, report.Options{Format: f, Dir: dir})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		doc, _ := os.ReadFile(files[0])
+		for _, c := range files[1:] {
+			if strings.HasSuffix(c, ".svg") {
+				b, _ := os.ReadFile(c)
+				parseXML(t, c, b)
+			}
+		}
+		switch f {
+		case "html":
+			for _, svg := range regexp.MustCompile(`(?s)<svg.*?</svg>`).FindAllString(string(doc), -1) {
+				parseXML(t, "inline svg", []byte(svg))
+			}
+			for _, raw := range []string{"<b>&amp;</b>", `base<&>`, "<host>", "<SXM>"} {
+				if strings.Contains(string(doc), raw) {
+					t.Errorf("html: %q not escaped", raw)
+				}
+			}
+			if !strings.Contains(string(doc), "&lt;b&gt;&amp;amp;&lt;/b&gt;") || !strings.Contains(string(doc), "1× H100 &lt;SXM&gt;") {
+				t.Errorf("html: escaped evidence or GPU missing")
+			}
+		case "md":
+			if strings.Contains(string(doc), "<b>") || strings.Contains(string(doc), "<host>") || strings.Contains(string(doc), "[x](y)") {
+				t.Errorf("md: raw HTML or a link from the data")
+			}
+		case "tex":
+			if strings.Contains(string(doc), `\end{document}`+"\n") && strings.Count(string(doc), `\end{document}`) != 1 {
+				t.Errorf("tex: evidence ended the document")
+			}
+			if pdflatex, err := exec.LookPath("pdflatex"); err == nil {
+				cmd := exec.Command(pdflatex, "-interaction=nonstopmode", "-halt-on-error", "report.tex")
+				cmd.Dir = dir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("pdflatex: %v\n%s", err, tail(out, 30))
+				}
+			}
+		}
+	}
+}
