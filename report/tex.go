@@ -42,7 +42,7 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 	}
 	texTable(&b, d.Best, "best")
 	for _, c := range d.Charts {
-		fmt.Fprintf(&b, "\\begin{figure}[!htbp]\n\\centering\n\\includegraphics[width=\\linewidth]{\\specsweepdir %s}\n\\caption{%s. %s}\n\\label{fig:%s}\n\\end{figure}\n\n",
+		fmt.Fprintf(&b, "\\begin{figure}[!htbp]\n\\centering\n\\includegraphics[width=0.85\\linewidth]{\\specsweepdir %s}\n\\caption{%s. %s}\n\\label{fig:%s}\n\\end{figure}\n\n",
 			chartPath(c, "pdf"), texEscape(c.Title), texEscape(c.Answers), c.Name)
 	}
 	texTable(&b, d.Pareto, "pareto")
@@ -90,10 +90,11 @@ func texTable(b *strings.Builder, t Table, label string) {
 			spec.WriteString("l")
 		}
 	}
-	b.WriteString("\\begin{table}[!htbp]\n\\centering\n\\small\n")
+	b.WriteString("\\begin{table}[!htbp]\n\\centering\n\\small\n\\setlength{\\tabcolsep}{4pt}\n")
 	fmt.Fprintf(b, "\\caption{%s}\n\\label{tab:%s}\n", texEscape(t.Title), label)
 	if t.Wide {
-		b.WriteString("\\resizebox{\\linewidth}{!}{%\n")
+		// Shrink to the text width only when wider.
+		b.WriteString("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n")
 	}
 	fmt.Fprintf(b, "\\begin{tabular}{%s}\n\\toprule\n", spec.String())
 	heads := make([]string, len(t.Head))
@@ -106,9 +107,17 @@ func texTable(b *strings.Builder, t Table, label string) {
 		for i, c := range r {
 			lines := strings.Split(c, "\n")
 			for j, l := range lines {
-				if at(t.Code, i) {
+				switch {
+				case at(t.Code, i):
 					lines[j] = texCode(l)
-				} else {
+				case at(t.Num, i):
+					// The [min–max] range after a median, smaller.
+					if k := strings.LastIndex(l, " ["); k > 0 && strings.HasSuffix(l, "]") {
+						lines[j] = texEscape(l[:k]) + ` {\scriptsize ` + texEscape(l[k+1:]) + `}`
+					} else {
+						lines[j] = texEscape(l)
+					}
+				default:
 					lines[j] = texEscape(l)
 				}
 			}
