@@ -20,7 +20,7 @@ type DaemonStore interface {
 	Store
 	SubmitStore
 	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
-	ClaimNextSweep(ctx context.Context) (store.Sweep, error)
+	ClaimNextSweep(ctx context.Context, except ...int64) (store.Sweep, error)
 	RequeueRunning(ctx context.Context, reason string) ([]int64, error)
 	LatestInstance(ctx context.Context, scheduleID int64) (store.Sweep, error)
 	RecoverInterrupted(ctx context.Context, sweepID int64, reason string) (int, error)
@@ -44,6 +44,10 @@ type DaemonConfig struct {
 	Log  *slog.Logger
 	// Observe, when set, receives every sweep's updates.
 	Observe func(sweepID int64, u Update)
+	// LockSweep, when set, takes the per-name lock that `specsweep run` takes too, so a foreground
+	// run cannot resume a sweep the daemon runs (nor the reverse). A sweep whose lock is held is put
+	// back in the queue and tried again later.
+	LockSweep func(name string) (unlock func(), err error)
 }
 
 // MachineKey identifies the machine (and unit) a spec host drives: the SSH user, address and unit,
@@ -69,7 +73,12 @@ type Daemon struct {
 	cron      *cron.Cron
 	stopping  bool
 	changed   chan struct{} // closed and replaced whenever a sweep ends
+	// lockedUntil: sweeps found locked by another process are not claimed again before then.
+	lockedUntil map[int64]time.Time
 }
+
+// lockRetry is how long a sweep locked by another process waits before the daemon tries again.
+const lockRetry = 30 * time.Second
 
 type activeSweep struct {
 	id     int64
@@ -99,7 +108,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	}
 	return &Daemon{cfg: cfg, leases: newLeases(), reload: make(chan struct{}, 1),
 		active: map[int64]*activeSweep{}, users: map[string]int{}, schedules: map[int64]cron.EntryID{},
-		activity: map[int64]map[string]Update{}, changed: make(chan struct{})}, nil
+		activity: map[int64]map[string]Update{}, changed: make(chan struct{}), lockedUntil: map[int64]time.Time{}}, nil
 }
 
 // Reload makes the daemon read its schedules again now (SIGHUP).
@@ -215,7 +224,17 @@ func (d *Daemon) startQueued(ctx context.Context) {
 		if stopping {
 			return
 		}
-		sw, err := d.cfg.Store.ClaimNextSweep(ctx)
+		var skip []int64
+		d.mu.Lock()
+		for id, until := range d.lockedUntil {
+			if time.Now().Before(until) {
+				skip = append(skip, id)
+			} else {
+				delete(d.lockedUntil, id)
+			}
+		}
+		d.mu.Unlock()
+		sw, err := d.cfg.Store.ClaimNextSweep(ctx, skip...)
 		if errors.Is(err, store.ErrNotFound) {
 			return
 		}
@@ -235,6 +254,17 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 		d.cfg.Log.Error("stored spec no longer parses", "sweep", sw.ID, "err", err)
 		_ = d.cfg.Store.SetSweepState(ctx, sw.ID, store.SweepFailed, "spec: "+err.Error())
 		return
+	}
+	unlock := func() {}
+	if d.cfg.LockSweep != nil {
+		if unlock, err = d.cfg.LockSweep(sw.Name); err != nil {
+			d.cfg.Log.Warn("sweep is locked by another process: retrying later", "sweep", sw.ID, "err", err)
+			_ = d.cfg.Store.SetSweepState(ctx, sw.ID, store.SweepQueued, "locked by another process: "+err.Error())
+			d.mu.Lock()
+			d.lockedUntil[sw.ID] = time.Now().Add(lockRetry)
+			d.mu.Unlock()
+			return
+		}
 	}
 	hosts := d.cfg.Hosts(spec, sw.ID)
 	keys := map[string]string{}
@@ -260,6 +290,7 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 	}
 	runner, err := New(d.runnerConfig(sw.ID, hosts, before))
 	if err != nil {
+		unlock()
 		d.cfg.Log.Error("cannot run sweep", "sweep", sw.ID, "err", err)
 		_ = d.cfg.Store.SetSweepState(ctx, sw.ID, store.SweepFailed, err.Error())
 		return
@@ -275,6 +306,7 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 	d.cfg.Log.Info("sweep started", "sweep", sw.ID, "name", sw.Name, "points", sw.Points)
 	go func() {
 		defer close(a.done)
+		defer unlock()
 		out, err := runner.Run(sctx, sw.ID, spec)
 		if err != nil {
 			d.cfg.Log.Error("sweep ended with an error", "sweep", sw.ID, "err", err)

@@ -383,16 +383,22 @@ func setSweepState(ctx context.Context, tx *sql.Tx, now, id int64, to SweepState
 	return insertEvent(ctx, tx, now, id, nil, "", "sweep_state", msg)
 }
 
-// ClaimNextSweep moves the oldest queued sweep whose NotBefore has passed to
-// running and returns it; ErrNotFound when there is none. Two daemons
-// cannot claim the same sweep.
-func (db *DB) ClaimNextSweep(ctx context.Context) (Sweep, error) {
+// ClaimNextSweep moves the oldest queued sweep whose NotBefore has passed
+// (other than the except ids) to running and returns it; ErrNotFound when
+// there is none. Two daemons cannot claim the same sweep.
+func (db *DB) ClaimNextSweep(ctx context.Context, except ...int64) (Sweep, error) {
 	var id int64
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		now := db.nowMS()
+		args := []any{now}
+		skip := ""
+		for _, e := range except {
+			skip += " AND id <> ?"
+			args = append(args, e)
+		}
 		err := tx.QueryRowContext(ctx, `SELECT id FROM sweeps
-			WHERE state = 'queued' AND coalesce(not_before, 0) <= ?
-			ORDER BY coalesce(not_before, created_at), id LIMIT 1`, now).Scan(&id)
+			WHERE state = 'queued' AND coalesce(not_before, 0) <= ?`+skip+`
+			ORDER BY coalesce(not_before, created_at), id LIMIT 1`, args...).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}

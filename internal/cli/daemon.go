@@ -64,6 +64,12 @@ func daemonCmd() command {
 				metrics := orchestrator.NewMetrics(st)
 				d, err := orchestrator.NewDaemon(orchestrator.DaemonConfig{
 					Store: st, Log: log, Observe: metrics.Observe,
+					LockSweep: func(name string) (func(), error) {
+						if strings.Contains(name, "@") {
+							return func() {}, nil // a schedule's sweep: `specsweep run` never resumes it
+						}
+						return lockSweep(dbFile, name)
+					},
 					Runner: orchestrator.Config{Log: log},
 					Hosts: func(spec *sweep.Spec, sweepID int64) []orchestrator.Host {
 						hs := newHosts(spec, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir,

@@ -125,6 +125,13 @@ func runCmd() command {
 // lockSweep keeps two processes from running the same sweep of one database at once (each would
 // take the other's running points for crashed ones). The lock dies with the process.
 func lockSweep(dbFile, name string) (func(), error) {
+	// One lock file per database and name, whatever path the database was named by.
+	if abs, err := filepath.Abs(dbFile); err == nil {
+		dbFile = abs
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			dbFile = real
+		}
+	}
 	p := dbFile + ".lock-" + name
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
