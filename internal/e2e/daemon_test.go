@@ -337,3 +337,42 @@ func TestDaemonTokenIsRequired(t *testing.T) {
 		t.Errorf("exit: %v", err)
 	}
 }
+
+// TestRunRefusesASweepTheDaemonRuns: `specsweep run` of a spec whose sweep the daemon is running
+// must not resume it behind the daemon's back.
+func TestRunRefusesASweepTheDaemonRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the daemon")
+	}
+	sim := testhost.SimBinary(t)
+	f := writeSpec(t, fmt.Sprintf(`version: 1
+name: e2e-lock
+hosts: [{name: here, driver: local, gpus: 4}]
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 127.0.0.1, --port, "31779"]
+  env: {%s}
+  port: 31779
+methods: {baseline: [], eagle3: [--speculative-algorithm, EAGLE3]}
+matrix: {method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [4]}
+workload: {concurrency: [1], requests: 8, input_tokens: 16, output_tokens: 64}
+`, sim, fastEnv))
+	d := startDaemon(t, f.db)
+	id := submit(t, f.db, mustRead(t, f.spec))
+	waitState(t, f.db, id, "running", 30*time.Second)
+	r := specsweep(t, 30*time.Second, "run", "--db", f.db, f.spec)
+	if r.code != 1 || !strings.Contains(r.stderr, "being run by another specsweep process") {
+		t.Errorf("run while the daemon runs the sweep:\n%s", r)
+	}
+	signal(t, d.cmd, syscall.SIGTERM)
+	_ = d.cmd.Wait()
+}
+
+func mustRead(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
