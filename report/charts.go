@@ -681,3 +681,50 @@ func svgForHTML(b []byte) string {
 	s = regexp.MustCompile(`^<svg width="[^"]*" height="[^"]*"`).ReplaceAllString(s, `<svg class="chart" role="img"`)
 	return s
 }
+
+// CompareCharts draws, per tp, the best median output tok/s of each sweep against concurrency.
+func CompareCharts(c *Comparison) ([]*Chart, error) {
+	var out []*Chart
+	byTP := map[int][]BestPair{}
+	var tps []int
+	for _, p := range c.Bests {
+		if byTP[p.TP] == nil {
+			tps = append(tps, p.TP)
+		}
+		byTP[p.TP] = append(byTP[p.TP], p)
+	}
+	sort.Ints(tps)
+	for _, tp := range tps {
+		pairs := byTP[tp]
+		p := newPlot(fmt.Sprintf("Best output throughput, two sweeps (tp=%d)", tp), "concurrency (concurrent requests)", "best output throughput (tok/s)")
+		var levels []int
+		for i, side := range []struct {
+			name string
+			best func(BestPair) Best
+		}{
+			{fmt.Sprintf("A: %s #%d", c.A.Name, c.A.ID), func(b BestPair) Best { return b.A }},
+			{fmt.Sprintf("B: %s #%d", c.B.Name, c.B.ID), func(b BestPair) Best { return b.B }},
+		} {
+			var e xyErr
+			for _, bp := range pairs {
+				e.add(float64(bp.Concurrency), side.best(bp).Best.TokS)
+				if i == 0 {
+					levels = append(levels, bp.Concurrency)
+				}
+			}
+			if err := addLine(p, i, side.name, e, i == 1); err != nil {
+				return nil, err
+			}
+		}
+		if len(levels) > 1 && levels[0] > 0 && levels[len(levels)-1]/levels[0] >= 8 {
+			p.X.Scale = plot.LogScale{}
+			p.X.Min, p.X.Max = float64(levels[0])/1.3, float64(levels[len(levels)-1])*1.3
+		}
+		p.X.Tick.Marker = levelTicks(levels)
+		headroom(p, 2, true)
+		out = append(out, &Chart{Name: fmt.Sprintf("compare-best-tp%d", tp), Title: fmt.Sprintf("Best output tok/s of each sweep vs concurrency (tp=%d)", tp),
+			Answers: "Which sweep's best configuration delivers more at each load (whatever configuration that is in each sweep); the table below gives the ratio and the configurations.",
+			plot:    p, w: chartW, h: chartH})
+	}
+	return out, nil
+}

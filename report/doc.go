@@ -68,6 +68,13 @@ func Write(s *Sweep, opt Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opt.Compare != nil {
+		cc, err := CompareCharts(Compare(s, opt.Compare))
+		if err != nil {
+			return nil, err
+		}
+		charts = append(charts, cc...)
+	}
 	d := build(s, opt, charts)
 	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
 		return nil, err

@@ -580,6 +580,9 @@ func TestCompare(t *testing.T) {
 		if !bytes.Contains(doc, []byte("rep-b")) {
 			t.Errorf("%s: the compared sweep is not named", f)
 		}
+		if !bytes.Contains(doc, []byte("compare-best-tp4")) {
+			t.Errorf("%s: no comparison chart", f)
+		}
 	}
 }
 

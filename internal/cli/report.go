@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/specsweep/specsweep/report"
@@ -54,7 +55,11 @@ func reportCmd() command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(env.Stdout, "%s (%d chart file(s) beside it)\n", files[0], len(files)-1)
+				if len(files) > 1 {
+					fmt.Fprintf(env.Stdout, "%s (and %d chart files in %s)\n", files[0], len(files)-1, filepath.Join(opt.Dir, "charts"))
+				} else {
+					fmt.Fprintln(env.Stdout, files[0])
+				}
 				return nil
 			}
 		},
