@@ -49,6 +49,40 @@ type panel struct {
 	Method string
 	TP     int
 	Groups []shape
+	// Omitted counts the shape groups left out (maxGroups).
+	Omitted int
+}
+
+// maxGroups is the most tree shapes a chart draws: the chain (topk 1) and the shapes that come
+// closest to each level's best; the tables list all.
+const maxGroups = 4
+
+// score ranks points (or groups of them) by how close they come to the best output tok/s among
+// all at each level: the sum over levels of their best median over the level's best.
+func score(s *Sweep, levelBest map[int]float64, pts []*Point) float64 {
+	total := 0.0
+	for _, c := range s.Levels {
+		best := 0.0
+		for _, p := range pts {
+			if cell := p.Cells[c]; cell != nil && cell.TokS.Median > best {
+				best = cell.TokS.Median
+			}
+		}
+		if levelBest[c] > 0 {
+			total += best / levelBest[c]
+		}
+	}
+	return total
+}
+
+func levelBests(s *Sweep, pts []*Point) map[int]float64 {
+	m := map[int]float64{}
+	for _, p := range pts {
+		for c, cell := range p.Cells {
+			m[c] = math.Max(m[c], cell.TokS.Median)
+		}
+	}
+	return m
 }
 
 // shape is the points of one tree shape: topk and the draft-token count (0 when it is num_steps+1,
@@ -117,8 +151,48 @@ func panels(s *Sweep) []panel {
 		for _, g := range out[i].Groups {
 			sort.SliceStable(g.Points, func(a, b int) bool { return g.Points[a].NumSteps < g.Points[b].NumSteps })
 		}
+		if n := len(out[i].Groups); n > maxGroups {
+			var all []*Point
+			for _, g := range out[i].Groups {
+				all = append(all, g.Points...)
+			}
+			lb := levelBests(s, all)
+			keep := map[int]bool{}
+			if g := out[i].Groups[0]; g.TopK == 1 && g.Draft == 0 {
+				keep[0] = true
+			}
+			order := make([]int, n)
+			for j := range order {
+				order[j] = j
+			}
+			sc := make([]float64, n)
+			for j, g := range out[i].Groups {
+				sc[j] = score(s, lb, g.Points)
+			}
+			sort.SliceStable(order, func(a, b int) bool { return sc[order[a]] > sc[order[b]] })
+			for _, j := range order {
+				if len(keep) < maxGroups {
+					keep[j] = true
+				}
+			}
+			var kept []shape
+			for j, g := range out[i].Groups {
+				if keep[j] {
+					kept = append(kept, g)
+				}
+			}
+			out[i].Groups, out[i].Omitted = kept, n-len(kept)
+		}
 	}
 	return out
+}
+
+// omittedNote tells a chart's reader that shapes were left out.
+func (p panel) omittedNote() string {
+	if p.Omitted == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Only %d of the %d tree shapes are drawn: the chain and those closest to the best at each level; the tables list all.", len(p.Groups), len(p.Groups)+p.Omitted)
 }
 
 // groupDashes and groupShapes tell the shape groups of a panel apart.
@@ -182,9 +256,7 @@ func legendLine(c color.Color, dashes []vg.Length, glyph draw.GlyphDrawer) plot.
 	if glyph == nil {
 		return l
 	}
-	return legendThumbs{l, &plotter.Scatter{GlyphStyleFunc: func(int) draw.GlyphStyle {
-		return draw.GlyphStyle{Color: c, Radius: vg.Points(3), Shape: glyph}
-	}}}
+	return legendThumbs{l, &plotter.Scatter{GlyphStyle: draw.GlyphStyle{Color: c, Radius: vg.Points(3), Shape: glyph}}}
 }
 
 type legendThumbs []plot.Thumbnailer
@@ -450,7 +522,7 @@ func throughputChart(s *Sweep, pn panel) (*Chart, error) {
 	p.X.Tick.Marker = stepTicks{baseline: withBase}
 	headroom(p, n, true)
 	return &Chart{Name: "throughput-" + pn.name(), Title: "Output tok/s vs num_steps (" + pn.label() + ")",
-		Answers: "Which num_steps gives the most output tokens per second at each concurrency, and where adding steps stops paying (the line flattens or falls). The leftmost point is the baseline without speculation; bars show the range over repeats; line styles tell tree shapes apart.",
+		Answers: "Which num_steps gives the most output tokens per second at each concurrency, and where adding steps stops paying (the line flattens or falls). The leftmost point is the baseline without speculation; bars show the range over repeats; line styles tell tree shapes apart." + pn.omittedNote(),
 		plot:    p, w: chartW, h: chartH}, nil
 }
 
@@ -474,7 +546,7 @@ func speedupChart(s *Sweep, pn panel) (*Chart, error) {
 	}
 	headroom(p, n+1, false)
 	return &Chart{Name: "speedup-" + pn.name(), Title: "Speedup vs num_steps (" + pn.label() + ")",
-		Answers: "How far above the baseline (same tp, same concurrency) each num_steps is, and how the gain shrinks as concurrency grows. Below the dashed line speculation costs throughput.",
+		Answers: "How far above the baseline (same tp, same concurrency) each num_steps is, and how the gain shrinks as concurrency grows. Below the dashed line speculation costs throughput." + pn.omittedNote(),
 		plot:    p, w: chartW, h: chartH}, nil
 }
 
@@ -485,10 +557,27 @@ func acceptChart(s *Sweep, pns []panel) (*Chart, error) {
 		label  string
 		points []*Point
 	}
+	// The accept length hardly depends on tp: one series per method and shape (at its first tp),
+	// at most maxAcceptSeries.
 	var all []series
+	seen := map[string]bool{}
+	omitted := 0
 	for _, pn := range pns {
 		for _, g := range pn.Groups {
-			all = append(all, series{fmt.Sprintf("%s, tp=%d, %s", pn.Method, pn.TP, g.label()), g.Points})
+			k := pn.Method + "|" + g.label()
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if len(all) == maxAcceptSeries {
+				omitted++
+				continue
+			}
+			label := fmt.Sprintf("%s, %s", pn.Method, g.label())
+			if len(s.TPs) > 1 {
+				label += fmt.Sprintf(" (tp=%d)", pn.TP)
+			}
+			all = append(all, series{label, g.Points})
 		}
 	}
 	for i, sr := range all {
@@ -527,8 +616,12 @@ func acceptChart(s *Sweep, pns []panel) (*Chart, error) {
 	p.X.Min, p.X.Max = 0.6, float64(maxSteps)+0.4
 	p.Y.Max = math.Max(p.Y.Max, float64(maxSteps)+1)
 	headroom(p, n+1, true)
+	note := ""
+	if omitted > 0 {
+		note = fmt.Sprintf(" %d more method and tree-shape series are left out; the tables list them.", omitted)
+	}
 	return &Chart{Name: "accept-length", Title: "Accept length vs num_steps",
-		Answers: "How many tokens each verification step accepts on average (median over the concurrency levels; bars: range over levels), against the upper bound of num_steps + 1. A curve that flattens means the draft model stops guessing right: more steps only add cost.",
+		Answers: "How many tokens each verification step accepts on average (median over the concurrency levels; bars: range over levels), against the upper bound of num_steps + 1. A curve that flattens means the draft model stops guessing right: more steps only add cost." + note,
 		plot:    p, w: chartW, h: chartH}, nil
 }
 
@@ -632,8 +725,12 @@ func (t levelTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-// maxTTFTLines is the most configurations one TTFT chart shows; beyond, one chart per method.
+// maxTTFTLines is the most configurations one TTFT chart shows; beyond, one chart per method, each
+// with the baseline and the configurations closest to the best output tok/s at each level.
 const maxTTFTLines = 10
+
+// maxAcceptSeries is the most series of the accept-length chart.
+const maxAcceptSeries = 10
 
 func ttftChart(s *Sweep, tp int, method string, pts []*Point) (*Chart, error) {
 	what, name := fmt.Sprintf("tp=%d", tp), fmt.Sprintf("ttft-p99-tp%d", tp)
@@ -641,6 +738,28 @@ func ttftChart(s *Sweep, tp int, method string, pts []*Point) (*Chart, error) {
 		what, name = fmt.Sprintf("%s, tp=%d", method, tp), safeName(fmt.Sprintf("ttft-p99-%s-tp%d", method, tp))
 	}
 	p := newPlot("TTFT p99 vs concurrency ("+what+")", "concurrency (concurrent requests)", "time to first token, p99 (ms)")
+	omitted := 0
+	if len(pts) > maxTTFTLines {
+		lb := levelBests(s, pts)
+		ranked := slices.Clone(pts)
+		sort.SliceStable(ranked, func(a, b int) bool {
+			if ranked[a].Baseline != ranked[b].Baseline {
+				return ranked[a].Baseline
+			}
+			return score(s, lb, ranked[a:a+1]) > score(s, lb, ranked[b:b+1])
+		})
+		keep := map[*Point]bool{}
+		for _, p := range ranked[:maxTTFTLines] {
+			keep[p] = true
+		}
+		var kept []*Point
+		for _, p := range pts {
+			if keep[p] {
+				kept = append(kept, p)
+			}
+		}
+		omitted, pts = len(pts)-len(kept), kept
+	}
 	n := 0
 	for _, pt := range pts {
 		var e xyErr
@@ -667,7 +786,7 @@ func ttftChart(s *Sweep, tp int, method string, pts []*Point) (*Chart, error) {
 	p.X.Tick.Marker = levelTicks(s.Levels)
 	headroom(p, n, true)
 	return &Chart{Name: name, Title: "TTFT p99 vs concurrency (" + what + ")",
-		Answers: "How the slowest first tokens (99th percentile) grow with load for each configuration: speculation spends compute per step, so a configuration that wins on throughput may cost time to first token. The baseline is dashed.",
+		Answers: "How the slowest first tokens (99th percentile) grow with load for each configuration: speculation spends compute per step, so a configuration that wins on throughput may cost time to first token. The baseline is dashed." + ttftNote(omitted),
 		plot:    p, w: chartW, h: chartH + vg.Points(14*float64(max(0, n-6)))}, nil
 }
 
@@ -727,4 +846,11 @@ func CompareCharts(c *Comparison) ([]*Chart, error) {
 			plot:    p, w: chartW, h: chartH})
 	}
 	return out, nil
+}
+
+func ttftNote(omitted int) string {
+	if omitted == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %d configurations further from the best output tok/s are left out.", omitted)
 }
