@@ -3,6 +3,7 @@ package report_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,5 +127,42 @@ func TestOddNamesAndEvidenceAreEscaped(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLongTablesCompile: a sweep of 60 points gets tables that break across pages (longtable) and
+// still compiles, as a document and as a fragment.
+func TestLongTablesCompile(t *testing.T) {
+	s := &report.Sweep{ID: 7, Name: "long", State: "done", TPs: []int{4}, Levels: []int{1, 16}, Repeats: 1}
+	for i := 0; i < 60; i++ {
+		p := &report.Point{ID: fmt.Sprintf("p%02d", i), State: "done", Cells: map[int]*report.Cell{},
+			Config: report.Config{Method: "eagle3", NumSteps: 1 + i%6, TopK: 1 + i/6, NumDraftTokens: 2 + i%6 + i/6, TP: 4}}
+		if i == 0 {
+			p.Config = report.Config{Method: "baseline", TP: 4, Baseline: true}
+		}
+		for _, c := range s.Levels {
+			v := float64(100+i) * float64(c)
+			p.Cells[c] = &report.Cell{Point: p, Concurrency: c, TokS: report.Stat{N: 1, Median: v, Min: v, Max: v},
+				TPOTP50: report.Stat{N: 1, Median: 10 + float64(i%7)}, TTFTP99: report.Stat{N: 1, Median: 30}}
+		}
+		s.Points = append(s.Points, p)
+	}
+	dir := t.TempDir()
+	files, err := report.Write(s, report.Options{Format: "tex", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := os.ReadFile(files[0])
+	if !strings.Contains(string(doc), `\begin{longtable}`) || !strings.Contains(string(doc), `\endhead`) {
+		t.Fatalf("the 60-row results table is not a longtable")
+	}
+	pdflatex, err := exec.LookPath("pdflatex")
+	if err != nil {
+		t.Skip("pdflatex is not installed: structure checked, compiling skipped")
+	}
+	cmd := exec.Command(pdflatex, "-interaction=nonstopmode", "-halt-on-error", "report.tex")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pdflatex: %v\n%s", err, tail(out, 30))
 	}
 }

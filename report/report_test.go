@@ -487,6 +487,7 @@ func TestTeXReport(t *testing.T) {
 \usepackage{booktabs}
 \usepackage{graphicx}
 \usepackage{array}
+\usepackage{longtable}
 \newcommand{\specsweepdir}{`+dir+`/}
 \begin{document}
 \section{Results}

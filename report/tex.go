@@ -10,7 +10,8 @@ import (
 // The packages a --fragment needs in the including paper's preamble.
 const texPackages = `\usepackage{booktabs}
 \usepackage{graphicx}
-\usepackage{array}`
+\usepackage{array}
+\usepackage{longtable}`
 
 func writeTeX(d *doc, opt Options) ([]string, error) {
 	charts, err := writeCharts(d, opt.Dir, "pdf")
@@ -73,35 +74,50 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 	return append([]string{f}, charts...), nil
 }
 
+// longRows is the most rows of a table float; longer tables become a longtable.
+const longRows = 35
+
 func texTable(b *strings.Builder, t Table, label string) {
 	if len(t.Rows) == 0 {
 		return
+	}
+	long := len(t.Rows) > longRows
+	causeW, evW := "4cm", "9cm"
+	if long {
+		causeW, evW = "3cm", "7cm"
 	}
 	var spec strings.Builder
 	for i := range t.Head {
 		switch {
 		case t.Title == "Failures" && i == 4:
-			spec.WriteString(">{\\raggedright\\arraybackslash}p{4cm}")
+			spec.WriteString(">{\\raggedright\\arraybackslash}p{" + causeW + "}")
 		case t.Title == "Failures" && i == 5:
-			spec.WriteString(">{\\raggedright\\arraybackslash\\footnotesize}p{9cm}")
+			spec.WriteString(">{\\raggedright\\arraybackslash\\footnotesize}p{" + evW + "}")
 		case at(t.Num, i):
 			spec.WriteString("r")
 		default:
 			spec.WriteString("l")
 		}
 	}
-	b.WriteString("\\begin{table}[!htbp]\n\\centering\n\\small\n\\setlength{\\tabcolsep}{4pt}\n")
-	fmt.Fprintf(b, "\\caption{%s}\n\\label{tab:%s}\n", texEscape(t.Title), label)
-	if t.Wide {
-		// Shrink to the text width only when wider.
-		b.WriteString("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n")
-	}
-	fmt.Fprintf(b, "\\begin{tabular}{%s}\n\\toprule\n", spec.String())
 	heads := make([]string, len(t.Head))
 	for i, h := range t.Head {
 		heads[i] = texEscape(h)
 	}
-	b.WriteString(strings.Join(heads, " & ") + " \\\\\n\\midrule\n")
+	head := strings.Join(heads, " & ") + " \\\\\n"
+	if long {
+		// A longtable breaks across pages, its head repeated; a float cannot be taller than a page.
+		b.WriteString("{\\footnotesize\\setlength{\\tabcolsep}{3pt}\n")
+		fmt.Fprintf(b, "\\begin{longtable}{%s}\n\\caption{%s}\\label{tab:%s}\\\\\n\\toprule\n%s\\midrule\n\\endfirsthead\n", spec.String(), texEscape(t.Title), label, head)
+		fmt.Fprintf(b, "\\multicolumn{%d}{l}{\\emph{%s (continued)}}\\\\\n\\toprule\n%s\\midrule\n\\endhead\n\\bottomrule\n\\endfoot\n", len(t.Head), texEscape(t.Title), head)
+	} else {
+		b.WriteString("\\begin{table}[!htbp]\n\\centering\n\\small\n\\setlength{\\tabcolsep}{4pt}\n")
+		fmt.Fprintf(b, "\\caption{%s}\n\\label{tab:%s}\n", texEscape(t.Title), label)
+		if t.Wide {
+			// Shrink to the text width only when wider.
+			b.WriteString("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%\n")
+		}
+		fmt.Fprintf(b, "\\begin{tabular}{%s}\n\\toprule\n%s\\midrule\n", spec.String(), head)
+	}
 	for _, r := range t.Rows {
 		cells := make([]string, len(r))
 		for i, c := range r {
@@ -124,6 +140,14 @@ func texTable(b *strings.Builder, t Table, label string) {
 			cells[i] = strings.Join(lines, "\\newline ")
 		}
 		b.WriteString(strings.Join(cells, " & ") + " \\\\\n")
+	}
+	if long {
+		b.WriteString("\\end{longtable}\n")
+		if t.Note != "" {
+			fmt.Fprintf(b, "%s\n", texEscape(t.Note))
+		}
+		b.WriteString("}\n\n")
+		return
 	}
 	b.WriteString("\\bottomrule\n\\end{tabular}")
 	if t.Wide {
