@@ -31,6 +31,7 @@ figcaption{font-size:.83em;color:#4a5560;margin-top:4px}
 figcaption b{color:#1d232b}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px;font-size:.9em}dt{font-weight:600}dd{margin:0;font-family:ui-monospace,"DejaVu Sans Mono",monospace;word-break:break-all}
 footer{margin-top:2em;color:#8a949e;font-size:.8em}
+nav{font-size:.88em;margin:.6em 0 0}nav a{color:#2458a6;text-decoration:none}
 `
 
 func writeHTML(d *doc, opt Options) ([]string, error) {
@@ -43,9 +44,24 @@ func writeHTML(d *doc, opt Options) ([]string, error) {
 	for _, s := range d.Summary {
 		fmt.Fprintf(&b, "<p class=\"lead\">%s</p>\n", e(s))
 	}
+	// A table of contents: in-page links only.
+	b.WriteString("<nav>")
+	nav := []string{"best", "Best configuration", "charts", "Charts", "pareto", "Pareto front"}
+	if len(d.Compare) > 0 {
+		nav = append(nav, "compare", "Comparison")
+	}
+	nav = append(nav, "results", "All results", "failures", fmt.Sprintf("Failures (%d)", len(d.Failures.Rows)), "provenance", "Provenance")
+	for i := 0; i < len(nav); i += 2 {
+		if i > 0 {
+			b.WriteString(" · ")
+		}
+		fmt.Fprintf(&b, "<a href=\"#%s\">%s</a>", nav[i], e(nav[i+1]))
+	}
+	b.WriteString("</nav>\n")
+	b.WriteString("<div id=\"best\"></div>\n")
 	htmlTable(&b, d.Best, 2)
 	if len(d.Charts) > 0 {
-		b.WriteString("<h2>Charts</h2>\n<div class=\"charts\">\n")
+		b.WriteString("<h2 id=\"charts\">Charts</h2>\n<div class=\"charts\">\n")
 		for _, c := range d.Charts {
 			svg, err := c.Render("svg")
 			if err != nil {
@@ -56,17 +72,23 @@ func writeHTML(d *doc, opt Options) ([]string, error) {
 		}
 		b.WriteString("</div>\n")
 	}
+	b.WriteString("<div id=\"pareto\"></div>\n")
 	htmlTable(&b, d.Pareto, 2)
+	if len(d.Compare) > 0 {
+		b.WriteString("<div id=\"compare\"></div>\n")
+	}
 	for _, t := range d.Compare {
 		htmlTable(&b, t, 2)
 	}
+	b.WriteString("<div id=\"results\"></div>\n")
 	htmlTable(&b, d.Results, 2)
+	b.WriteString("<div id=\"failures\"></div>\n")
 	if len(d.Failures.Rows) > 0 {
 		htmlTable(&b, d.Failures, 2)
 	} else {
 		b.WriteString("<h2>Failures</h2>\n<p>No point failed.</p>\n")
 	}
-	b.WriteString("<h2>Provenance</h2>\n<dl>\n")
+	b.WriteString("<h2 id=\"provenance\">Provenance</h2>\n<dl>\n")
 	for _, f := range d.ProvFacts {
 		fmt.Fprintf(&b, "<dt>%s</dt><dd>%s</dd>\n", e(f[0]), e(f[1]))
 	}

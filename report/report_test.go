@@ -358,6 +358,11 @@ func TestHTMLReport(t *testing.T) {
 	if m := regexp.MustCompile(`(?i)(src|href)\s*=\s*["']?\s*(https?:)?//`).FindAllString(doc, -1); len(m) > 0 {
 		t.Errorf("external references: %q", m)
 	}
+	for _, m := range regexp.MustCompile(`(?i)\b(?:src|href)\s*=\s*"([^"]*)"`).FindAllStringSubmatch(doc, -1) {
+		if !strings.HasPrefix(m[1], "#") {
+			t.Errorf("a link out of the document: %q", m[0])
+		}
+	}
 	for _, bad := range []string{"<script", "<link", "@import", "url("} {
 		if strings.Contains(strings.ToLower(doc), bad) {
 			t.Errorf("HTML holds %q", bad)
