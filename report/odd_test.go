@@ -166,3 +166,40 @@ func TestLongTablesCompile(t *testing.T) {
 		t.Fatalf("pdflatex: %v\n%s", err, tail(out, 30))
 	}
 }
+
+// TestSweepWithoutRuns: a sweep that recorded nothing yet still gives a report in every format.
+func TestSweepWithoutRuns(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "empty.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.CreateSweep(ctx, store.NewSweep{Name: "empty", SpecHash: "h", SpecText: "x"},
+		[]store.NewHost{{Name: "a", Driver: "local", GPUs: 1}}, []store.NewPoint{{ID: "b", Method: "baseline", Baseline: true, TP: 1, Runs: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := report.Load(ctx, db, "empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range report.Formats {
+		dir := t.TempDir()
+		files, err := report.Write(s, report.Options{Format: f, Dir: dir})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(files) != 1 {
+			t.Errorf("%s: %d files for a sweep without runs", f, len(files))
+		}
+		if f == "tex" {
+			if pdflatex, err := exec.LookPath("pdflatex"); err == nil {
+				cmd := exec.Command(pdflatex, "-interaction=nonstopmode", "-halt-on-error", "report.tex")
+				cmd.Dir = dir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("pdflatex: %v\n%s", err, tail(out, 30))
+				}
+			}
+		}
+	}
+}
