@@ -148,6 +148,7 @@ func benchFailLag(b *testing.B, want Class, env map[string]string, args ...strin
 			b.Fatal(err)
 		}
 	}
+	b.Logf("%s detection lags (ms): %.0f", want, lags)
 	b.ReportMetric(percentile(lags, 0.5), "p50-detect-lag-ms")
 	b.ReportMetric(percentile(lags, 1), "max-detect-lag-ms")
 }

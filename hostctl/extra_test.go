@@ -280,3 +280,36 @@ func TestExecStartQuotingOnRealSystemd(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerLeavesNothing: the journal follower and the death watcher of
+// WaitReady end with it; no remote process lingers.
+func TestFollowerLeavesNothing(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{})[0]
+	r := dialTestHost(t, h)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	in, err := r.Start(ctx, benchLaunch(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for range 20 {
+		out, _ = h.Nsenter(ctx, "sh", "-c", "ps -eo args | grep -E '^(journalctl -f|tail --pid|cat$)' || true")
+		if len(strings.TrimSpace(string(out))) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(strings.TrimSpace(string(out))) != 0 {
+		t.Fatalf("left on the host after WaitReady: %q", out)
+	}
+	if _, err := in.Stop(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+}

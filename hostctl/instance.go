@@ -28,6 +28,7 @@ const maxLines = 10000
 // state and append new log lines) and sendStop (SIGTERM, non-blocking).
 type instance struct {
 	id        string
+	mainPID   int // at start (remote: for the death watcher)
 	launch    Launch
 	startedAt time.Time
 	client    *http.Client

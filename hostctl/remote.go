@@ -215,10 +215,22 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 		if err != nil {
 			return func() {}
 		}
+		stdin, err := s.StdinPipe()
+		if err != nil {
+			s.Close()
+			return func() {}
+		}
 		out, err := s.StdoutPipe()
 		if err == nil {
-			cmd := Cmd{Args: []string{"journalctl", "-f", "-n", "0", "-q", "-o", "cat",
-				"_SYSTEMD_INVOCATION_ID=" + id, "+", "INVOCATION_ID=" + id}, Sudo: true, Timeout: l.ReadyTimeout + 30*time.Second}
+			// New journal lines, and the main process's death (tail --pid checks it every 50 ms on
+			// the host; journalctl -f alone can lag: journald signals followers on a timer).
+			// Both end when the session's stdin closes (cat returns): nothing lingers on the host.
+			script := "journalctl -f -n 0 -q -o cat _SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id) + " & j=$!; w=; "
+			if pid := in.mainPID; pid > 0 {
+				script += "{ tail --pid=" + strconv.Itoa(pid) + " -s 0.05 -f /dev/null </dev/null; echo @@exited; } & w=$!; "
+			}
+			script += "cat >/dev/null; kill $j $w 2>/dev/null; true"
+			cmd := Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: l.ReadyTimeout + 30*time.Second}
 			err = s.Start(cmd.CommandLine(r.conn.User()))
 		}
 		if err != nil {
@@ -234,7 +246,7 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 				in.notify()
 			}
 		}()
-		return func() { s.Close() }
+		return func() { stdin.Close(); s.Close() }
 	}
 	in.sendStop = func(ctx context.Context) error {
 		_, err := r.run(ctx, "systemctl stop --no-block "+ShellQuote(r.o.Unit), 15*time.Second)
@@ -350,13 +362,15 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	}
 	u := ShellQuote(r.o.Unit)
 	out, err := r.run(ctx, "systemctl daemon-reload && { systemctl reset-failed "+u+" 2>/dev/null; systemctl start "+u+
-		"; rc=$?; systemctl show -p InvocationID --value "+u+"; exit $rc; }", 60*time.Second)
+		"; rc=$?; systemctl show -p InvocationID,MainPID "+u+"; exit $rc; }", 60*time.Second)
 	startedAt := time.Now()
-	id := strings.TrimSpace(string(out.Stdout))
+	started := parseShow(out.Stdout)
+	id := started.InvocationID
 	if err != nil && id == "" {
 		return nil, wrapUnreachable(fmt.Errorf("starting %s: %w", r.o.Unit, err))
 	}
 	in := r.newInstance(id, l, startedAt)
+	in.mainPID = started.MainPID
 	r.mu.Lock()
 	r.current, r.dropIn = in, dropIn
 	r.mu.Unlock()

@@ -321,8 +321,13 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 			}
 		}
 	}
-	// Mask the console getty and units that touch hardware.
-	for _, u := range []string{"console-getty.service", "getty@tty1.service", "systemd-networkd.service",
+	// Mask the console getty and units that touch hardware. udev especially: inside the host it
+	// would act on the machine's devices (the host sees the machine's /dev) and re-apply .link
+	// policies to the veth, changing its MAC address after the machine cached it (then the host
+	// is unreachable until the neighbour entry expires, ~30 s).
+	for _, u := range []string{"systemd-udevd.service", "systemd-udevd-control.socket", "systemd-udevd-kernel.socket",
+		"systemd-udev-trigger.service", "systemd-udev-settle.service", "systemd-hwdb-update.service",
+		"console-getty.service", "getty@tty1.service", "systemd-networkd.service",
 		"systemd-resolved.service", "systemd-timesyncd.service", "apt-daily.timer", "apt-daily-upgrade.timer",
 		"postgresql.service", "e2scrub_reap.service", "systemd-pstore.service"} {
 		p := filepath.Join(r, "etc/systemd/system", u)
