@@ -111,12 +111,12 @@ func isUnreachable(err error) bool {
 }
 
 // Readiness polling: bounded exponential backoff from 50 ms, capped at
-// 500 ms while the port is closed and 100 ms once it answers (the server is
+// 500 ms while the port is closed and 50 ms once it answers (the server is
 // warming up: ready is imminent).
 const (
 	backoffStart   = 50 * time.Millisecond
 	backoffCap     = 500 * time.Millisecond
-	backoffCapWarm = 100 * time.Millisecond
+	backoffCapWarm = 50 * time.Millisecond
 	probeTimeout   = 3 * time.Second
 )
 
