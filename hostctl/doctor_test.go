@@ -20,7 +20,7 @@ func TestDoctor(t *testing.T) {
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
-	hosts := testhost.Boot(t, 4, testhost.Options{})
+	hosts := testhost.Boot(t, 4, testhost.Options{Env: map[string]string{"SGLANGSIM_TIME_SCALE": "0.05", "SGLANGSIM_LOAD_SECONDS": "2"}})
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty_known_hosts")
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
@@ -45,6 +45,28 @@ func TestDoctor(t *testing.T) {
 	if err := hosts[3].Unplug(); err != nil {
 		t.Fatal(err)
 	}
+	// h0: the port is held by the sweep's own unit (fine); h1: by another service (a failure).
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if out, err := hosts[0].Nsenter(ctx, "systemctl", "start", "sglang.service"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if out, err := hosts[1].Nsenter(ctx, "systemd-run", "--unit=other-server", "--setenv=SGLANGSIM_LOAD_SECONDS=0",
+		testhost.SimPath, "--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--port", "30000"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	for _, h := range hosts[:2] {
+		for i := 0; ; i++ {
+			out, _ := h.Nsenter(ctx, "sh", "-c", "ss -Htln 'sport = :30000'")
+			if len(strings.TrimSpace(string(out))) > 0 {
+				break
+			}
+			if i > 100 {
+				t.Fatalf("%s: nothing listens on 30000", h.Name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	var out, errb bytes.Buffer
 	t0 := time.Now()
 	code := cli.Main(context.Background(), []string{"doctor", path}, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
@@ -66,8 +88,14 @@ func TestDoctor(t *testing.T) {
 		}
 		return false
 	}
+	if !has("h0", "ok", "port", "held by sglang.service") {
+		t.Error("h0: port held by the unit not reported ok")
+	}
+	if !has("h1", "FAIL", "port", "in use by another process") {
+		t.Error("h1: port held by another service not reported")
+	}
 	for _, h := range []string{"h0", "h1"} {
-		for _, c := range []string{"reachable", "host", "login", "root/sudo", "systemctl", "unit", "port", "disk"} {
+		for _, c := range []string{"reachable", "host", "login", "root/sudo", "systemctl", "unit", "disk"} {
 			if !has(h, "ok", c, "") {
 				t.Errorf("%s: no ok %s line", h, c)
 			}
