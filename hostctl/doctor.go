@@ -151,17 +151,19 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 		add("port", CheckOK, "%d free", t.Port)
 	default:
 		pids := pidsIn(owner)
-		inUnit := false
+		inUnit, other := false, ""
 		for _, p := range pids {
 			cg, _ := sudo("cat /proc/" + strconv.Itoa(p) + "/cgroup 2>/dev/null")
-			if strings.Contains(cg, "/"+t.Unit) {
+			if strings.Contains(cg, "/"+t.Unit+"\n") || strings.HasSuffix(cg, "/"+t.Unit) || strings.Contains(cg, "/"+t.Unit+"/") {
 				inUnit = true
+			} else if u := unitOfCgroup(cg); u != "" {
+				other = " (unit " + u + ")"
 			}
 		}
 		if inUnit {
 			add("port", CheckOK, "%d held by %s (will be restarted)", t.Port, t.Unit)
 		} else {
-			add("port", CheckFail, "%d in use by another process: %s", t.Port, owner)
+			add("port", CheckFail, "%d in use by another process%s: %s", t.Port, other, strings.Join(strings.Fields(owner), " "))
 		}
 	}
 	gpus, err := run("command -v nvidia-smi >/dev/null 2>&1 || { echo none; exit 0; }; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits; echo @@; nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader")
@@ -169,6 +171,25 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	disk, err := run("df -Pk /var/log | tail -n1")
 	doctorDisk(disk, err, add)
 	return out
+}
+
+// unitOfCgroup finds the systemd unit in /proc/PID/cgroup text.
+func unitOfCgroup(cg string) string {
+	for _, line := range strings.Split(cg, "\n") {
+		_, path, ok := strings.Cut(line, ":/")
+		if !ok {
+			continue
+		}
+		if i := strings.LastIndex(path, ":/"); i >= 0 {
+			path = path[i+2:]
+		}
+		for _, part := range strings.Split(path, "/") {
+			if strings.HasSuffix(part, ".service") || strings.HasSuffix(part, ".scope") {
+				return part
+			}
+		}
+	}
+	return ""
 }
 
 func pidsIn(ssLine string) []int {

@@ -91,7 +91,7 @@ func TestDoctor(t *testing.T) {
 	if !has("h0", "ok", "port", "held by sglang.service") {
 		t.Error("h0: port held by the unit not reported ok")
 	}
-	if !has("h1", "FAIL", "port", "in use by another process") {
+	if !has("h1", "FAIL", "port", "in use by another process (unit other-server.service)") {
 		t.Error("h1: port held by another service not reported")
 	}
 	for _, h := range []string{"h0", "h1"} {
