@@ -312,6 +312,7 @@ type Conn struct {
 	reconnects atomic.Int64
 	shMu       sync.Mutex
 	sh         *shell
+	dialMu     sync.Mutex
 	closeAgent func()
 }
 
@@ -436,6 +437,12 @@ func (c *Conn) dial(ctx context.Context) error {
 		return err
 	}
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cl.Close()
+		closeAll(jumps)
+		return errors.New("connection closed")
+	}
 	c.client, c.jumps = cl, jumps
 	c.gen++
 	gen := c.gen
@@ -521,6 +528,20 @@ func (c *Conn) Client(ctx context.Context) (*ssh.Client, int, error) {
 	if c.client != nil {
 		cl, gen := c.client, c.gen
 		c.mu.Unlock()
+		return cl, gen, nil
+	}
+	c.mu.Unlock()
+	// One reconnect at a time: callers that find the connection down wait
+	// for the same dial instead of racing (and leaking) their own.
+	c.dialMu.Lock()
+	defer c.dialMu.Unlock()
+	c.mu.Lock()
+	if c.client != nil || c.closed {
+		cl, gen, closed := c.client, c.gen, c.closed
+		c.mu.Unlock()
+		if closed {
+			return nil, 0, errors.New("connection closed")
+		}
 		return cl, gen, nil
 	}
 	c.mu.Unlock()

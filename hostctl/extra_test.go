@@ -313,3 +313,41 @@ func TestFollowerLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStartRefusedBySystemd: `systemctl start` itself fails (an operator
+// ExecStartPre= check): a failure with systemd's words, never the previous
+// invocation's state.
+func TestStartRefusedBySystemd(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+	r := dialTestHost(t, h)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	l := launch(driver{simBin: testhost.SimPath}, nil)
+	in, err := r.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WriteFile("/etc/systemd/system/sglang.service.d/10-operator.conf",
+		[]byte("[Service]\nExecStartPre=/bin/sh -c 'echo GPU health check failed >&2; exit 3'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Start(ctx, l)
+	f, ok := AsFailure(err)
+	if !ok || f.Class != ClassCrashDuringStart || !strings.Contains(strings.Join(f.Evidence, "\n"), "GPU health check failed") {
+		t.Fatalf("want crash_during_start with the ExecStartPre output, got %v (%q)", err, func() []string {
+			if f != nil {
+				return f.Evidence
+			}
+			return nil
+		}())
+	}
+	if err := r.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

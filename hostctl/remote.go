@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,7 +355,8 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	if _, err := r.ensureMarker(ctx); err != nil {
 		return nil, wrapUnreachable(err)
 	}
-	if _, err := r.stopRunning(ctx, l); err != nil {
+	prev, err := r.stopRunning(ctx, l)
+	if err != nil {
 		return nil, wrapUnreachable(err)
 	}
 	if err := r.gpuFree(ctx); err != nil {
@@ -369,8 +371,26 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	startedAt := time.Now()
 	started := parseShow(out.Stdout)
 	id := started.InvocationID
-	if err != nil && id == "" {
-		return nil, wrapUnreachable(fmt.Errorf("starting %s: %w", r.o.Unit, err))
+	if err != nil {
+		var ee *ExitError
+		if !errors.As(err, &ee) {
+			return nil, wrapUnreachable(fmt.Errorf("starting %s: %w", r.o.Unit, err))
+		}
+		// systemctl start itself failed (no new invocation: InvocationID may be the previous
+		// one's): systemd refused the unit as configured.
+		ev := strings.Split(strings.TrimSpace(string(out.Stderr)), "\n")
+		if id != "" && id != prev.Final.InvocationID { // a new invocation ran (ExecStartPre=...): its lines
+			q := ShellQuote(id)
+			if jr, jerr := r.run(ctx, "journalctl --no-pager -q -o cat -n 20 _SYSTEMD_INVOCATION_ID="+q+" + INVOCATION_ID="+q, 15*time.Second); jerr == nil {
+				ev = append(ev, strings.Split(strings.TrimSpace(string(jr.Stdout)), "\n")...)
+			}
+		}
+		class := ClassCrashDuringStart
+		if strings.Contains(string(out.Stderr), "bad unit file setting") || strings.Contains(string(out.Stderr), "Invalid argument") {
+			class = ClassBadArgs
+		}
+		return nil, &Failure{Class: class, Detail: fmt.Sprintf("systemctl start %s failed (exit %d)", r.o.Unit, ee.Out.Code),
+			Evidence: evidence(ev, regexp.MustCompile(`.`), 8), Err: err}
 	}
 	in := r.newInstance(id, l, startedAt)
 	in.mainPID = started.MainPID
