@@ -912,12 +912,12 @@ type shell struct {
 }
 
 // RunShell runs script in the persistent shell (as root: `sudo -n sh` for a
-// non-root login) and returns its stdout (stderr is discarded), bounded by
-// maxOut bytes. Any trouble with the shell falls back to Run.
+// non-root login) and returns its output, stdout and stderr each bounded by
+// maxOut bytes, like Run. Any trouble with the shell falls back to Run.
 func (c *Conn) RunShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (Output, error) {
 	c.shMu.Lock()
 	defer c.shMu.Unlock()
-	out, err := c.runShell(ctx, script, timeout, maxOut)
+	out, sent, err := c.runShell(ctx, script, timeout, maxOut)
 	if err == nil || ctx.Err() != nil {
 		return out, err
 	}
@@ -929,13 +929,17 @@ func (c *Conn) RunShell(ctx context.Context, script string, timeout time.Duratio
 		c.sh.sess.Close()
 		c.sh = nil
 	}
+	if sent {
+		// The command may have run: never run it twice. The connection (or the shell) broke.
+		return out, &UnreachableError{Addr: c.t.addr, Err: fmt.Errorf("remote shell: %w", err)}
+	}
 	return c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: timeout, MaxOutput: maxOut})
 }
 
-func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (Output, error) {
+func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (out Output, sent bool, err error) {
 	cl, gen, err := c.Client(ctx)
 	if err != nil {
-		return Output{}, err
+		return Output{}, sent, err
 	}
 	if c.sh != nil && c.sh.gen != gen {
 		c.sh.sess.Close()
@@ -944,17 +948,17 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 	if c.sh == nil {
 		s, err := cl.NewSession()
 		if err != nil {
-			return Output{}, err
+			return Output{}, sent, err
 		}
 		w, err := s.StdinPipe()
 		if err != nil {
 			s.Close()
-			return Output{}, err
+			return Output{}, sent, err
 		}
 		r, err := s.StdoutPipe()
 		if err != nil {
 			s.Close()
-			return Output{}, err
+			return Output{}, sent, err
 		}
 		cmd := "exec sh"
 		if c.t.user != "root" {
@@ -962,7 +966,7 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 		}
 		if err := s.Start(cmd); err != nil {
 			s.Close()
-			return Output{}, err
+			return Output{}, sent, err
 		}
 		c.sh = &shell{sess: s, stdin: w, out: bufio.NewReaderSize(r, 64<<10), gen: gen}
 	}
@@ -970,33 +974,42 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	marker := "@@specsweep-end-" + hex.EncodeToString(nonce[:])
-	line := Cmd{Args: []string{"sh", "-c", script}, Timeout: timeout}.CommandLine("root") +
-		" </dev/null 2>/dev/null; printf '\\n" + marker + " %s\\n' $?\n"
+	// stderr goes to a temp file printed after stdout, between markers.
+	line := "e=$(mktemp); " + Cmd{Args: []string{"sh", "-c", script}, Timeout: timeout}.CommandLine("root") +
+		" </dev/null 2>\"$e\"; r=$?; printf '\\n" + marker + "-stderr\\n'; head -c " + strconv.Itoa(maxOut) +
+		" \"$e\"; rm -f \"$e\"; printf '\\n" + marker + " %s\\n' $r\n"
 	stop := context.AfterFunc(ctx, func() { sh.sess.Close() })
 	defer stop()
 	timer := time.AfterFunc(timeout+10*time.Second, func() { sh.sess.Close() })
 	defer timer.Stop()
 	if _, err := io.WriteString(sh.stdin, line); err != nil {
-		return Output{}, err
+		return Output{}, false, err
 	}
+	sent = true
 	var buf bytes.Buffer
+	var stdout []byte
 	truncated := false
 	for {
 		l, err := sh.out.ReadSlice('\n')
 		if err != nil && err != bufio.ErrBufferFull {
 			if ctx.Err() != nil {
-				return Output{}, ctx.Err()
+				return Output{}, sent, ctx.Err()
 			}
-			return Output{}, err
+			return Output{}, sent, err
+		}
+		if bytes.Equal(l, []byte(marker+"-stderr\n")) {
+			stdout = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			buf = bytes.Buffer{}
+			continue
 		}
 		if rest, ok := bytes.CutPrefix(l, []byte(marker+" ")); ok {
 			code, _ := strconv.Atoi(strings.TrimSpace(string(rest)))
-			b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-			out := Output{Stdout: b, Code: code, Truncated: truncated}
+			stderr := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			out := Output{Stdout: stdout, Stderr: stderr, Code: code, Truncated: truncated}
 			if code != 0 {
-				return out, &ExitError{Line: script, Out: out}
+				return out, true, &ExitError{Line: script, Out: out}
 			}
-			return out, nil
+			return out, true, nil
 		}
 		if buf.Len()+len(l) <= maxOut {
 			buf.Write(l)

@@ -76,7 +76,7 @@ func (r *Remote) Close() error { return r.conn.Close() }
 
 // run runs a shell script as root (sudo -n for a non-root login).
 func (r *Remote) run(ctx context.Context, script string, timeout time.Duration) (Output, error) {
-	return r.conn.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: timeout})
+	return r.conn.RunShell(ctx, script, timeout, 1<<20)
 }
 
 var showProps = []string{"ActiveState", "SubState", "Result", "ExecMainCode", "ExecMainStatus", "MainPID",
