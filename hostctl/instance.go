@@ -169,7 +169,7 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 			}
 			return Ready{}, err
 		}
-		if f := classify(st, in.snapshot(0), false); f != nil {
+		if f := in.classifySettled(ctx, st, false); f != nil {
 			return Ready{}, f
 		}
 		fresh := in.snapshot(seen)
@@ -266,7 +266,35 @@ func (in *instance) Check(ctx context.Context) (*Failure, error) {
 	in.mu.Lock()
 	ready := in.ready
 	in.mu.Unlock()
-	return classify(st, in.snapshot(0), ready), nil
+	return in.classifySettled(ctx, st, ready), nil
+}
+
+// classifySettled classifies; a generic crash is re-examined once the log
+// has settled: the journal can deliver the last lines a process wrote (the
+// end of a traceback, an argparse error) after systemd saw it exit.
+func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *Failure {
+	f := classify(st, in.snapshot(0), ready)
+	if f == nil || (f.Class != ClassCrashDuringStart && f.Class != ClassCrashDuringLoad) {
+		return f
+	}
+	for range 10 { // at most ~0.5 s
+		n := in.lineCount()
+		select {
+		case <-ctx.Done():
+			return f
+		case <-time.After(50 * time.Millisecond):
+		}
+		if _, err := in.poll(ctx); err != nil {
+			break
+		}
+		if in.lineCount() == n {
+			break
+		}
+	}
+	if g := classify(st, in.snapshot(0), ready); g != nil {
+		return g
+	}
+	return f
 }
 
 // Stop: see Instance.
