@@ -339,6 +339,20 @@ func DialSSH(ctx context.Context, o SSHOptions) (*Conn, error) {
 		closeAgent()
 		return nil, err
 	}
+	// ProxyJump hops may name their own IdentityFile in ~/.ssh/config.
+	for _, hop := range t.jump {
+		ho := o
+		ho.Address, ho.IdentityFile, ho.noAgent = hop, "", true
+		if u, h, ok := strings.Cut(hop, "@"); ok {
+			ho.User, ho.Address = u, h
+		}
+		if ht, herr := ho.resolve(); herr == nil {
+			if hs, hclose, herr := ho.signers(ht); herr == nil {
+				signers = append(signers, hs...)
+				hclose()
+			}
+		}
+	}
 	hk, algos, err := o.hostKeyCallback(t.alias)
 	if err != nil {
 		closeAgent()
