@@ -389,6 +389,28 @@ func TestRemoteOnly(t *testing.T) {
 		}
 	})
 
+	t.Run("readiness_survives_sshd_restart", func(t *testing.T) {
+		in, err := r.Start(ctx, launch(d, map[string]string{"SGLANGSIM_LOAD_SECONDS": "60"})) // 3 s of load
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(time.Second)
+			_, _ = h.Nsenter(ctx, "systemctl", "restart", "ssh.service")
+			_, _ = h.Nsenter(ctx, "pkill", "-KILL", "-f", "^sshd: root")
+		}()
+		n0 := r.Conn().Reconnects()
+		if _, err := in.WaitReady(ctx); err != nil {
+			t.Fatalf("readiness across an sshd restart: %v", err)
+		}
+		if r.Conn().Reconnects() == n0 {
+			t.Error("no reconnect happened")
+		}
+		if _, err := in.Stop(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("host_vanishes_mid_command", func(t *testing.T) {
 		r.conn.o.ReconnectFor = 2 * time.Second
 		errc := make(chan error, 1)

@@ -181,7 +181,12 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 			j += " --after-cursor=" + ShellQuote(cursor)
 		}
 		j += " _SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id)
-		out, err := r.conn.RunShell(ctx, r.showCmd()+"; echo "+journalSep+"; "+j, 15*time.Second, 1<<20)
+		script := r.showCmd() + "; echo " + journalSep + "; " + j
+		out, err := r.conn.RunShell(ctx, script, 15*time.Second, 1<<20)
+		if isUnreachable(err) && ctx.Err() == nil {
+			// A read: safe to repeat once on a fresh connection (sshd restarted, a blip).
+			out, err = r.conn.RunShell(ctx, script, 15*time.Second, 1<<20)
+		}
 		if err != nil {
 			var ee *ExitError
 			if !errors.As(err, &ee) || !bytes.Contains(out.Stdout, []byte(journalSep)) {
