@@ -348,11 +348,13 @@ func etaText(d time.Duration) string {
 	return roundDuration(d)
 }
 
-func cancelCmd() command {
+// sweepCmd is a command acting on one stored sweep: SWEEP is resolved in the read-write store
+// and handed to act.
+func sweepCmd(name, summary string, act func(ctx context.Context, env Env, st *store.DB, sw store.Sweep) error) command {
 	return command{
-		name:    "cancel",
+		name:    name,
 		args:    "SWEEP",
-		summary: "Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.",
+		summary: summary,
 		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
 			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
 			return func(ctx context.Context, env Env, pos []string) error {
@@ -369,54 +371,41 @@ func cancelCmd() command {
 				if err != nil {
 					return err
 				}
-				if err := st.CancelSweep(ctx, sw.ID, "cancelled by specsweep cancel"); err != nil {
-					if errors.Is(err, store.ErrTransition) {
-						return fmt.Errorf("sweep %s (id %d) is %s and cannot be cancelled", sw.Name, sw.ID, sw.State)
-					}
-					return err
-				}
-				msg := "no point was running"
-				if sw.Running > 0 {
-					msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them)", sw.Running)
-				}
-				fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; `specsweep resume %d` queues it again\n", sw.Name, sw.ID, msg, sw.ID)
-				return nil
+				return act(ctx, env, st, sw)
 			}
 		},
 	}
 }
 
-func resumeCmd() command {
-	return command{
-		name:    "resume",
-		args:    "SWEEP",
-		summary: "Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			return func(ctx context.Context, env Env, pos []string) error {
-				ref, err := oneArg(pos, "SWEEP")
-				if err != nil {
-					return err
+func cancelCmd() command {
+	return sweepCmd("cancel", "Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.",
+		func(ctx context.Context, env Env, st *store.DB, sw store.Sweep) error {
+			if err := st.CancelSweep(ctx, sw.ID, "cancelled by specsweep cancel"); err != nil {
+				if errors.Is(err, store.ErrTransition) {
+					return fmt.Errorf("sweep %s (id %d) is %s and cannot be cancelled", sw.Name, sw.ID, sw.State)
 				}
-				st, err := store.Open(ctx, dbPath(env, *db))
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				sw, err := st.FindSweep(ctx, ref)
-				if err != nil {
-					return err
-				}
-				got, err := st.ResumeSweep(ctx, sw.ID, "resumed by specsweep resume")
-				if errors.Is(err, store.ErrNotResumable) {
-					return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
-				}
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run\n", got.Name, got.ID, got.State, got.Pending)
-				return nil
+				return err
 			}
-		},
-	}
+			msg := "no point was running"
+			if sw.Running > 0 {
+				msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them)", sw.Running)
+			}
+			fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; `specsweep resume %d` queues it again\n", sw.Name, sw.ID, msg, sw.ID)
+			return nil
+		})
+}
+
+func resumeCmd() command {
+	return sweepCmd("resume", "Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).",
+		func(ctx context.Context, env Env, st *store.DB, sw store.Sweep) error {
+			got, err := st.ResumeSweep(ctx, sw.ID, "resumed by specsweep resume")
+			if errors.Is(err, store.ErrNotResumable) {
+				return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run\n", got.Name, got.ID, got.State, got.Pending)
+			return nil
+		})
 }
