@@ -1,0 +1,250 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
+)
+
+func TestLeasesGoOldestFirstAndHonourCancellation(t *testing.T) {
+	l := newLeases()
+	ctx := context.Background()
+	rel, err := l.acquire(ctx, "m", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int64
+	var wg sync.WaitGroup
+	for _, prio := range []int64{9, 3, 7} {
+		wg.Go(func() {
+			r, err := l.acquire(ctx, "m", prio)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, prio)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			r()
+		})
+	}
+	// A waiter that gives up must not keep the machine.
+	cctx, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() { _, err := l.acquire(cctx, "m", 1); gaveUp <- err }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Error("a cancelled wait got the lease")
+	}
+	rel()
+	rel() // releasing twice is harmless
+	wg.Wait()
+	if fmt.Sprint(order) != "[3 7 9]" {
+		t.Errorf("lease order %v, want oldest sweep first [3 7 9]", order)
+	}
+	// Another machine is independent; and the machine is free at the end.
+	r1, _ := l.acquire(ctx, "other", 1)
+	r2, err := l.acquire(ctx, "m", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1()
+	r2()
+}
+
+// daemonHarness runs a Daemon on a real store with fake hosts.
+type daemonHarness struct {
+	t     *testing.T
+	db    *store.DB
+	world *fakeWorld
+	d     *Daemon
+	stop  context.CancelFunc
+	done  chan error
+}
+
+func newDaemonHarness(t *testing.T) *daemonHarness {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := &daemonHarness{t: t, db: db, world: newWorld(t, func(string, hostctl.Launch, int) behaviour {
+		return behaviour{loadDelay: 5 * time.Millisecond}
+	})}
+	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond,
+		Runner: Config{Load: h.world.load, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
+			RetryBackoff: time.Millisecond},
+		Hosts: func(spec *sweep.Spec, id int64) []Host {
+			h.world.mu.Lock()
+			defer h.world.mu.Unlock()
+			var hs []Host
+			for _, sh := range spec.Hosts {
+				fh, ok := h.world.hosts[sh.Address]
+				if !ok {
+					fh = h.world.host(sh.Address)
+				}
+				hs = append(hs, &namedHost{Host: fh, name: sh.Name})
+			}
+			return hs
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d = d
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stop, h.done = cancel, make(chan error, 1)
+	go func() { h.done <- d.Run(ctx, nil) }()
+	t.Cleanup(func() { cancel(); <-h.done })
+	return h
+}
+
+// namedHost gives a shared fake machine the name a spec uses for it.
+type namedHost struct {
+	Host
+	name string
+}
+
+func (n *namedHost) Name() string { return n.name }
+
+func daemonSpec(t *testing.T, name, address, extra string) *sweep.Spec {
+	t.Helper()
+	spec, err := sweep.Parse(name+".yaml", []byte(fmt.Sprintf(`version: 1
+name: %s
+hosts: [{name: h, address: %s, gpus: 4}]
+server: {command: [/opt/sglang/bin/python, -m, sglang.launch_server], args: [--model-path, /m]}
+methods: {baseline: [], eagle3: [--speculative-algorithm, EAGLE3]}
+matrix: {method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [1]}
+workload: {concurrency: [1, 2], requests: 4, input_tokens: 8, output_tokens: 8}
+%s`, name, address, extra)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+func (h *daemonHarness) waitState(id int64, want store.SweepState) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sw, err := h.db.Sweep(context.Background(), id)
+		if err == nil && sw.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("sweep %d is %s, want %s", id, sw.State, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDaemonRunsSweepsSharingAMachineOneAfterTheOther(t *testing.T) {
+	h := newDaemonHarness(t)
+	ctx := context.Background()
+	a, err := Submit(ctx, h.db, daemonSpec(t, "a", "m1.example", ""), SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Submit(ctx, h.db, daemonSpec(t, "b", "m1.example", ""), SubmitOptions{})
+	c, _ := Submit(ctx, h.db, daemonSpec(t, "c", "m2.example", ""), SubmitOptions{})
+	for _, sw := range []store.Sweep{a, b, c} {
+		h.waitState(sw.ID, store.SweepDone)
+	}
+	// The fake world fails the test on any Start while the machine's server still runs; on top, a's
+	// points all come before b's on the shared machine.
+	var seq []string
+	h.world.mu.Lock()
+	for _, l := range h.world.levels {
+		if l.host == "m1.example" {
+			seq = append(seq, l.argv)
+		}
+	}
+	h.world.mu.Unlock()
+	if len(seq) != 2*4*2 {
+		t.Fatalf("%d levels on the shared machine, want 16", len(seq))
+	}
+	rows, err := h.db.Query(ctx, `SELECT s.name FROM events e JOIN sweeps s ON s.id = e.sweep_id
+		WHERE e.kind = 'state' AND e.detail LIKE 'pending -> running%' AND s.name IN ('a', 'b') ORDER BY e.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range rows.Values {
+		names = append(names, v[0].(string))
+	}
+	if got := strings.Join(names, ""); got != "aaaabbbb" {
+		t.Errorf("claims on the shared machine in order %s, want a's then b's", got)
+	}
+	// Each machine restored once no sweep used it any more.
+	h.world.mu.Lock()
+	defer h.world.mu.Unlock()
+	for name, fh := range h.world.hosts {
+		if fh.restored < 1 {
+			t.Errorf("machine %s never restored", name)
+		}
+	}
+}
+
+func TestDaemonHoldsPointsOutsideTheWindow(t *testing.T) {
+	h := newDaemonHarness(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	closed := fmt.Sprintf("schedule: {window: \"%s-%s\"}", now.Add(2*time.Hour).Format("15:04"), now.Add(3*time.Hour).Format("15:04"))
+	sw, err := Submit(ctx, h.db, daemonSpec(t, "w", "m3.example", closed), SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(sw.ID, store.SweepRunning)
+	time.Sleep(200 * time.Millisecond)
+	if got, _ := h.db.Sweep(ctx, sw.ID); got.Running+got.Done != 0 {
+		t.Errorf("a point started outside the window: %+v", got)
+	}
+	act := h.d.Activity(sw.ID)
+	if !strings.Contains(act["h"].Detail, "waiting for the window") {
+		t.Errorf("activity %+v, want waiting for the window", act)
+	}
+}
+
+func TestDaemonScheduleFiresAndSkipsWhileItsSweepRuns(t *testing.T) {
+	h := newDaemonHarness(t)
+	ctx := context.Background()
+	h.world.mu.Lock()
+	h.world.behave = func(string, hostctl.Launch, int) behaviour { return behaviour{loadDelay: 150 * time.Millisecond} }
+	h.world.mu.Unlock()
+	tmpl, err := Submit(ctx, h.db, daemonSpec(t, "nightly", "m4.example", ""), SubmitOptions{Cron: "@every 1s"})
+	if err != nil || tmpl.State != store.SweepScheduled || tmpl.Points != 0 {
+		t.Fatalf("template %+v %v", tmpl, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		inst, _ := h.db.Query(ctx, "SELECT count(*) FROM sweeps WHERE schedule_id = ? AND state = 'done'", tmpl.ID)
+		skip, _ := h.db.Query(ctx, "SELECT count(*) FROM events WHERE sweep_id = ? AND kind = 'schedule_skipped'", tmpl.ID)
+		if inst.Values[0][0].(int64) >= 1 && skip.Values[0][0].(int64) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no done instance and skipped firing after 30 s: %v %v", inst.Values, skip.Values)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := h.db.CancelSweep(ctx, tmpl.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := h.db.Query(ctx, "SELECT name FROM sweeps WHERE schedule_id = ?", tmpl.ID)
+	for _, v := range rows.Values {
+		if !strings.HasPrefix(v[0].(string), "nightly@") {
+			t.Errorf("instance named %v", v[0])
+		}
+	}
+}
