@@ -250,6 +250,36 @@ func TestContract(t *testing.T) {
 				stop(t, in)
 			})
 
+			t.Run("hang_before_ready_is_ready_timeout", func(t *testing.T) {
+				// The scheduler hangs at the first generation: /health turned 200, but the
+				// one-token generation never answers.
+				l := launch(d, map[string]string{"SGLANGSIM_FAIL": "hang-after:0"})
+				l.ReadyTimeout = 2 * time.Second
+				in, err := h.Start(ctx, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = in.WaitReady(ctx)
+				wantFailure(t, err, ClassReadyTimeout, "")
+				stop(t, in)
+			})
+
+			t.Run("slow_drain_is_a_clean_stop", func(t *testing.T) {
+				l := launch(d, map[string]string{"SGLANGSIM_FAIL": "slow-drain:20"}) // 1 s drain
+				l.StopTimeout = 10 * time.Second
+				in, err := h.Start(ctx, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := in.WaitReady(ctx); err != nil {
+					t.Fatal(err)
+				}
+				res := stop(t, in)
+				if !res.Clean || res.Class != "" || !res.SIGKILL || res.Duration < 900*time.Millisecond {
+					t.Fatalf("a slow but finished drain: %+v", res)
+				}
+			})
+
 			t.Run("stop_timeout_sigkill", func(t *testing.T) {
 				l := launch(d, map[string]string{"SGLANGSIM_FAIL": "ignore-sigterm"})
 				l.StopTimeout = time.Second

@@ -145,9 +145,16 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 			pc <- polled{st, err}
 		}()
 		probes++
-		code, perr := in.get(ctx, "/health")
+		// A probe never outlives ready_timeout (a hung server answers nothing).
+		pctx, pcancel := context.WithDeadline(ctx, deadline.Add(50*time.Millisecond))
+		code, perr := in.get(pctx, "/health")
+		var gerr error = errors.New("not probed")
 		if perr == nil && code == http.StatusOK {
-			if gerr := in.generateOne(ctx); gerr == nil {
+			gerr = in.generateOne(pctx)
+		}
+		pcancel()
+		if perr == nil && code == http.StatusOK {
+			if gerr == nil {
 				r := Ready{At: time.Now(), StartedAt: in.startedAt, Probes: probes}
 				r.Elapsed = r.At.Sub(in.startedAt)
 				<-pc

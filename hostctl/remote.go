@@ -491,6 +491,9 @@ func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 	if cur != nil {
 		p.Argv = cur.launch.Argv
 		p.EngineVer = cur.engineVersion(ctx)
+		if line, err := ExecStartLine(cur.launch.Argv); err == nil {
+			p.ExecStart = line // exactly as written in the drop-in
+		}
 	}
 	return p, nil
 }
