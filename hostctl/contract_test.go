@@ -41,7 +41,21 @@ func contractDrivers(t *testing.T) []driver {
 	var ds []driver
 	ds = append(ds, localDriver(t))
 	ds = append(ds, sshDriver(t))
-	return ds
+	dbus := sshDriver(t)
+	dbus.name = "ssh-dbus"
+	dbus.host = func(t *testing.T) Host {
+		h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: true, SSH: SSHOptions{Address: h.Addr, User: "root",
+			IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	return append(ds, dbus)
 }
 
 func sshDriver(t *testing.T) driver {
@@ -97,7 +111,7 @@ func wantFailure(t *testing.T, err error, class Class, evidence string) *Failure
 func TestContract(t *testing.T) {
 	for _, d := range contractDrivers(t) {
 		t.Run(d.name, func(t *testing.T) {
-			if d.name == "ssh" {
+			if d.name != "local" {
 				if msg := testhost.Requirements(); msg != "" {
 					t.Skip(msg)
 				}

@@ -80,6 +80,11 @@ func TestNonRootLoginWithSudo(t *testing.T) {
 	if string(before) != string(after) {
 		t.Fatal("unit changed")
 	}
+	// The D-Bus transport refuses non-root logins (systemd would ask polkit).
+	if _, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: true, SSH: SSHOptions{Address: h.Addr, User: "deploy",
+		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}}); err == nil || !strings.Contains(err.Error(), "root login") {
+		t.Fatalf("D-Bus with a non-root login: %v", err)
+	}
 	// sudo asking for a password: a clear error, not a hang.
 	r2 := dial("askpw")
 	_, err = r2.Start(ctx, launch(driver{simBin: testhost.SimPath}, nil))

@@ -23,6 +23,10 @@ type RemoteOptions struct {
 	Unit       string        // default sglang.service
 	CreateUnit bool          // create a managed unit when the host has none
 	GPUWait    time.Duration // how long to wait for GPUs to be free before a start (default 2 min)
+	// DBus drives the unit through systemd's D-Bus API over the SSH-forwarded
+	// bus socket instead of systemctl (root logins only); the journal is
+	// still read with journalctl.
+	DBus bool
 	// Event, if set, receives notable events (reconnects, stops ending in SIGKILL) for the event log.
 	Event func(kind, detail string)
 }
@@ -31,6 +35,9 @@ type RemoteOptions struct {
 type Remote struct {
 	o    RemoteOptions
 	conn *Conn
+
+	busMu sync.Mutex
+	bus   *dbusUnit // with DBus
 
 	mu      sync.Mutex
 	current *instance
@@ -62,7 +69,35 @@ func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Remote{o: o, conn: c}, nil
+	r := &Remote{o: o, conn: c}
+	if o.DBus {
+		if r.bus, err = dialDBus(ctx, c, o.Unit); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// withBus runs fn on the D-Bus connection, re-dialling the bus once when a
+// call fails (the SSH connection under it may have been re-established).
+func (r *Remote) withBus(ctx context.Context, fn func(*dbusUnit) error) error {
+	r.busMu.Lock()
+	defer r.busMu.Unlock()
+	err := fn(r.bus)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if r.bus.c.Connected() {
+		return err
+	}
+	r.bus.close()
+	nb, derr := dialDBus(ctx, r.conn, r.o.Unit)
+	if derr != nil {
+		return derr
+	}
+	r.bus = nb
+	return fn(r.bus)
 }
 
 // Conn is the host's SSH connection (for doctor and tests).
@@ -72,7 +107,14 @@ func (r *Remote) Conn() *Conn { return r.conn }
 func (r *Remote) Name() string { return r.o.Name }
 
 // Close implements Host.
-func (r *Remote) Close() error { return r.conn.Close() }
+func (r *Remote) Close() error {
+	r.busMu.Lock()
+	if r.bus != nil {
+		r.bus.close()
+	}
+	r.busMu.Unlock()
+	return r.conn.Close()
+}
 
 // run runs a shell script as root (sudo -n for a non-root login).
 func (r *Remote) run(ctx context.Context, script string, timeout time.Duration) (Output, error) {
@@ -143,6 +185,11 @@ func unixStamp(v string) time.Time {
 
 // UnitState reads the unit's state.
 func (r *Remote) UnitState(ctx context.Context) (State, error) {
+	if r.bus != nil {
+		var st State
+		err := r.withBus(ctx, func(b *dbusUnit) (err error) { st, err = b.state(ctx); return err })
+		return st, err
+	}
 	out, err := r.run(ctx, r.showCmd(), 15*time.Second)
 	if err != nil {
 		return State{}, err
@@ -182,6 +229,15 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 		}
 		j += " _SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id)
 		script := r.showCmd() + "; echo " + journalSep + "; " + j
+		var busState State
+		var busErr error
+		busDone := make(chan struct{})
+		if r.bus != nil {
+			script = "echo " + journalSep + "; " + j
+			go func() { busState, busErr = r.UnitState(ctx); close(busDone) }()
+		} else {
+			close(busDone)
+		}
 		out, err := r.conn.RunShell(ctx, script, 15*time.Second, 1<<20)
 		if isUnreachable(err) && ctx.Err() == nil {
 			// A read: safe to repeat once on a fresh connection (sshd restarted, a blip).
@@ -193,8 +249,15 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 				return State{}, err
 			}
 		}
+		<-busDone
 		show, jour, _ := bytes.Cut(out.Stdout, []byte(journalSep+"\n"))
 		st := parseShow(show)
+		if r.bus != nil {
+			if busErr != nil {
+				return State{}, busErr
+			}
+			st = busState
+		}
 		var lines []string
 		for _, l := range strings.Split(strings.TrimSuffix(string(jour), "\n"), "\n") {
 			if c, ok := strings.CutPrefix(l, "-- cursor: "); ok {
@@ -258,10 +321,17 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 		return func() { stdin.Close(); s.Close() }
 	}
 	in.sendStop = func(ctx context.Context) error {
+		if r.bus != nil {
+			return r.withBus(ctx, func(b *dbusUnit) error { return b.stop(ctx) })
+		}
 		_, err := r.run(ctx, "systemctl stop --no-block "+ShellQuote(r.o.Unit), 15*time.Second)
 		return err
 	}
 	in.afterStop = func(ctx context.Context) {
+		if r.bus != nil {
+			_ = r.withBus(ctx, func(b *dbusUnit) error { b.resetFailed(ctx); return nil })
+			return
+		}
 		_, _ = r.run(ctx, "systemctl reset-failed "+ShellQuote(r.o.Unit)+" 2>/dev/null; true", 15*time.Second)
 	}
 	return in
@@ -371,10 +441,27 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 		return nil, wrapUnreachable(fmt.Errorf("writing the drop-in: %w", err))
 	}
 	u := ShellQuote(r.o.Unit)
-	out, err := r.run(ctx, "systemctl daemon-reload && { systemctl reset-failed "+u+" 2>/dev/null; systemctl start "+u+
-		"; rc=$?; systemctl show -p InvocationID,MainPID "+u+"; exit $rc; }", 60*time.Second)
+	var out Output
+	var started State
+	if r.bus != nil {
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = r.withBus(sctx, func(b *dbusUnit) error { return b.reloadStart(sctx) })
+		cancel()
+		if err != nil {
+			out.Stderr = []byte(err.Error())
+			err = &ExitError{Line: "StartUnit " + r.o.Unit, Out: Output{Stderr: out.Stderr, Code: 1}}
+		}
+		if st, serr := r.UnitState(ctx); serr == nil {
+			started = st
+		} else if err == nil {
+			err = serr
+		}
+	} else {
+		out, err = r.run(ctx, "systemctl daemon-reload && { systemctl reset-failed "+u+" 2>/dev/null; systemctl start "+u+
+			"; rc=$?; systemctl show -p InvocationID,MainPID "+u+"; exit $rc; }", 60*time.Second)
+		started = parseShow(out.Stdout)
+	}
 	startedAt := time.Now()
-	started := parseShow(out.Stdout)
 	id := started.InvocationID
 	if err != nil {
 		var ee *ExitError
