@@ -21,6 +21,10 @@ import (
 // with a fixed iteration count and docs/hostctl.md quotes the figures.
 
 func benchHost(b *testing.B, env map[string]string) (*testhost.Host, *Remote) {
+	return benchHostOpts(b, false)
+}
+
+func benchHostOpts(b *testing.B, dbus bool) (*testhost.Host, *Remote) {
 	b.Helper()
 	if msg := testhost.Requirements(); msg != "" {
 		b.Skip(msg)
@@ -28,7 +32,7 @@ func benchHost(b *testing.B, env map[string]string) (*testhost.Host, *Remote) {
 	h := testhost.Boot(b, 1, testhost.Options{})[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
+	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: dbus, SSH: SSHOptions{Address: h.Addr, User: "root",
 		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
 	if err != nil {
 		b.Fatal(err)
@@ -165,7 +169,12 @@ func BenchmarkFailLagOOM(b *testing.B) {
 // connection: drop-in write (SFTP, atomic), daemon-reload, start, stop of a
 // ready server (SGL_FORCE_SHUTDOWN=1), and a state+journal poll.
 func BenchmarkPointOverhead(b *testing.B) {
-	_, r := benchHost(b, nil)
+	b.Run("systemctl", func(b *testing.B) { benchPointOverhead(b, false) })
+	b.Run("dbus", func(b *testing.B) { benchPointOverhead(b, true) })
+}
+
+func benchPointOverhead(b *testing.B, dbus bool) {
+	_, r := benchHostOpts(b, dbus)
 	ctx := context.Background()
 	var write, reload, start, stop, poll, whole []float64
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -178,7 +187,11 @@ func BenchmarkPointOverhead(b *testing.B) {
 		}
 		write = append(write, ms(time.Since(t0)))
 		t1 := time.Now()
-		if _, err := r.run(ctx, "systemctl daemon-reload", 30*time.Second); err != nil {
+		if dbus {
+			if err := r.withBus(ctx, func(d *dbusUnit) error { return d.c.ReloadContext(ctx) }); err != nil {
+				b.Fatal(err)
+			}
+		} else if _, err := r.run(ctx, "systemctl daemon-reload", 30*time.Second); err != nil {
 			b.Fatal(err)
 		}
 		reload = append(reload, ms(time.Since(t1)))
