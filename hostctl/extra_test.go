@@ -1,13 +1,18 @@
 package hostctl
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -355,4 +360,69 @@ func TestStartRefusedBySystemd(t *testing.T) {
 	if err := r.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLocalChildDiesWithSpecsweep: a local server is not orphaned when
+// specsweep itself is killed (parent-death signal SIGTERM: the server drains
+// and exits).
+func TestLocalChildDiesWithSpecsweep(t *testing.T) {
+	if os.Getenv("HOSTCTL_HELPER") == "1" {
+		return // the helper's work is in TestHelperLocalParent
+	}
+	sim := testhost.SimBinary(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLocalParent$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "HOSTCTL_HELPER=1", "HOSTCTL_SIM="+sim)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var child int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CHILD "); ok {
+			child, _ = strconv.Atoi(v)
+			break
+		}
+	}
+	if child == 0 {
+		t.Fatal("the helper did not report its server")
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL) // specsweep dies without cleaning up
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if syscall.Kill(child, 0) != nil {
+			return
+		}
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(child) + "/stat")
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+			return // exited, waiting for its (new) parent to reap it
+		}
+	}
+	_ = syscall.Kill(-child, syscall.SIGKILL)
+	t.Fatalf("server %d outlived its parent", child)
+}
+
+func TestHelperLocalParent(t *testing.T) {
+	if os.Getenv("HOSTCTL_HELPER") != "1" {
+		t.Skip("helper process of TestLocalChildDiesWithSpecsweep")
+	}
+	l := NewLocal(LocalOptions{})
+	e := map[string]string{}
+	for k, v := range fastEnv {
+		e[k] = v
+	}
+	in, err := l.Start(context.Background(), Launch{Argv: []string{os.Getenv("HOSTCTL_SIM"), "--model-path", "/models/Qwen3.5-122B-A10B",
+		"--tp-size", "4", "--port", "30077"}, Env: e, Port: 30077})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := in.State(context.Background())
+	fmt.Printf("CHILD %d\n", st.MainPID)
+	select {}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -125,7 +126,9 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	for k, v := range ln.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Own process group; SIGTERM if specsweep dies (the parent-death signal fires when the
+	// forking thread ends: it is locked below and lives as long as the child).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -140,7 +143,18 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 			return nil, err
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	exited := make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, after the child
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		<-exited
+	}()
+	if err := <-started; err != nil {
 		if logf != nil {
 			logf.Close()
 		}
@@ -156,7 +170,7 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	id := fmt.Sprintf("local-%d-%d", cmd.Process.Pid, l.seq)
 	l.mu.Unlock()
 	host, _ := serverEndpoint(ln.Argv, ln.Port)
-	p := &localProc{cmd: cmd, pgid: cmd.Process.Pid, exited: make(chan struct{}), stopTimeout: ln.StopTimeout}
+	p := &localProc{cmd: cmd, pgid: cmd.Process.Pid, exited: exited, stopTimeout: ln.StopTimeout}
 	in := &instance{id: id, launch: ln, startedAt: startedAt,
 		client:  &http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}},
 		baseURL: "http://" + hostPort(host, ln.Port), addr: hostPort(host, ln.Port), wake: make(chan struct{}, 1)}
