@@ -426,3 +426,32 @@ func TestHelperLocalParent(t *testing.T) {
 	fmt.Printf("CHILD %d\n", st.MainPID)
 	select {}
 }
+
+func TestLocalGPUBusy(t *testing.T) {
+	dir := t.TempDir()
+	smi := "#!/bin/sh\n[ -e " + dir + "/busy ] && echo '4242, 70000 MiB'\nexit 0\n"
+	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(smi), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "busy"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	l := NewLocal(LocalOptions{GPUWait: 300 * time.Millisecond})
+	ln := launch(localDriver(t), nil)
+	_, err := l.Start(t.Context(), ln)
+	if f, ok := AsFailure(err); !ok || f.Class != ClassGPUBusy || !strings.Contains(strings.Join(f.Evidence, " "), "4242") {
+		t.Fatalf("want gpu_busy: %v", err)
+	}
+	_ = os.Remove(filepath.Join(dir, "busy"))
+	in, err := l.Start(t.Context(), ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Restore(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

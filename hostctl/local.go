@@ -21,6 +21,9 @@ type LocalOptions struct {
 	Name string
 	// LogFile, if set, receives a copy of every server log line.
 	LogFile string
+	// GPUWait bounds the wait for free GPUs before a start when nvidia-smi
+	// exists here (default 2 min), then gpu_busy.
+	GPUWait time.Duration
 }
 
 // Local runs the server as a child process of specsweep, in its own process
@@ -120,6 +123,9 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 		if _, err := prev.Stop(ctx, nil); err != nil {
 			return nil, err
 		}
+	}
+	if err := l.gpuFree(ctx); err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(ln.Argv[0], ln.Argv[1:]...)
 	cmd.Env = os.Environ()
@@ -250,6 +256,39 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	l.current = p
 	l.mu.Unlock()
 	return p, nil
+}
+
+// gpuFree waits (bounded) until no compute process holds GPU memory here.
+func (l *Local) gpuFree(ctx context.Context) error {
+	smi, err := exec.LookPath("nvidia-smi")
+	if err != nil {
+		return nil
+	}
+	wait := l.o.GPUWait
+	if wait == 0 {
+		wait = 2 * time.Minute
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		out, err := exec.CommandContext(cctx, smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader").Output()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("nvidia-smi: %w", err)
+		}
+		apps := strings.TrimSpace(string(out))
+		if apps == "" || strings.Contains(apps, "No running") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &Failure{Class: ClassGPUBusy, Detail: fmt.Sprintf("GPU memory still held after %v", wait), Evidence: strings.Split(apps, "\n")}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(2*time.Second, wait)):
+		}
+	}
 }
 
 func unixSignalName(s syscall.Signal) string {
