@@ -73,16 +73,37 @@ func anyMatch(lines []string, re *regexp.Regexp) bool {
 	return false
 }
 
-func lastNonEmpty(lines []string, re *regexp.Regexp) bool {
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if l == "" || strings.Contains(l, "Main process exited") || strings.Contains(l, "Failed with result") ||
-			strings.Contains(l, "Deactivated successfully") || strings.Contains(l, "Consumed ") {
-			continue
+// systemdLine reports whether a journal line is systemd's own about the
+// unit (not the server's output).
+func systemdLine(l string) bool {
+	for _, m := range []string{"Main process exited", "Failed with result", "Deactivated successfully", "Consumed ",
+		"Failed to kill control group", "Stopped ", "Started ", "Stopping ", "Killing process", "State 'stop-"} {
+		if strings.Contains(l, m) {
+			return true
 		}
-		return re.MatchString(l)
 	}
 	return false
+}
+
+// lastServerLine is the last non-empty line the server wrote.
+func lastServerLine(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := lines[i]; strings.TrimSpace(l) != "" && !systemdLine(l) {
+			return l
+		}
+	}
+	return ""
+}
+
+func lastNonEmpty(lines []string, re *regexp.Regexp) bool {
+	return re.MatchString(strings.TrimSpace(lastServerLine(lines)))
+}
+
+// unfinishedTraceback: the server's output ends inside a Python traceback
+// (its header or an indented frame line): the exception line is still to come.
+func unfinishedTraceback(lines []string) bool {
+	l := lastServerLine(lines)
+	return strings.HasPrefix(l, "Traceback (most recent call last)") || strings.HasPrefix(l, "  ")
 }
 
 // evidence keeps the lines matching re (at most max, the last ones), then

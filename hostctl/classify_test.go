@@ -133,3 +133,21 @@ func TestResolveSSHConfig(t *testing.T) {
 		t.Fatalf("%+v", tg)
 	}
 }
+
+func TestUnfinishedTraceback(t *testing.T) {
+	exit := "sglang.service: Main process exited, code=exited, status=1/FAILURE"
+	for _, c := range []struct {
+		lines []string
+		want  bool
+	}{
+		{[]string{"Traceback (most recent call last):", exit, "sglang.service: Failed with result 'exit-code'."}, true},
+		{[]string{"Traceback (most recent call last):", `  File "x.py", line 1, in <module>`, exit}, true},
+		{[]string{"Traceback (most recent call last):", `  File "x.py", line 1`, "AssertionError", exit}, false},
+		{[]string{"[2026-12-01 10:00:00] Load weight begin.", exit}, false},
+		{nil, false},
+	} {
+		if got := unfinishedTraceback(c.lines); got != c.want {
+			t.Errorf("%q: got %v", c.lines, got)
+		}
+	}
+}

@@ -278,13 +278,16 @@ func (in *instance) Check(ctx context.Context) (*Failure, error) {
 
 // classifySettled classifies; a generic crash is re-examined once the log
 // has settled: the journal can deliver the last lines a process wrote (the
-// end of a traceback, an argparse error) after systemd saw it exit.
+// end of a traceback, an argparse error) well after systemd saw it exit on
+// a busy host. Settled: no new line for 150 ms and no traceback left
+// unfinished, within 2 s.
 func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *Failure {
 	f := classify(st, in.snapshot(0), ready)
 	if f == nil || (f.Class != ClassCrashDuringStart && f.Class != ClassCrashDuringLoad) {
 		return f
 	}
-	for range 10 { // at most ~0.5 s
+	t0, changed := time.Now(), time.Now()
+	for time.Since(t0) < 2*time.Second {
 		n := in.lineCount()
 		select {
 		case <-ctx.Done():
@@ -294,7 +297,11 @@ func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *
 		if _, err := in.poll(ctx); err != nil {
 			break
 		}
-		if in.lineCount() == n {
+		if in.lineCount() != n {
+			changed = time.Now()
+			continue
+		}
+		if time.Since(changed) >= 150*time.Millisecond && !unfinishedTraceback(in.snapshot(0)) {
 			break
 		}
 	}
@@ -303,7 +310,6 @@ func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *
 	}
 	return f
 }
-
 // Stop: see Instance.
 func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
 	t0 := time.Now()
