@@ -310,6 +310,7 @@ func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *
 	}
 	return f
 }
+
 // Stop: see Instance.
 func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
 	t0 := time.Now()
