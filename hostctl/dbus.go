@@ -97,6 +97,9 @@ func (d *dbusUnit) state(ctx context.Context) (State, error) {
 	if v, ok := s["MainPID"].(uint32); ok {
 		st.MainPID = int(v)
 	}
+	if v, ok := s["ExecMainPID"].(uint32); ok {
+		st.ExecMainPID = int(v)
+	}
 	if v, ok := s["NRestarts"].(uint32); ok {
 		st.NRestarts = int(v)
 	}

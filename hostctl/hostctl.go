@@ -133,6 +133,7 @@ type State struct {
 	ExecMainCode   int    // CLD_*: 1 exited, 2 killed, 3 dumped
 	ExecMainStatus int    // exit status or signal number
 	MainPID        int
+	ExecMainPID    int // the main process's PID, kept after it exited
 	NRestarts      int
 	InvocationID   string
 	LoadState      string // loaded, not-found, ...

@@ -29,6 +29,7 @@ const maxLines = 10000
 type instance struct {
 	id        string
 	mainPID   int // at start (remote: for the death watcher)
+	execPID   int // the main process's PID (remote: its journal lines, see journalMatch)
 	launch    Launch
 	startedAt time.Time
 	client    *http.Client
@@ -283,7 +284,9 @@ func (in *instance) Check(ctx context.Context) (*Failure, error) {
 // unfinished, within 2 s.
 func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *Failure {
 	f := classify(st, in.snapshot(0), ready)
-	if f == nil || (f.Class != ClassCrashDuringStart && f.Class != ClassCrashDuringLoad) {
+	// Settle a generic crash (the lines may refine it), and any failure whose evidence holds
+	// none of the server's own lines yet.
+	if f == nil || (f.Class != ClassCrashDuringStart && f.Class != ClassCrashDuringLoad && lastServerLine(in.snapshot(0)) != "") {
 		return f
 	}
 	t0, changed := time.Now(), time.Now()

@@ -121,7 +121,7 @@ func (r *Remote) run(ctx context.Context, script string, timeout time.Duration) 
 	return r.conn.RunShell(ctx, script, timeout, 1<<20)
 }
 
-var showProps = []string{"ActiveState", "SubState", "Result", "ExecMainCode", "ExecMainStatus", "MainPID",
+var showProps = []string{"ActiveState", "SubState", "Result", "ExecMainCode", "ExecMainStatus", "MainPID", "ExecMainPID",
 	"NRestarts", "InvocationID", "LoadState", "UnitFileState", "ActiveEnterTimestamp", "InactiveEnterTimestamp",
 	"ExecMainStartTimestamp", "ExecMainExitTimestamp"}
 
@@ -151,6 +151,8 @@ func parseShow(out []byte) State {
 			st.ExecMainStatus = n
 		case "MainPID":
 			st.MainPID = n
+		case "ExecMainPID":
+			st.ExecMainPID = n
 		case "NRestarts":
 			st.NRestarts = n
 		case "InvocationID":
@@ -199,6 +201,20 @@ func (r *Remote) UnitState(ctx context.Context) (State, error) {
 
 const journalSep = "@@specsweep-journal@@"
 
+// journalMatch selects the journal entries of one invocation: the
+// process's output (_SYSTEMD_INVOCATION_ID) and systemd's lines about it
+// (INVOCATION_ID), plus the output of the main process by unit and PID:
+// journald takes the invocation ID from the process's cgroup, which it
+// cannot read any more once a short-lived process has exited (a server
+// rejecting its arguments), and such lines would be missed.
+func journalMatch(unit, id string, pid int) string {
+	m := "_SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id)
+	if pid > 0 {
+		m += " + _SYSTEMD_UNIT=" + ShellQuote(unit) + " _PID=" + strconv.Itoa(pid)
+	}
+	return m
+}
+
 // newInstance follows invocation id of the unit.
 func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance {
 	host, external := serverEndpoint(l.Argv, l.Port)
@@ -227,7 +243,7 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 		if cursor != "" {
 			j += " --after-cursor=" + ShellQuote(cursor)
 		}
-		j += " _SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id)
+		j += " " + journalMatch(r.o.Unit, id, in.execPID)
 		script := r.showCmd() + "; echo " + journalSep + "; " + j
 		var busState State
 		var busErr error
@@ -294,7 +310,7 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 			// New journal lines, and the main process's death (tail --pid checks it every 50 ms on
 			// the host; journalctl -f alone can lag: journald signals followers on a timer).
 			// Both end when the session's stdin closes (cat returns): nothing lingers on the host.
-			script := "journalctl -f -n 0 -q -o cat _SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id) + " & j=$!; w=; "
+			script := "journalctl -f -n 0 -q -o cat " + journalMatch(r.o.Unit, id, in.execPID) + " & j=$!; w=; "
 			if pid := in.mainPID; pid > 0 {
 				script += "{ tail --pid=" + strconv.Itoa(pid) + " -s 0.05 -f /dev/null </dev/null; echo @@exited; } & w=$!; "
 			}
@@ -458,7 +474,7 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 		}
 	} else {
 		out, err = r.run(ctx, "systemctl daemon-reload && { systemctl reset-failed "+u+" 2>/dev/null; systemctl start "+u+
-			"; rc=$?; systemctl show -p InvocationID,MainPID "+u+"; exit $rc; }", 60*time.Second)
+			"; rc=$?; systemctl show -p InvocationID,MainPID,ExecMainPID "+u+"; exit $rc; }", 60*time.Second)
 		started = parseShow(out.Stdout)
 	}
 	startedAt := time.Now()
@@ -485,7 +501,7 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 			Evidence: evidence(ev, regexp.MustCompile(`.`), 8), Err: err}
 	}
 	in := r.newInstance(id, l, startedAt)
-	in.mainPID = started.MainPID
+	in.mainPID, in.execPID = started.MainPID, started.ExecMainPID
 	r.mu.Lock()
 	r.current, r.dropIn = in, dropIn
 	r.mu.Unlock()
