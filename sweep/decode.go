@@ -137,6 +137,11 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 				}
 				h.GPUs = x
 			}},
+			{"create_unit", false, func(v *yaml.Node) {
+				if x, ok := p.boolean(v, at+".create_unit"); ok {
+					h.CreateUnit = x
+				}
+			}},
 			{"driver", false, func(v *yaml.Node) {
 				x, ok := p.oneOf(v, at+".driver", DriverSSH, DriverLocal)
 				if !ok {

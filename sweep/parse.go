@@ -307,6 +307,16 @@ func (p *parser) str(n *yaml.Node, path string) (string, bool) {
 	return n.Value, true
 }
 
+// boolean decodes true or false.
+func (p *parser) boolean(n *yaml.Node, path string) (bool, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		p.errf(n, "%s: expected true or false, got %s", path, describe(n))
+		return false, false
+	}
+	return n.Value == "true" || n.Value == "True" || n.Value == "TRUE", true
+}
+
 // maxNumber bounds every integer so arithmetic on them (steps*topk+1, run
 // counts) cannot overflow.
 const maxNumber = 1<<31 - 1

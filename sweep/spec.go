@@ -62,9 +62,11 @@ type Host struct {
 	User         string `json:"user,omitempty"`
 	IdentityFile string `json:"identity_file,omitempty"`
 	KnownHosts   string `json:"known_hosts,omitempty"`
-	Unit         string `json:"unit"`
-	Driver       string `json:"driver"`
-	GPUs         int    `json:"gpus"`
+	// CreateUnit lets specsweep install a managed unit when the host has none (removed at restore).
+	CreateUnit bool   `json:"create_unit,omitempty"`
+	Unit       string `json:"unit"`
+	Driver     string `json:"driver"`
+	GPUs       int    `json:"gpus"`
 }
 
 // Fits reports whether a point with tensor parallelism tp can run on h.

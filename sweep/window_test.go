@@ -46,3 +46,13 @@ func TestWindow(t *testing.T) {
 		}
 	}
 }
+
+func TestCreateUnitIsParsed(t *testing.T) {
+	s, err := Load("testdata/create-unit.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Hosts[0].CreateUnit {
+		t.Error("create_unit: true not parsed")
+	}
+}

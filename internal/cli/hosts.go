@@ -55,7 +55,7 @@ func (s *specHost) get(ctx context.Context) (hostctl.Host, error) {
 		return s.impl, nil
 	}
 	r, err := hostctl.DialRemote(ctx, hostctl.RemoteOptions{
-		Name: s.h.Name, Unit: s.h.Unit,
+		Name: s.h.Name, Unit: s.h.Unit, CreateUnit: s.h.CreateUnit,
 		SSH: hostctl.SSHOptions{Address: s.h.Address, User: s.h.User, IdentityFile: s.h.IdentityFile,
 			KnownHosts: s.h.KnownHosts, AcceptNewHostKeys: s.opts.acceptNewHostKeys},
 		Event: func(kind, detail string) {
