@@ -163,8 +163,9 @@ func SimBinary(t testing.TB) string {
 			simErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "sst-sim-")
-		if err != nil {
+		// One directory per test process, removed by a later Boot once the process is gone.
+		dir := fmt.Sprintf("/var/tmp/sst-sim-%d", os.Getpid())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			simErr = err
 			return
 		}
@@ -702,6 +703,19 @@ func reapStale() {
 		}
 		if pid, ok := harnessPid(f[0]); ok && !alive(pid) {
 			_ = exec.Command("ip", "netns", "del", f[0]).Run()
+		}
+	}
+	sims, _ := filepath.Glob("/var/tmp/sst-sim-*")
+	for _, d := range sims {
+		if pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "sst-sim-")); err == nil && !alive(pid) {
+			_ = os.RemoveAll(d)
+		}
+	}
+	// Builds of earlier versions of this harness (random names): removed once surely unused.
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "sst-sim-*"))
+	for _, d := range old {
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			_ = os.RemoveAll(d)
 		}
 	}
 	dirs, _ := filepath.Glob("/var/tmp/sst-*-*-*")
