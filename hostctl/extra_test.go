@@ -455,3 +455,44 @@ func TestLocalGPUBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDBusAfterReconnect: the D-Bus transport re-dials the bus when the SSH
+// connection under it was re-established.
+func TestDBusAfterReconnect(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: true, SSH: SSHOptions{Address: h.Addr, User: "root",
+		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.UnitState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = h.Nsenter(ctx, "pkill", "-KILL", "-f", "^sshd: root")
+	var st State
+	for i := 0; i < 50; i++ {
+		if st, err = r.UnitState(ctx); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || st.LoadState != "loaded" {
+		t.Fatalf("state over D-Bus after a reconnect: %+v %v", st, err)
+	}
+	in, err := r.Start(ctx, launch(driver{simBin: testhost.SimPath}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
