@@ -154,3 +154,24 @@ func FuzzExecStart(f *testing.F) {
 		}
 	})
 }
+
+func TestLaunchPort(t *testing.T) {
+	l := Launch{Argv: []string{"/bin/x", "--port", "30001"}}.withDefaults()
+	if l.Port != 30001 {
+		t.Fatalf("port from argv: %d", l.Port)
+	}
+	if got := (Launch{Argv: []string{"/bin/x"}}).withDefaults().Port; got != 30000 {
+		t.Fatalf("default port: %d", got)
+	}
+	if err := (Launch{Argv: []string{"/bin/x", "--port=30001"}, Port: 30000}).Validate(); err == nil {
+		t.Fatal("a port mismatch was accepted")
+	}
+	if err := (Launch{Argv: []string{"/bin/x", "--port", "30000"}, Port: 30000}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// An invalid launch is the point's failure (bad_args), not host trouble.
+	_, err := NewLocal(LocalOptions{}).Start(t.Context(), Launch{Argv: []string{"/bin/x", "--port", "1"}, Port: 2})
+	if f, ok := AsFailure(err); !ok || f.Class != ClassBadArgs {
+		t.Fatalf("want bad_args, got %v", err)
+	}
+}

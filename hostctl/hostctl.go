@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -84,6 +85,9 @@ type Launch struct {
 
 func (l Launch) withDefaults() Launch {
 	if l.Port == 0 {
+		l.Port = argvPort(l.Argv)
+	}
+	if l.Port == 0 {
 		l.Port = 30000
 	}
 	if l.ReadyTimeout == 0 {
@@ -111,6 +115,9 @@ func (l Launch) Validate() error {
 			return fmt.Errorf("argument %q is not valid UTF-8", a)
 		}
 	}
+	if p := argvPort(l.Argv); p != 0 && l.Port != 0 && p != l.Port {
+		return fmt.Errorf("the command listens on --port %d but the launch's port is %d", p, l.Port)
+	}
 	for k, v := range l.Env {
 		if k == "" || strings.ContainsAny(k, "=\n\r\x00 \t\"'\\$%") {
 			return fmt.Errorf("bad environment variable name %q", k)
@@ -123,6 +130,25 @@ func (l Launch) Validate() error {
 		}
 	}
 	return nil
+}
+
+// argvPort is the value of the last --port in argv (argparse: the last wins), or 0.
+func argvPort(argv []string) int {
+	port := 0
+	for i, a := range argv {
+		v := ""
+		if strings.HasPrefix(a, "--port=") {
+			v = strings.TrimPrefix(a, "--port=")
+		} else if a == "--port" && i+1 < len(argv) {
+			v = argv[i+1]
+		} else {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 65536 {
+			port = n
+		}
+	}
+	return port
 }
 
 // State is a unit's (or a local child's) state, systemctl show's names.

@@ -114,7 +114,7 @@ func (p *localProc) currentState() State {
 func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	ln = ln.withDefaults()
 	if err := ln.Validate(); err != nil {
-		return nil, err
+		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
 	}
 	l.mu.Lock()
 	prev := l.current

@@ -437,11 +437,11 @@ func (r *Remote) gpuFree(ctx context.Context) error {
 func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	l = l.withDefaults()
 	if err := l.Validate(); err != nil {
-		return nil, err
+		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
 	}
 	dropIn, err := RenderDropIn(l)
 	if err != nil {
-		return nil, err
+		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
 	}
 	if _, err := r.ensureMarker(ctx); err != nil {
 		return nil, wrapUnreachable(err)
