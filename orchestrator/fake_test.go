@@ -22,6 +22,7 @@ type behaviour struct {
 	crash     *hostctl.Failure // the failure reported
 	stop      hostctl.StopResult
 	loadDelay time.Duration // each level takes this long (for interruption tests)
+	hangURL   string        // the server hangs: every request fails and BaseURL points here
 }
 
 // fakeWorld holds every fake host and checks invariants across them: one server per host at a time,
@@ -147,8 +148,13 @@ func (i *fakeInstance) Stop(ctx context.Context, progress func(hostctl.State)) (
 }
 
 func (i *fakeInstance) HTTPClient() *http.Client { return http.DefaultClient }
-func (i *fakeInstance) BaseURL() string          { return "http://" + i.Address() }
-func (i *fakeInstance) Address() string          { return i.id + ".fake:30000" }
+func (i *fakeInstance) BaseURL() string {
+	if i.b.hangURL != "" {
+		return i.b.hangURL
+	}
+	return "http://" + i.Address()
+}
+func (i *fakeInstance) Address() string { return i.id + ".fake:30000" }
 
 // load is the fake load generator: it finds the instance by its address and returns figures that
 // grow with concurrency and speculative steps, or fails like a client facing a dead server.
@@ -179,6 +185,10 @@ func (w *fakeWorld) load(ctx context.Context, cfg workload.Config) (*workload.Re
 			return &workload.Result{Concurrency: cfg.Concurrency, Sent: 1, Failed: 1}, nil
 		case <-time.After(delay):
 		}
+	}
+	if inst.b.hangURL != "" {
+		return &workload.Result{Concurrency: cfg.Concurrency, Sent: cfg.Requests, Failed: cfg.Requests,
+			Errors: []workload.ErrorSample{{Message: "stalled", Count: cfg.Requests}}}, nil
 	}
 	if crashed {
 		// The server died: requests fail; the runner must learn why from Check.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -482,7 +483,45 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 	if res == nil {
 		return nil, nil, errors.New("load generator returned no result")
 	}
+	if res.Sent > 0 && res.Completed == 0 {
+		// Nothing completed yet the unit runs: a hung server looks like this. Ask it directly.
+		if f := r.probeHang(ctx, a); f != nil {
+			return res, f, nil
+		}
+	}
 	return res, nil, nil
+}
+
+// hangProbeTimeout bounds the health probe of a server whose requests all failed.
+const hangProbeTimeout = 5 * time.Second
+
+// probeHang asks a server whose requests all failed for /health: no answer (or not 200) while its
+// process still runs is a hang, classified as a crash during load with that detail.
+func (r *Runner) probeHang(ctx context.Context, a *attempt) *hostctl.Failure {
+	pctx, cancel := context.WithTimeout(ctx, hangProbeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, a.inst.BaseURL()+"/health", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := a.inst.HTTPClient().Do(req)
+	if ctx.Err() != nil {
+		return nil
+	}
+	detail := ""
+	switch {
+	case err != nil:
+		detail = fmt.Sprintf("server hung: every request of the level failed and /health did not answer within %s (%v)", hangProbeTimeout, err)
+	case resp.StatusCode != http.StatusOK:
+		detail = fmt.Sprintf("server unhealthy: every request of the level failed and /health answered HTTP %d", resp.StatusCode)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if detail == "" {
+		return nil
+	}
+	return &hostctl.Failure{Class: hostctl.ClassCrashDuringLoad, Detail: detail}
 }
 
 // check asks the instance whether it failed after being ready. A failure reported while load runs

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -463,5 +465,24 @@ func TestBeforePointGatesEveryPoint(t *testing.T) {
 		if v {
 			t.Errorf("host %s: lease never released", host)
 		}
+	}
+}
+
+func TestHungServerIsACrashDuringLoad(t *testing.T) {
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer hung.Close()
+	h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+		if argAfter(l.Argv, "--speculative-num-steps") == "3" && argAfter(l.Argv, "--tp-size") == "1" {
+			return behaviour{hangURL: hung.URL}
+		}
+		return behaviour{}
+	})
+	_, out, err := h.run(context.Background())
+	if err != nil || out.Failed != 1 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	row := h.query("SELECT failure_class, failure_detail FROM point_summary WHERE state = 'failed'")[0]
+	if row[0] != "crash_during_load" || !strings.Contains(row[1].(string), "server hung") {
+		t.Errorf("hung point: %v", row)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -302,6 +303,10 @@ func (p *parser) str(n *yaml.Node, path string) (string, bool) {
 		return "", false
 	case strings.IndexByte(n.Value, 0) >= 0:
 		p.errf(n, "%s: must not contain a NUL byte", path)
+		return "", false
+	case !utf8.ValidString(n.Value):
+		// systemd refuses a unit whose lines are not UTF-8.
+		p.errf(n, "%s: must be valid UTF-8", path)
 		return "", false
 	}
 	return n.Value, true
