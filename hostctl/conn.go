@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/kevinburke/ssh_config"
@@ -218,8 +219,9 @@ func (o SSHOptions) signers(t target) ([]ssh.Signer, func(), error) {
 	return out, closer, nil
 }
 
-// hostKeyCallback verifies against known_hosts, with clear messages.
-func (o SSHOptions) hostKeyCallback(alias string) (ssh.HostKeyCallback, []string, error) {
+// knownHostsFile is the known_hosts file of o, created (empty, 0600) when it
+// is missing and unknown keys may be accepted.
+func (o SSHOptions) knownHostsFile(alias string) (string, error) {
 	file := o.KnownHosts
 	if file == "" {
 		file = filepath.Join(o.home(), ".ssh", "known_hosts")
@@ -227,61 +229,104 @@ func (o SSHOptions) hostKeyCallback(alias string) (ssh.HostKeyCallback, []string
 	file = expandHome(file, o.home())
 	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
 		if !o.AcceptNewHostKeys {
-			return nil, nil, &HostKeyError{Addr: alias, Msg: fmt.Sprintf(
+			return "", &HostKeyError{Addr: alias, Msg: fmt.Sprintf(
 				"known_hosts file %s does not exist: add the host's key with `%s >> %s` (after checking its fingerprint), or use --accept-new-host-keys",
 				file, keyscanLine(alias), file)}
 		}
 		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-			return nil, nil, err
+			return "", fmt.Errorf("known_hosts: cannot create %s: %w", filepath.Dir(file), err)
 		}
-		if err := os.WriteFile(file, nil, 0o600); err != nil {
-			return nil, nil, err
+		f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return "", fmt.Errorf("known_hosts: cannot create %s: %w", file, err)
 		}
+		f.Close()
+	}
+	return file, nil
+}
+
+// hostKeyCallback verifies against known_hosts, with clear messages. The
+// file is read at every handshake (DialSSH and every reconnect), so a key
+// accepted since, by this process or another, is pinned: any other key for
+// the host is then a changed key, refused. Accepting an unknown key happens
+// under an exclusive lock of the file and re-checks it first, so two
+// processes meeting the same new host cannot pin two different keys.
+func (o SSHOptions) hostKeyCallback(alias string) (ssh.HostKeyCallback, []string, error) {
+	file, err := o.knownHostsFile(alias)
+	if err != nil {
+		return nil, nil, err
 	}
 	db, err := knownhosts.NewDB(file)
 	if err != nil {
 		return nil, nil, fmt.Errorf("known_hosts %s: %w", file, err)
 	}
-	inner := db.HostKeyCallback()
-	var mu sync.Mutex
+	var mu sync.Mutex // one accept at a time in this process (flock is per open file)
 	cb := func(hostname string, remote net.Addr, key ssh.PublicKey) error {
-		err := inner(hostname, remote, key)
+		err := db.HostKeyCallback()(hostname, remote, key)
 		if err == nil {
 			return nil
 		}
-		fp := ssh.FingerprintSHA256(key)
-		if knownhosts.IsHostKeyChanged(err) {
-			var where []string
-			var kerr *xknownhosts.KeyError
-			if errors.As(err, &kerr) {
-				for _, w := range kerr.Want {
-					where = append(where, fmt.Sprintf("%s:%d", w.Filename, w.Line))
-				}
+		if knownhosts.IsHostUnknown(err) && o.AcceptNewHostKeys {
+			mu.Lock()
+			defer mu.Unlock()
+			err = acceptNewHostKey(file, hostname, remote, key)
+			if err == nil {
+				return nil
 			}
-			return &HostKeyError{Addr: alias, Changed: true, Msg: fmt.Sprintf(
-				"HOST KEY OF %s HAS CHANGED: the host offered %s %s, but %s holds another key (%s). "+
-					"Someone may be intercepting the connection, or the host was reinstalled. Refusing to connect; "+
-					"if the change is expected, remove the old line (ssh-keygen -R %s -f %s) and add the new key.",
-				alias, key.Type(), fp, file, strings.Join(where, ", "), knownhosts.Normalize(alias), file)}
 		}
-		if knownhosts.IsHostUnknown(err) {
-			if o.AcceptNewHostKeys {
-				mu.Lock()
-				defer mu.Unlock()
-				f, ferr := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0o600)
-				if ferr != nil {
-					return ferr
-				}
-				defer f.Close()
-				return knownhosts.WriteKnownHost(f, hostname, remote, key)
-			}
-			return &HostKeyError{Addr: alias, Msg: fmt.Sprintf(
-				"host key of %s is unknown (%s %s): refusing to connect. Check the fingerprint out of band, then add it: `%s >> %s`, or use --accept-new-host-keys",
-				alias, key.Type(), fp, keyscanLine(alias), file)}
-		}
-		return err
+		return o.hostKeyError(alias, file, key, err)
 	}
 	return cb, db.HostKeyAlgorithms(alias), nil
+}
+
+// acceptNewHostKey appends key for hostname to file unless, read again
+// under the lock, the file knows the host by now: then that key decides.
+func acceptNewHostKey(file, hostname string, remote net.Addr, key ssh.PublicKey) error {
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("known_hosts: cannot open %s to add a key: %w", file, err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("known_hosts: cannot lock %s: %w", file, err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	db, err := knownhosts.NewDB(file)
+	if err != nil {
+		return fmt.Errorf("known_hosts %s: %w", file, err)
+	}
+	if err := db.HostKeyCallback()(hostname, remote, key); !knownhosts.IsHostUnknown(err) {
+		return err // nil: pinned meanwhile with this key; else changed
+	}
+	if err := knownhosts.WriteKnownHost(f, hostname, remote, key); err != nil {
+		return fmt.Errorf("known_hosts: cannot add the key of %s to %s: %w", hostname, file, err)
+	}
+	return nil
+}
+
+// hostKeyError words a failed host key check.
+func (o SSHOptions) hostKeyError(alias, file string, key ssh.PublicKey, err error) error {
+	fp := ssh.FingerprintSHA256(key)
+	if knownhosts.IsHostKeyChanged(err) {
+		var where []string
+		var kerr *xknownhosts.KeyError
+		if errors.As(err, &kerr) {
+			for _, w := range kerr.Want {
+				where = append(where, fmt.Sprintf("%s:%d", w.Filename, w.Line))
+			}
+		}
+		return &HostKeyError{Addr: alias, Changed: true, Msg: fmt.Sprintf(
+			"HOST KEY OF %s HAS CHANGED: the host offered %s %s, but %s holds another key (%s). "+
+				"Someone may be intercepting the connection, or the host was reinstalled. Refusing to connect; "+
+				"if the change is expected, remove the old line (ssh-keygen -R %s -f %s) and add the new key.",
+			alias, key.Type(), fp, file, strings.Join(where, ", "), knownhosts.Normalize(alias), file)}
+	}
+	if knownhosts.IsHostUnknown(err) {
+		return &HostKeyError{Addr: alias, Msg: fmt.Sprintf(
+			"host key of %s is unknown (%s %s): refusing to connect. Check the fingerprint out of band, then add it: `%s >> %s`, or use --accept-new-host-keys",
+			alias, key.Type(), fp, keyscanLine(alias), file)}
+	}
+	return err
 }
 
 func keyscanLine(hostport string) string {
@@ -353,17 +398,11 @@ func DialSSH(ctx context.Context, o SSHOptions) (*Conn, error) {
 			}
 		}
 	}
-	hk, algos, err := o.hostKeyCallback(t.alias)
-	if err != nil {
-		closeAgent()
-		return nil, err
-	}
+	// The host key callback is made at every dial (dial), from known_hosts as it is then.
 	c := &Conn{o: o, t: t, closeAgent: closeAgent, cfg: &ssh.ClientConfig{
-		User:              t.user,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signers...)},
-		HostKeyCallback:   hk,
-		HostKeyAlgorithms: algos,
-		Timeout:           o.HandshakeTimeout,
+		User:    t.user,
+		Auth:    []ssh.AuthMethod{ssh.PublicKeys(signers...)},
+		Timeout: o.HandshakeTimeout,
 	}}
 	if err := c.dial(ctx); err != nil {
 		closeAgent()
@@ -423,6 +462,7 @@ func (c *Conn) dial(ctx context.Context) error {
 		}
 		hk, algos, err := o.hostKeyCallback(jt.alias)
 		if err != nil {
+			closeAll(jumps)
 			return err
 		}
 		cfg := *c.cfg
@@ -445,7 +485,15 @@ func (c *Conn) dial(ctx context.Context) error {
 		closeAll(jumps)
 		return err
 	}
-	cl, err := c.handshake(ctx, nc, c.t.alias, c.cfg)
+	hk, algos, err := c.o.hostKeyCallback(c.t.alias)
+	if err != nil {
+		nc.Close()
+		closeAll(jumps)
+		return err
+	}
+	cfg := *c.cfg
+	cfg.HostKeyCallback, cfg.HostKeyAlgorithms = hk, algos
+	cl, err := c.handshake(ctx, nc, c.t.alias, &cfg)
 	if err != nil {
 		closeAll(jumps)
 		return err
