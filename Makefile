@@ -39,8 +39,10 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	@for s in bench/*.sh; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; }; done; true
 
+# One target per run (-fuzz must match exactly one): the spec parser, then the cron helper.
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./sweep
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./sweep
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCron$$' -fuzztime 60s ./sweep
 
 clean:
 	rm -rf $(BIN)

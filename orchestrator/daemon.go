@@ -457,7 +457,7 @@ func (d *Daemon) loadSchedules(ctx context.Context) {
 		if _, ok := d.schedules[id]; ok {
 			continue
 		}
-		sched, err := cron.ParseStandard(t.Schedule)
+		sched, err := sweep.ParseCron(t.Schedule)
 		if err != nil {
 			d.cfg.Log.Error("bad schedule", "sweep", id, "cron", t.Schedule, "err", err)
 			continue

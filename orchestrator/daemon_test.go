@@ -1,8 +1,10 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -75,7 +77,13 @@ type daemonHarness struct {
 
 func newDaemonHarness(t *testing.T) *daemonHarness {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	return newDaemonHarnessOn(t, filepath.Join(t.TempDir(), "d.db"), nil)
+}
+
+// newDaemonHarnessOn runs the daemon on the store file at path, logging to log (nil: nowhere).
+func newDaemonHarnessOn(t *testing.T, path string, log *slog.Logger) *daemonHarness {
+	t.Helper()
+	db, err := store.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +91,7 @@ func newDaemonHarness(t *testing.T) *daemonHarness {
 	h := &daemonHarness{t: t, db: db, world: newWorld(t, func(string, hostctl.Launch, int) behaviour {
 		return behaviour{loadDelay: 5 * time.Millisecond}
 	})}
-	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond,
+	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond, Log: log,
 		Runner: Config{Load: h.world.load, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
 			RetryBackoff: time.Millisecond},
 		Hosts: func(spec *sweep.Spec, id int64) []Host {
@@ -246,5 +254,59 @@ func TestDaemonScheduleFiresAndSkipsWhileItsSweepRuns(t *testing.T) {
 		if !strings.HasPrefix(v[0].(string), "nightly@") {
 			t.Errorf("instance named %v", v[0])
 		}
+	}
+}
+
+// syncBuffer is a log sink safe for the daemon's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDaemonGoesOnPastAStoredBadSchedule: a stored schedule robfig/cron panics on ("TZ=", stored by
+// a version that did not refuse it) made every daemon start crash. Now the daemon logs it, skips it
+// and runs the queue.
+func TestDaemonGoesOnPastAStoredBadSchedule(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "d.db")
+	db, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := daemonSpec(t, "broken", "m5.example", "")
+	ns := NewSweepOf(spec, spec.Plan())
+	ns.Schedule, ns.State = "TZ=", store.SweepScheduled
+	bad, err := db.CreateSweep(ctx, ns, HostsOf(spec), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := Submit(ctx, db, daemonSpec(t, "good", "m6.example", ""), SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	h := newDaemonHarnessOn(t, path, slog.New(slog.NewTextHandler(&logs, nil)))
+	h.waitState(good.ID, store.SweepDone)
+	if l := logs.String(); !strings.Contains(l, "bad schedule") || !strings.Contains(l, fmt.Sprintf("sweep=%d", bad)) ||
+		!strings.Contains(l, "names no zone") {
+		t.Errorf("the log does not name the bad schedule:\n%s", l)
+	}
+	if sw, err := h.db.Sweep(ctx, bad); err != nil || sw.State != store.SweepScheduled {
+		t.Errorf("the bad schedule: %+v %v, want it left scheduled", sw, err)
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
 )
@@ -44,7 +42,7 @@ func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOp
 	ns := NewSweepOf(spec, plan)
 	var points []store.NewPoint
 	if expr != "" {
-		if _, err := cron.ParseStandard(expr); err != nil {
+		if _, err := sweep.ParseCron(expr); err != nil {
 			return store.Sweep{}, fmt.Errorf("bad cron expression %q: %w", expr, err)
 		}
 		ns.Schedule, ns.State = expr, store.SweepScheduled

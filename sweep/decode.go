@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -477,9 +476,9 @@ func (p *parser) schedule(n *yaml.Node) *Schedule {
 			if !ok {
 				return
 			}
-			// ParseStandard also accepts a CRON_TZ=Zone (or TZ=Zone) prefix
+			// ParseCron also accepts a CRON_TZ=Zone (or TZ=Zone) prefix
 			// and descriptors such as @daily.
-			if _, err := cron.ParseStandard(x); err != nil {
+			if _, err := ParseCron(x); err != nil {
 				p.errf(resolve(v), "schedule.cron: bad cron expression %q: %v", clip(x), err)
 				return
 			}

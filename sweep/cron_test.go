@@ -1,0 +1,81 @@
+package sweep_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/sweep"
+)
+
+// TestParseCronRefusesZonePrefixesWithoutZoneOrSchedule: robfig/cron panics (slice bounds) on a
+// zone prefix with nothing after it, and reads "TZ= 0 22 * * *" as UTC; ParseCron refuses both.
+func TestParseCronRefusesZonePrefixesWithoutZoneOrSchedule(t *testing.T) {
+	for _, c := range []struct{ expr, want string }{
+		{"TZ=", "names no zone"},
+		{"CRON_TZ=", "names no zone"},
+		{"TZ= 0 22 * * *", "names no zone"},
+		{"CRON_TZ= @daily", "names no zone"},
+		{"TZ=UTC", `no schedule after the time zone "UTC"`},
+		{"CRON_TZ=Europe/Berlin", `no schedule after the time zone "Europe/Berlin"`},
+		{"CRON_TZ=Europe/Berlin   ", `no schedule after the time zone "Europe/Berlin"`},
+		{"CRON_TZ=Mars/Olympus_Mons 0 22 * * *", "provided bad location Mars/Olympus_Mons"},
+		{"TZ=../../etc/passwd 0 22 * * *", "provided bad location"},
+		{"", "empty spec string"},
+		{"61 22 * * *", "above maximum"},
+	} {
+		s, err := sweep.ParseCron(c.expr)
+		if err == nil || s != nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseCron(%q) = %v, %v; want an error containing %q", c.expr, s, err, c.want)
+		}
+	}
+}
+
+func TestParseCronAcceptsStandardForms(t *testing.T) {
+	from := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		expr string
+		next time.Time
+	}{
+		{"0 22 * * *", time.Date(2026, 3, 1, 22, 0, 0, 0, time.UTC)},
+		{"CRON_TZ=Europe/Berlin 0 22 * * *", time.Date(2026, 3, 1, 21, 0, 0, 0, time.UTC)},
+		{"TZ=Asia/Tokyo 0 22 * * *", time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)},
+		{"@daily", time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)},
+		{"@every 6h", from.Add(6 * time.Hour)},
+	} {
+		s, err := sweep.ParseCron(c.expr)
+		if err != nil {
+			t.Errorf("ParseCron(%q): %v", c.expr, err)
+			continue
+		}
+		if got := s.Next(from); !got.Equal(c.next) {
+			t.Errorf("ParseCron(%q).Next(%s) = %s, want %s", c.expr, from, got.UTC(), c.next)
+		}
+	}
+}
+
+// FuzzParseCron: ParseCron never panics, returns a schedule exactly when it returns no error, and
+// the schedule's next time (if any) is after the time asked about.
+func FuzzParseCron(f *testing.F) {
+	for _, s := range []string{"0 22 * * *", "*/15 1-5 * JAN-MAR MON-FRI", "TZ=", "CRON_TZ=", "TZ=UTC",
+		"CRON_TZ=Europe/Berlin 0 22 * * *", "TZ=Asia/Tokyo 30 6 1,15 * *", "@daily", "@every 6h", "@every ",
+		"@every", "0 0 30 2 *", "TZ= 0 22 * * *", "CRON_TZ=Local @hourly"} {
+		f.Add(s)
+	}
+	from := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, expr string) {
+		s, err := sweep.ParseCron(expr)
+		if (s == nil) == (err == nil) {
+			t.Fatalf("ParseCron(%q) = %v, %v: want exactly one of a schedule and an error", expr, s, err)
+		}
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("ParseCron(%q): empty error", expr)
+			}
+			return
+		}
+		if next := s.Next(from); !next.IsZero() && !next.After(from) {
+			t.Fatalf("ParseCron(%q).Next(%s) = %s, not after it", expr, from, next)
+		}
+	})
+}
