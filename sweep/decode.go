@@ -126,6 +126,11 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 					p.errf(resolve(v), "%s.unit: %q is not a systemd service name (want NAME.service)", at, clip(x))
 					return
 				}
+				if strings.HasPrefix(x, "-") {
+					// It reaches systemctl and journalctl as an argument.
+					p.errf(resolve(v), "%s.unit: %q must not start with \"-\" (systemctl would read it as an option)", at, clip(x))
+					return
+				}
 				h.Unit = x
 			}},
 			{"gpus", false, func(v *yaml.Node) {
