@@ -180,7 +180,7 @@ func benchPointOverhead(b *testing.B, dbus bool) {
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	l := benchLaunch(map[string]string{"SGLANGSIM_LOAD_SECONDS": "2"})
 	for b.Loop() {
-		dropIn, _ := RenderDropIn(l)
+		dropIn, _ := RenderDropIn("sglang.service", l)
 		t0 := time.Now()
 		if err := r.conn.WriteFileAtomic(ctx, DropInPath(r.o.Unit), dropIn, 0o644); err != nil {
 			b.Fatal(err)

@@ -884,6 +884,9 @@ func (c *Conn) withSFTP(ctx context.Context, fn func(*sftp.Client) error) error 
 // WriteFileAtomic writes data to p: a temp file in the same directory,
 // written, fsynced, chmodded, closed, then PosixRename'd over p.
 func (c *Conn) WriteFileAtomic(ctx context.Context, p string, data []byte, mode os.FileMode) error {
+	if mode&0o077 == 0 {
+		return c.writePrivateFile(ctx, p, data, mode)
+	}
 	return c.withSFTP(ctx, func(sc *sftp.Client) error {
 		dir := path.Dir(p)
 		if err := sc.MkdirAll(dir); err != nil {
@@ -920,6 +923,19 @@ func (c *Conn) WriteFileAtomic(ctx context.Context, p string, data []byte, mode 
 		}
 		return nil
 	})
+}
+
+// writePrivateFile is WriteFileAtomic for a file only its owner may read:
+// SFTP creates files with the server's default mode and chmods them only
+// after the write, and a reader that opened the file in between keeps
+// reading; mktemp creates the temporary file 0600 from the start.
+func (c *Conn) writePrivateFile(ctx context.Context, p string, data []byte, mode os.FileMode) error {
+	script := `umask 077 && mkdir -p -- "$(dirname -- "$1")" && t=$(mktemp -- "$(dirname -- "$1")/.$(basename -- "$1").tmp-XXXXXX") && ` +
+		`{ cat >"$t" && chmod ` + strconv.FormatUint(uint64(mode.Perm()), 8) + ` -- "$t" && sync -- "$t" && mv -f -- "$t" "$1" || { rm -f -- "$t"; exit 1; }; }`
+	if _, err := c.Run(ctx, Cmd{Args: []string{"sh", "-c", script, "sh", p}, Sudo: true, Stdin: data, Timeout: 30 * time.Second}); err != nil {
+		return fmt.Errorf("writing %s (mode %o): %w", p, mode.Perm(), err)
+	}
+	return nil
 }
 
 // ReadFile reads a remote file; a missing file gives an error satisfying
@@ -1051,6 +1067,7 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 	var buf bytes.Buffer
 	var stdout []byte
 	truncated := false
+	full := false // this stream reached maxOut: keep a prefix, never later pieces of it
 	for {
 		l, err := sh.out.ReadSlice('\n')
 		if err != nil && err != bufio.ErrBufferFull {
@@ -1061,7 +1078,7 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 		}
 		if bytes.Equal(l, []byte(marker+"-stderr\n")) {
 			stdout = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-			buf = bytes.Buffer{}
+			buf, full = bytes.Buffer{}, false
 			continue
 		}
 		if rest, ok := bytes.CutPrefix(l, []byte(marker+" ")); ok {
@@ -1073,10 +1090,10 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 			}
 			return out, true, nil
 		}
-		if buf.Len()+len(l) <= maxOut {
+		if !full && buf.Len()+len(l) <= maxOut {
 			buf.Write(l)
 		} else {
-			truncated = true
+			full, truncated = true, true
 		}
 	}
 }

@@ -62,6 +62,10 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	if t.Driver == "local" {
 		return doctorLocal(ctx, t)
 	}
+	if err := checkUnitName(t.Unit); err != nil {
+		add("unit", CheckFail, "%v", err)
+		return out
+	}
 	dctx, cancel := context.WithTimeout(ctx, DoctorTimeout)
 	defer cancel()
 	o := t.SSH
@@ -126,7 +130,7 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	default:
 		add("systemctl", CheckWarn, "systemd is %q", state)
 	}
-	show, err := sudo("systemctl show -p LoadState,ActiveState,MainPID,FragmentPath " + ShellQuote(t.Unit))
+	show, err := sudo("systemctl show -p LoadState,ActiveState,MainPID,FragmentPath -- " + ShellQuote(t.Unit))
 	st := parseShow([]byte(show))
 	switch {
 	case err != nil:
@@ -142,6 +146,11 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	default:
 		add("unit", CheckFail, "%s does not exist (LoadState=%s): install it, or set create_unit", t.Unit, st.LoadState)
 	}
+	// What a specsweep that died without restoring left behind: it changes the operator's unit
+	// (the drop-in) or the next sweep's restore (the marker).
+	left, err := sudo("for f in " + ShellQuote(DropInPath(t.Unit)) + " " + ShellQuote(EnvFilePath(t.Unit)) + " " +
+		ShellQuote(MarkerPath(t.Unit)) + "; do [ -e \"$f\" ] && echo \"$f\"; done; true")
+	doctorLeftovers(t.Unit, left, err, add)
 	// The port: free, or held by the unit's processes.
 	owner, err := sudo(fmt.Sprintf("ss -Htlnp 'sport = :%d' 2>/dev/null | head -n1", t.Port))
 	switch {
@@ -285,4 +294,18 @@ func doctorLocal(ctx context.Context, t DoctorTarget) []Check {
 		}
 	}
 	return checks
+}
+
+// doctorLeftovers reports files of specsweep on the host outside a sweep.
+func doctorLeftovers(unitName, list string, err error, add func(string, CheckStatus, string, ...any)) {
+	switch {
+	case err != nil:
+		add("leftovers", CheckWarn, "cannot check for a leftover drop-in or restore marker: %v", err)
+	case strings.TrimSpace(list) == "":
+		add("leftovers", CheckOK, "no drop-in or restore marker of specsweep for %s", unitName)
+	default:
+		add("leftovers", CheckFail, "left by a specsweep that did not restore %s: %s; run `specsweep restore SPEC` "+
+			"(or let the sweep resume) to put the unit back as the operator had it",
+			unitName, strings.Join(strings.Fields(list), ", "))
+	}
 }

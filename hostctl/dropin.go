@@ -28,6 +28,18 @@ func DropInPath(unitName string) string {
 	return "/etc/systemd/system/" + unitName + ".d/" + DropInName
 }
 
+// EnvFileName is the file name of the point's environment file in <unit>.d/
+// (systemd reads only *.conf there as drop-ins; the drop-in names this file
+// in EnvironmentFile=).
+const EnvFileName = "50-specsweep.env"
+
+// EnvFilePath is the environment file's path for unit: root's alone (0600),
+// so that values such as HF_TOKEN are not readable by every user of the
+// host, as Environment= lines of a 0644 drop-in and `systemctl show` are.
+func EnvFilePath(unitName string) string {
+	return "/etc/systemd/system/" + unitName + ".d/" + EnvFileName
+}
+
 // MarkerPath is the restore marker's path for unit.
 func MarkerPath(unitName string) string { return MarkerDir + "/restore-" + unitName + ".json" }
 
@@ -79,10 +91,110 @@ func QuoteExecArg(s string) (string, error) {
 	return b.String(), nil
 }
 
+// EnvRefs splits s into literal text and references ${NAME} to variables
+// of env: fn gets each piece in order (name "" for literal text). Only the
+// braced form naming a variable of env is a reference; any other $ is
+// literal, as before references existed.
+func EnvRefs(s string, env map[string]string, fn func(lit, name string)) {
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(s[i+2:], '}')
+		if j < 0 {
+			break
+		}
+		name := s[i+2 : i+2+j]
+		if _, ok := env[name]; !ok || !envName(name) {
+			fn(s[:i+2], "")
+			s = s[i+2:]
+			continue
+		}
+		if i > 0 {
+			fn(s[:i], "")
+		}
+		fn("", name)
+		s = s[i+3+j:]
+	}
+	if s != "" {
+		fn(s, "")
+	}
+}
+
+// envName reports whether n can be referenced as ${n} in ExecStart=.
+func envName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// ExpandArgv replaces the references ${NAME} to variables of env in every
+// argument but the command (as systemd does in ExecStart=): what the server
+// process sees. Secrets such as --api-key ${SGLANG_API_KEY} stay out of the
+// unit, the spec's args and the database this way.
+func ExpandArgv(argv []string, env map[string]string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if i == 0 || !strings.Contains(a, "${") {
+			out[i] = a
+			continue
+		}
+		var b strings.Builder
+		EnvRefs(a, env, func(lit, name string) {
+			if name != "" {
+				b.WriteString(env[name])
+			} else {
+				b.WriteString(lit)
+			}
+		})
+		out[i] = b.String()
+	}
+	return out
+}
+
+// quoteExecArgRefs is QuoteExecArg, but references to variables of env are
+// written as ${NAME} for systemd to substitute (inside "...", one argument).
+func quoteExecArgRefs(s string, env map[string]string) (string, error) {
+	if len(env) == 0 || !strings.Contains(s, "${") {
+		return QuoteExecArg(s)
+	}
+	q, err := QuoteExecArg(s) // validates the whole argument
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	refs := false
+	EnvRefs(s, env, func(lit, name string) {
+		if name != "" {
+			refs = true
+			b.WriteString("${" + name + "}")
+			return
+		}
+		lq, _ := QuoteExecArg(lit)
+		b.WriteString(lq[1 : len(lq)-1])
+	})
+	if !refs {
+		return q, nil
+	}
+	b.WriteByte('"')
+	return b.String(), nil
+}
+
 // ExecStartLine renders argv as an ExecStart= value. The first argument must
 // be an absolute path; it is written unquoted when it needs no quoting (a
-// quoted path is valid too, but operators read these files).
-func ExecStartLine(argv []string) (string, error) {
+// quoted path is valid too, but operators read these files). In the other
+// arguments, ${NAME} naming a variable of env is left for systemd to
+// substitute (ExpandArgv); every other $ and % is literal.
+func ExecStartLine(argv []string, env map[string]string) (string, error) {
 	if len(argv) == 0 {
 		return "", errors.New("empty command")
 	}
@@ -95,7 +207,10 @@ func ExecStartLine(argv []string) (string, error) {
 			parts = append(parts, a)
 			continue
 		}
-		q, err := QuoteExecArg(a)
+		q, err := quoteExecArgRefs(a, env)
+		if i == 0 {
+			q, err = QuoteExecArg(a)
+		}
 		if err != nil {
 			return "", err
 		}
@@ -129,18 +244,40 @@ func plainPath(s string) bool {
 	return true
 }
 
-// QuoteEnvAssignment renders KEY=value for Environment=: the whole
-// assignment in "...", \ and " escaped, % doubled ($ is not expanded there).
-func QuoteEnvAssignment(k, v string) (string, error) {
-	if k == "" || strings.ContainsAny(k, "=\n\r\x00 \t\"'\\$%") {
-		return "", fmt.Errorf("bad environment variable name %q", k)
+// RenderEnvFile renders env as an EnvironmentFile= file: one KEY="value"
+// line per variable, sorted, with \ " $ and ` escaped by a backslash (the
+// escapes systemd's env-file parser undoes inside double quotes, so a value
+// arrives byte for byte, never expanded).
+func RenderEnvFile(env map[string]string) ([]byte, error) {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
 	}
-	q, err := QuoteExecArg(k + "=" + v)
-	if err != nil {
-		return "", err
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteString("# Written by specsweep for one sweep point (root only); removed with the drop-in.\n")
+	for _, k := range keys {
+		v := env[k]
+		if !envName(k) {
+			return nil, fmt.Errorf("bad environment variable name %q", k)
+		}
+		if strings.ContainsAny(v, "\n\r\x00") {
+			return nil, fmt.Errorf("environment %s holds a newline or NUL", k)
+		}
+		if !utf8.ValidString(v) {
+			return nil, fmt.Errorf("environment %s is not valid UTF-8", k)
+		}
+		b.WriteString(k)
+		b.WriteString(`="`)
+		for i := 0; i < len(v); i++ {
+			if strings.IndexByte("\\\"$`", v[i]) >= 0 {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(v[i])
+		}
+		b.WriteString("\"\n")
 	}
-	// $ needs no doubling in Environment=; undo it.
-	return strings.ReplaceAll(q, "$$", "$"), nil
+	return b.Bytes(), nil
 }
 
 // systemdSpan renders d as a systemd time span, exact to the millisecond.
@@ -151,15 +288,16 @@ func systemdSpan(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
 }
 
-// RenderDropIn renders the drop-in for l: ExecStart= (reset) then the
-// launch, one Environment= per variable (sorted), TimeoutStopSec=.
-// Serialised with go-systemd's unit package.
-func RenderDropIn(l Launch) ([]byte, error) {
+// RenderDropIn renders the drop-in of unitName for l: ExecStart= (reset)
+// then the launch, EnvironmentFile= naming EnvFilePath when l has an
+// environment (the values are in that file, never in the drop-in),
+// TimeoutStopSec=. Serialised with go-systemd's unit package.
+func RenderDropIn(unitName string, l Launch) ([]byte, error) {
 	l = l.withDefaults()
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	exec, err := ExecStartLine(l.Argv)
+	exec, err := ExecStartLine(l.Argv, l.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -167,17 +305,8 @@ func RenderDropIn(l Launch) ([]byte, error) {
 		unit.NewUnitOption("Service", "ExecStart", ""),
 		unit.NewUnitOption("Service", "ExecStart", exec),
 	}
-	keys := make([]string, 0, len(l.Env))
-	for k := range l.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		e, err := QuoteEnvAssignment(k, l.Env[k])
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, unit.NewUnitOption("Service", "Environment", e))
+	if len(l.Env) > 0 {
+		opts = append(opts, unit.NewUnitOption("Service", "EnvironmentFile", EnvFilePath(unitName)))
 	}
 	opts = append(opts, unit.NewUnitOption("Service", "TimeoutStopSec", systemdSpan(l.StopTimeout)))
 	body, err := io.ReadAll(unit.Serialize(opts))
@@ -185,7 +314,8 @@ func RenderDropIn(l Launch) ([]byte, error) {
 		return nil, err
 	}
 	head := "# Written by specsweep for one sweep point; removed by `specsweep` when the sweep ends.\n" +
-		"# The operator's unit is untouched: delete this file and run `systemctl daemon-reload` to undo.\n"
+		"# The operator's unit is untouched. To undo: `specsweep restore SPEC`, or by hand: delete this file,\n" +
+		"# " + EnvFileName + " beside it and " + MarkerPath(unitName) + ", then `systemctl daemon-reload`.\n"
 	return append([]byte(head), body...), nil
 }
 

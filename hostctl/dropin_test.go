@@ -1,6 +1,7 @@
 package hostctl
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -38,21 +39,21 @@ func TestQuoteExecArg(t *testing.T) {
 }
 
 func TestExecStartLine(t *testing.T) {
-	got, err := ExecStartLine([]string{"/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server", "--port", "30000"})
+	got, err := ExecStartLine([]string{"/opt/sglang/.venv/bin/python", "-m", "sglang.launch_server", "--port", "30000"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `/opt/sglang/.venv/bin/python "-m" "sglang.launch_server" "--port" "30000"`; got != want {
 		t.Fatalf("got %q want %q", got, want)
 	}
-	if _, err := ExecStartLine([]string{"python", "-m"}); err == nil || !strings.Contains(err.Error(), "absolute") {
+	if _, err := ExecStartLine([]string{"python", "-m"}, nil); err == nil || !strings.Contains(err.Error(), "absolute") {
 		t.Fatalf("relative path: %v", err)
 	}
-	if _, err := ExecStartLine(nil); err == nil {
+	if _, err := ExecStartLine(nil, nil); err == nil {
 		t.Fatal("empty argv accepted")
 	}
 	// A path needing quotes is quoted.
-	got, _ = ExecStartLine([]string{"/opt/my dir/bin/x"})
+	got, _ = ExecStartLine([]string{"/opt/my dir/bin/x"}, nil)
 	if got != `"/opt/my dir/bin/x"` {
 		t.Fatalf("got %q", got)
 	}
@@ -61,7 +62,7 @@ func TestExecStartLine(t *testing.T) {
 	for range 300 {
 		argv = append(argv, "--speculative-draft-model-path", "/models/"+strings.Repeat("m", 20))
 	}
-	got, err = ExecStartLine(argv)
+	got, err = ExecStartLine(argv, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,25 +78,43 @@ func TestExecStartLine(t *testing.T) {
 }
 
 func TestRenderDropIn(t *testing.T) {
-	b, err := RenderDropIn(Launch{
-		Argv:        []string{"/usr/local/bin/sglangsim", "--model-path", "/models/Q 1", "--port", "30001"},
-		Env:         map[string]string{"SGL_FORCE_SHUTDOWN": "1", "A_PCT": "50%", "Q": `say "hi" $X`},
+	b, err := RenderDropIn("sglang.service", Launch{
+		Argv:        []string{"/usr/local/bin/sglangsim", "--model-path", "/models/Q 1", "--port", "30001", "--api-key", "${SGLANG_API_KEY}", "--x=$HOME${Q}%"},
+		Env:         map[string]string{"SGL_FORCE_SHUTDOWN": "1", "A_PCT": "50%", "Q": `say "hi" $X`, "SGLANG_API_KEY": "sk-secret"},
 		StopTimeout: 2500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No value of the environment in the drop-in (0644, and `systemctl show` prints Environment=):
+	// the values are in the root-only file it names; ${NAME} is left to systemd.
 	want := "# Written by specsweep for one sweep point; removed by `specsweep` when the sweep ends.\n" +
-		"# The operator's unit is untouched: delete this file and run `systemctl daemon-reload` to undo.\n" +
+		"# The operator's unit is untouched. To undo: `specsweep restore SPEC`, or by hand: delete this file,\n" +
+		"# 50-specsweep.env beside it and /var/lib/specsweep/restore-sglang.service.json, then `systemctl daemon-reload`.\n" +
 		"[Service]\n" +
 		"ExecStart=\n" +
-		`ExecStart=/usr/local/bin/sglangsim "--model-path" "/models/Q 1" "--port" "30001"` + "\n" +
-		`Environment="A_PCT=50%%"` + "\n" +
-		`Environment="Q=say \"hi\" $X"` + "\n" +
-		`Environment="SGL_FORCE_SHUTDOWN=1"` + "\n" +
+		`ExecStart=/usr/local/bin/sglangsim "--model-path" "/models/Q 1" "--port" "30001" "--api-key" "${SGLANG_API_KEY}" "--x=$$HOME${Q}%%"` + "\n" +
+		"EnvironmentFile=/etc/systemd/system/sglang.service.d/50-specsweep.env\n" +
 		"TimeoutStopSec=2500ms\n"
 	if string(b) != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", b, want)
+	}
+	if bytes.Contains(b, []byte("sk-secret")) || bytes.Contains(b, []byte("say")) {
+		t.Fatal("an environment value is in the drop-in")
+	}
+	env, err := RenderEnvFile(map[string]string{"SGL_FORCE_SHUTDOWN": "1", "A_PCT": "50%", "Q": `say "hi" $X \ ` + "`id`"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEnv := "# Written by specsweep for one sweep point (root only); removed with the drop-in.\n" +
+		`A_PCT="50%"` + "\n" + `Q="say \"hi\" \$X \\ \` + "`id\\`" + `"` + "\n" + `SGL_FORCE_SHUTDOWN="1"` + "\n"
+	if string(env) != wantEnv {
+		t.Fatalf("env file:\n%s\nwant:\n%s", env, wantEnv)
+	}
+	// Without environment, no EnvironmentFile= (systemd would fail on a missing file).
+	b, err = RenderDropIn("sglang.service", Launch{Argv: []string{"/bin/x"}})
+	if err != nil || bytes.Contains(b, []byte("EnvironmentFile")) {
+		t.Fatalf("drop-in without environment: %v\n%s", err, b)
 	}
 	for _, l := range []Launch{
 		{Argv: []string{"/bin/x", "a\nb"}},
@@ -103,7 +122,7 @@ func TestRenderDropIn(t *testing.T) {
 		{Argv: []string{"/bin/x"}, Env: map[string]string{"X": "nul\x00"}},
 		{Argv: []string{"bin/x"}},
 	} {
-		if _, err := RenderDropIn(l); err == nil {
+		if _, err := RenderDropIn("sglang.service", l); err == nil {
 			t.Errorf("RenderDropIn(%v): no error", l)
 		}
 	}
@@ -129,7 +148,7 @@ func FuzzExecStart(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		argv := []string{"/usr/bin/env", a, b, a + b}
-		line, err := ExecStartLine(argv)
+		line, err := ExecStartLine(argv, nil)
 		if strings.ContainsAny(a+b, "\n\r\x00") || !utf8.ValidString(a) || !utf8.ValidString(b) {
 			if err == nil {
 				t.Fatalf("accepted %q", argv)
@@ -173,5 +192,17 @@ func TestLaunchPort(t *testing.T) {
 	_, err := NewLocal(LocalOptions{}).Start(t.Context(), Launch{Argv: []string{"/bin/x", "--port", "1"}, Port: 2})
 	if f, ok := AsFailure(err); !ok || f.Class != ClassBadArgs {
 		t.Fatalf("want bad_args, got %v", err)
+	}
+}
+
+func TestExpandArgv(t *testing.T) {
+	env := map[string]string{"K": "v 1", "E": ""}
+	got := ExpandArgv([]string{"/bin/${K}", "${K}", "--a=${K}x", "${NOPE}", "$K", "${K", "${E}", "$${K}", "${}"}, env)
+	want := []string{"/bin/${K}", "v 1", "--a=v 1x", "${NOPE}", "$K", "${K", "", "$v 1", "${}"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if k := APIKey(Launch{Argv: []string{"/bin/x", "--api-key", "a", "--api-key=${K}"}, Env: env}); k != "v 1" {
+		t.Fatalf("APIKey: %q", k)
 	}
 }

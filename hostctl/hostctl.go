@@ -99,6 +99,20 @@ func (l Launch) withDefaults() Launch {
 	return l
 }
 
+// checkUnitName refuses unit names that could be read as something else on
+// a command line: an option (a leading -), a path, or several words.
+func checkUnitName(u string) error {
+	switch {
+	case u == "":
+		return errors.New("empty unit name")
+	case strings.HasPrefix(u, "-"):
+		return fmt.Errorf("bad unit name %q: it may not start with -", u)
+	case strings.ContainsAny(u, "/\\\n\r\x00 \t") || !utf8.ValidString(u):
+		return fmt.Errorf("bad unit name %q: no /, \\, whitespace or NUL", u)
+	}
+	return nil
+}
+
 // Validate checks what a drop-in or a child process needs.
 func (l Launch) Validate() error {
 	if len(l.Argv) == 0 {

@@ -247,7 +247,7 @@ func (in *instance) generateOne(ctx context.Context) error {
 	body := []byte(`{"text":"ping","sampling_params":{"max_new_tokens":1,"temperature":0}}`)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, in.baseURL+"/generate", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	if k := apiKey(in.launch.Argv); k != "" {
+	if k := APIKey(in.launch); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
 	resp, err := in.client.Do(req)
@@ -386,16 +386,20 @@ func serverEndpoint(argv []string, port int) (host string, external bool) {
 	return host, true
 }
 
-func apiKey(argv []string) string {
+// APIKey is the server's --api-key as the server sees it (a reference
+// ${NAME} to the launch's environment substituted; the last one wins, as in
+// argparse), or "".
+func APIKey(l Launch) string {
+	argv := ExpandArgv(l.Argv, l.Env)
+	key := ""
 	for i, a := range argv {
-		if strings.HasPrefix(a, "--api-key=") {
-			return strings.TrimPrefix(a, "--api-key=")
-		}
-		if a == "--api-key" && i+1 < len(argv) {
-			return argv[i+1]
+		if v, ok := strings.CutPrefix(a, "--api-key="); ok {
+			key = v
+		} else if a == "--api-key" && i+1 < len(argv) {
+			key = argv[i+1]
 		}
 	}
-	return ""
+	return key
 }
 
 func hostPort(h string, port int) string { return net.JoinHostPort(h, strconv.Itoa(port)) }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // LocalOptions configure the local driver.
@@ -127,7 +128,8 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	if err := l.gpuFree(ctx); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(ln.Argv[0], ln.Argv[1:]...)
+	argv := ExpandArgv(ln.Argv, ln.Env) // ${NAME} as systemd substitutes it in ExecStart=
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = os.Environ()
 	for k, v := range ln.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -185,17 +187,14 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	var logMu sync.Mutex
 	for _, r := range []io.Reader{stdout, stderr} {
 		wg.Go(func() {
-			sc := bufio.NewScanner(r)
-			sc.Buffer(make([]byte, 64<<10), 1<<20)
-			for sc.Scan() {
-				line := sc.Text()
+			readLines(r, MaxLogLine, func(line string) {
 				p.log(line)
 				if logf != nil {
 					logMu.Lock()
 					fmt.Fprintln(logf, line)
 					logMu.Unlock()
 				}
-			}
+			})
 		})
 	}
 	go func() {
@@ -353,4 +352,52 @@ func (l *Local) Provenance(ctx context.Context) (Provenance, error) {
 		p.EngineVer = cur.engineVersion(ctx)
 	}
 	return p, nil
+}
+
+// MaxLogLine is how much of one line of server output is kept (as evidence,
+// in Logs and in the log file): --log-requests prints whole prompts.
+const MaxLogLine = 64 << 10
+
+// readLines calls fn with every line of r, without its newline, cut to
+// limit bytes (and marked so). It reads every line to its end whatever its length:
+// a reader that stopped would fill the pipe and block the server in write().
+func readLines(r io.Reader, limit int, fn func(string)) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	dropped := 0
+	for {
+		frag, err := br.ReadSlice('\n')
+		eol := len(frag) > 0 && frag[len(frag)-1] == '\n'
+		if eol {
+			frag = frag[:len(frag)-1]
+		}
+		keep := max(0, min(len(frag), limit-len(line)))
+		line = append(line, frag[:keep]...)
+		dropped += len(frag) - keep
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if eol || len(line) > 0 || dropped > 0 {
+			s := string(line)
+			if dropped > 0 {
+				s = trimCutRune(s) + fmt.Sprintf(" [line cut: %d more bytes]", dropped)
+			}
+			fn(s)
+		}
+		line, dropped = line[:0], 0
+		if err != nil {
+			return
+		}
+	}
+}
+
+// trimCutRune drops a rune cut in half at the end of s.
+func trimCutRune(s string) string {
+	for i := 0; i < utf8.UTFMax-1 && s != ""; i++ {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size != 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s
 }

@@ -54,8 +54,8 @@ func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 	if !strings.Contains(o.Unit, ".") {
 		o.Unit += ".service"
 	}
-	if strings.ContainsAny(o.Unit, "/\n\x00 ") {
-		return nil, fmt.Errorf("bad unit name %q", o.Unit)
+	if err := checkUnitName(o.Unit); err != nil {
+		return nil, err
 	}
 	if o.GPUWait == 0 {
 		o.GPUWait = 2 * time.Minute
@@ -126,7 +126,7 @@ var showProps = []string{"ActiveState", "SubState", "Result", "ExecMainCode", "E
 	"ExecMainStartTimestamp", "ExecMainExitTimestamp"}
 
 func (r *Remote) showCmd() string {
-	return "systemctl show --timestamp=unix -p " + strings.Join(showProps, ",") + " " + ShellQuote(r.o.Unit)
+	return "systemctl show --timestamp=unix -p " + strings.Join(showProps, ",") + " -- " + ShellQuote(r.o.Unit)
 }
 
 // parseShow parses systemctl show's KEY=VALUE lines.
@@ -215,8 +215,10 @@ func journalMatch(unit, id string, pid int) string {
 	return m
 }
 
-// newInstance follows invocation id of the unit.
-func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance {
+// newInstance follows invocation id of the unit. fromEnd starts reading its
+// journal at the newest entry (a server specsweep did not start may have
+// logged for days: only what it says from now on matters).
+func (r *Remote) newInstance(id string, l Launch, startedAt time.Time, fromEnd bool) *instance {
 	host, external := serverEndpoint(l.Argv, l.Port)
 	in := &instance{id: id, launch: l, startedAt: startedAt}
 	tunnel := hostPort(host, l.Port)
@@ -236,14 +238,20 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 	}
 	var cursor string
 	var cmu sync.Mutex
+	atEnd := !fromEnd
 	in.poll = func(ctx context.Context) (State, error) {
 		cmu.Lock()
 		defer cmu.Unlock()
-		j := "journalctl --no-pager -q -o cat --show-cursor"
-		if cursor != "" {
-			j += " --after-cursor=" + ShellQuote(cursor)
+		match := journalMatch(r.o.Unit, id, in.execPID)
+		if !atEnd {
+			out, err := r.run(ctx, journalLast(match), 15*time.Second)
+			if err != nil {
+				return State{}, err
+			}
+			_, cursor = parseJournal(out.Stdout, out.Truncated)
+			atEnd = true
 		}
-		j += " " + journalMatch(r.o.Unit, id, in.execPID)
+		j := journalRead(match, cursor)
 		script := r.showCmd() + "; echo " + journalSep + "; " + j
 		var busState State
 		var busErr error
@@ -274,18 +282,9 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 			}
 			st = busState
 		}
-		var lines []string
-		for _, l := range strings.Split(strings.TrimSuffix(string(jour), "\n"), "\n") {
-			if c, ok := strings.CutPrefix(l, "-- cursor: "); ok {
-				cursor = c
-				continue
-			}
-			if l != "" || len(jour) > 0 {
-				lines = append(lines, l)
-			}
-		}
-		if len(lines) == 1 && lines[0] == "" {
-			lines = nil
+		lines, c := parseJournal(jour, out.Truncated)
+		if c != "" {
+			cursor = c
 		}
 		in.appendLines(lines)
 		return st, nil
@@ -340,7 +339,7 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 		if r.bus != nil {
 			return r.withBus(ctx, func(b *dbusUnit) error { return b.stop(ctx) })
 		}
-		_, err := r.run(ctx, "systemctl stop --no-block "+ShellQuote(r.o.Unit), 15*time.Second)
+		_, err := r.run(ctx, "systemctl stop --no-block -- "+ShellQuote(r.o.Unit), 15*time.Second)
 		return err
 	}
 	in.afterStop = func(ctx context.Context) {
@@ -348,7 +347,7 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 			_ = r.withBus(ctx, func(b *dbusUnit) error { b.resetFailed(ctx); return nil })
 			return
 		}
-		_, _ = r.run(ctx, "systemctl reset-failed "+ShellQuote(r.o.Unit)+" 2>/dev/null; true", 15*time.Second)
+		_, _ = r.run(ctx, "systemctl reset-failed -- "+ShellQuote(r.o.Unit)+" 2>/dev/null; true", 15*time.Second)
 	}
 	return in
 }
@@ -356,15 +355,32 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time) *instance
 // ensureMarker records the unit's pre-sweep state on the host, once.
 func (r *Remote) ensureMarker(ctx context.Context) (Marker, error) {
 	b, err := r.conn.ReadFile(ctx, MarkerPath(r.o.Unit))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return Marker{}, err
+	}
+	st, serr := r.UnitState(ctx)
+	if serr != nil {
+		return Marker{}, serr
+	}
 	if err == nil {
-		return DecodeMarker(b)
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return Marker{}, err
-	}
-	st, err := r.UnitState(ctx)
-	if err != nil {
-		return Marker{}, err
+		m, err := DecodeMarker(b)
+		if err != nil {
+			return m, err
+		}
+		// specsweep runs the unit only with its drop-in in place: a running unit without one is the
+		// operator's, started after the marker was written (the drop-in removed by hand, or a
+		// restore that died before removing the marker). Such a marker is stale: record afresh.
+		_, derr := r.conn.ReadFile(ctx, DropInPath(r.o.Unit))
+		switch {
+		case derr == nil || !st.Running():
+			return m, nil
+		case !errors.Is(derr, os.ErrNotExist):
+			return m, derr
+		}
+		if r.o.Event != nil {
+			r.o.Event("stale_marker", fmt.Sprintf("restore marker of %s (written %s) ignored: the unit runs without specsweep's drop-in",
+				r.o.Unit, m.CreatedAt.Format(time.RFC3339)))
+		}
 	}
 	m := Marker{Unit: r.o.Unit, DropIn: DropInPath(r.o.Unit), CreatedAt: time.Now().UTC(), By: "specsweep"}
 	if hn, herr := os.Hostname(); herr == nil {
@@ -399,7 +415,7 @@ func (r *Remote) stopRunning(ctx context.Context, l Launch) (StopResult, error) 
 	if !st.Running() {
 		return StopResult{Already: true, Final: st}, nil
 	}
-	in := r.newInstance(st.InvocationID, l, time.Now())
+	in := r.newInstance(st.InvocationID, l, time.Now(), true)
 	res, err := in.Stop(ctx, nil)
 	if err == nil && res.Class == ClassStopTimeoutSIGKILL && r.o.Event != nil {
 		r.o.Event(string(ClassStopTimeoutSIGKILL), fmt.Sprintf("stop of %s took %v and ended in SIGKILL", st.InvocationID, res.Duration.Round(time.Millisecond)))
@@ -439,9 +455,15 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	if err := l.Validate(); err != nil {
 		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
 	}
-	dropIn, err := RenderDropIn(l)
+	dropIn, err := RenderDropIn(r.o.Unit, l)
 	if err != nil {
 		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
+	}
+	var envFile []byte
+	if len(l.Env) > 0 {
+		if envFile, err = RenderEnvFile(l.Env); err != nil {
+			return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
+		}
 	}
 	if _, err := r.ensureMarker(ctx); err != nil {
 		return nil, wrapUnreachable(err)
@@ -452,6 +474,15 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	}
 	if err := r.gpuFree(ctx); err != nil {
 		return nil, wrapUnreachable(err)
+	}
+	// The environment first (root only: it may hold tokens), then the drop-in that names it; a
+	// point without environment leaves no file of an earlier one behind.
+	if envFile != nil {
+		if err := r.conn.WriteFileAtomic(ctx, EnvFilePath(r.o.Unit), envFile, 0o600); err != nil {
+			return nil, wrapUnreachable(fmt.Errorf("writing the environment file: %w", err))
+		}
+	} else if err := r.conn.Remove(ctx, EnvFilePath(r.o.Unit)); err != nil {
+		return nil, wrapUnreachable(fmt.Errorf("removing the environment file: %w", err))
 	}
 	if err := r.conn.WriteFileAtomic(ctx, DropInPath(r.o.Unit), dropIn, 0o644); err != nil {
 		return nil, wrapUnreachable(fmt.Errorf("writing the drop-in: %w", err))
@@ -473,8 +504,8 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 			err = serr
 		}
 	} else {
-		out, err = r.run(ctx, "systemctl daemon-reload && { systemctl reset-failed "+u+" 2>/dev/null; systemctl start "+u+
-			"; rc=$?; systemctl show -p InvocationID,MainPID,ExecMainPID "+u+"; exit $rc; }", 60*time.Second)
+		out, err = r.run(ctx, "systemctl daemon-reload && { systemctl reset-failed -- "+u+" 2>/dev/null; systemctl start -- "+u+
+			"; rc=$?; systemctl show -p InvocationID,MainPID,ExecMainPID -- "+u+"; exit $rc; }", 60*time.Second)
 		started = parseShow(out.Stdout)
 	}
 	startedAt := time.Now()
@@ -500,7 +531,7 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 		return nil, &Failure{Class: class, Detail: fmt.Sprintf("systemctl start %s failed (exit %d)", r.o.Unit, ee.Out.Code),
 			Evidence: evidence(ev, regexp.MustCompile(`.`), 8), Err: err}
 	}
-	in := r.newInstance(id, l, startedAt)
+	in := r.newInstance(id, l, startedAt, false)
 	in.mainPID, in.execPID = started.MainPID, started.ExecMainPID
 	r.mu.Lock()
 	r.current, r.dropIn = in, dropIn
@@ -527,11 +558,21 @@ func (r *Remote) Restore(ctx context.Context) error {
 	case errors.Is(err, os.ErrNotExist):
 		// No marker: nothing was changed, unless a drop-in was left by hand.
 		if _, derr := r.conn.ReadFile(ctx, DropInPath(r.o.Unit)); derr != nil {
-			return nil
+			return r.conn.Remove(ctx, EnvFilePath(r.o.Unit))
 		}
 		m = Marker{Unit: r.o.Unit}
 	default:
 		return err
+	}
+	if _, derr := r.conn.ReadFile(ctx, DropInPath(r.o.Unit)); errors.Is(derr, os.ErrNotExist) && !m.UnitCreated {
+		// A running unit without the drop-in is the operator's (see ensureMarker): the marker is
+		// stale, and the unit is as the operator has it now; leave it be.
+		if st, serr := r.UnitState(ctx); serr == nil && st.Running() {
+			if err := r.conn.Remove(ctx, EnvFilePath(r.o.Unit)); err != nil {
+				return err
+			}
+			return r.conn.Remove(ctx, MarkerPath(r.o.Unit))
+		}
 	}
 	if _, err := r.stopRunning(ctx, Launch{}.withDefaults()); err != nil {
 		return err
@@ -539,14 +580,17 @@ func (r *Remote) Restore(ctx context.Context) error {
 	if err := r.conn.Remove(ctx, DropInPath(r.o.Unit)); err != nil {
 		return err
 	}
+	if err := r.conn.Remove(ctx, EnvFilePath(r.o.Unit)); err != nil {
+		return err
+	}
 	u := ShellQuote(r.o.Unit)
 	script := "rmdir /etc/systemd/system/" + ShellQuote(r.o.Unit+".d") + " 2>/dev/null; "
 	if m.UnitCreated {
 		script += "rm -f /etc/systemd/system/" + u + "; "
 	}
-	script += "systemctl daemon-reload && { systemctl reset-failed " + u + " 2>/dev/null; true; }"
+	script += "systemctl daemon-reload && { systemctl reset-failed -- " + u + " 2>/dev/null; true; }"
 	if m.WasActive {
-		script += " && systemctl start " + u
+		script += " && systemctl start -- " + u
 	}
 	if _, err := r.run(ctx, script, 60*time.Second); err != nil {
 		return fmt.Errorf("restoring %s: %w", r.o.Unit, err)
@@ -564,10 +608,10 @@ func (r *Remote) Restore(ctx context.Context) error {
 func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 	u := ShellQuote(r.o.Unit)
 	script := "hostname; uname -r; systemctl --version | head -n1; " +
-		"f=$(systemctl show -p FragmentPath --value " + u + "); echo \"$f\"; " +
+		"f=$(systemctl show -p FragmentPath --value -- " + u + "); echo \"$f\"; " +
 		"if [ -n \"$f\" ] && [ -f \"$f\" ]; then sha256sum \"$f\" | cut -d' ' -f1; else echo; fi; " +
 		"d=/etc/systemd/system/" + ShellQuote(r.o.Unit+".d/"+DropInName) + "; if [ -f \"$d\" ]; then sha256sum \"$d\" | cut -d' ' -f1; else echo; fi; " +
-		"systemctl show -p ExecStart --value " + u + " | head -c 8192; echo; " +
+		"systemctl show -p ExecStart --value -- " + u + " | head -c 8192; echo; " +
 		"command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits; true"
 	out, err := r.run(ctx, script, 30*time.Second)
 	p := Provenance{Driver: "ssh", Unit: r.o.Unit}
@@ -594,7 +638,7 @@ func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 	if cur != nil {
 		p.Argv = cur.launch.Argv
 		p.EngineVer = cur.engineVersion(ctx)
-		if line, err := ExecStartLine(cur.launch.Argv); err == nil {
+		if line, err := ExecStartLine(cur.launch.Argv, cur.launch.Env); err == nil {
 			p.ExecStart = line // exactly as written in the drop-in
 		}
 	}

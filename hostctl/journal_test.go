@@ -1,0 +1,120 @@
+package hostctl
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// exportText is one journal entry in journalctl's export format.
+func exportText(cursor, msg string) string {
+	return "__CURSOR=" + cursor + "\n__REALTIME_TIMESTAMP=1\n_BOOT_ID=b\nMESSAGE=" + msg + "\n\n"
+}
+
+func exportBinary(cursor, msg string) string {
+	var size [8]byte
+	binary.LittleEndian.PutUint64(size[:], uint64(len(msg)))
+	return "__CURSOR=" + cursor + "\nMESSAGE\n" + string(size[:]) + msg + "\n_PID=1\n\n"
+}
+
+func TestParseJournal(t *testing.T) {
+	out := exportText("c1", "one") + exportBinary("c2", "hi\x01\nthere\xff") + exportText("c3", "") +
+		"__CURSOR=c4\n_PID=3\n\n" + exportText("c5", "five")
+	lines, cur := parseJournal([]byte(out), false)
+	if want := []string{"one", "hi\x01\nthere\uFFFD", "", "five"}; !slices.Equal(lines, want) || cur != "c5" {
+		t.Fatalf("got %q cursor %q", lines, cur)
+	}
+	// Output cut at the cap: the unfinished last entry is left for the next read, and the
+	// cursor is that of the last whole entry (nothing lost, nothing read twice).
+	for cutAt := len(out) - len(exportText("c5", "five")) + 1; cutAt < len(out); cutAt++ {
+		lines, cur = parseJournal([]byte(out[:cutAt]), true)
+		if len(lines) != 3 || cur != "c4" {
+			t.Fatalf("cut at %d: got %q cursor %q", cutAt, lines, cur)
+		}
+	}
+	// One entry larger than a read: taken as far as it goes, so the reader moves on.
+	big := exportText("c9", strings.Repeat("é", MaxLogLine))
+	lines, cur = parseJournal([]byte(big[:100000]), true)
+	if cur != "c9" || len(lines) != 1 || !strings.HasPrefix(lines[0], "éé") || !strings.HasSuffix(lines[0], "é [line cut]") ||
+		len(lines[0]) > MaxLogLine+20 {
+		t.Fatalf("cut entry: cursor %q, %d lines", cur, len(lines))
+	}
+	lines, _ = parseJournal([]byte(big), false)
+	if len(lines) != 1 || !strings.HasSuffix(lines[0], fmt.Sprintf(" [line cut: %d more bytes]", MaxLogLine)) {
+		t.Fatalf("long entry: %d lines, ends %q", len(lines), lines[0][len(lines[0])-40:])
+	}
+	if lines, cur := parseJournal(nil, false); lines != nil || cur != "" {
+		t.Fatalf("empty: %q %q", lines, cur)
+	}
+}
+
+func FuzzParseJournal(f *testing.F) {
+	f.Add([]byte(exportText("c1", "one")+exportBinary("c2", "two\n")), false)
+	f.Add([]byte(exportText("c1", "a line")[:30]), true)
+	f.Add([]byte("MESSAGE\n\xff\xff\xff\xff\xff\xff\xff\xff"), true)
+	f.Fuzz(func(t *testing.T, b []byte, cut bool) {
+		lines, cur := parseJournal(b, cut)
+		if cur == "" && len(lines) > 0 {
+			t.Fatalf("lines without a cursor: %q", lines)
+		}
+		for _, l := range lines {
+			if len(l) > 4*MaxLogLine {
+				t.Fatalf("line of %d bytes", len(l))
+			}
+		}
+	})
+}
+
+func TestReadLinesKeepsDraining(t *testing.T) {
+	long := strings.Repeat("x", 3<<20)
+	in := "first\n" + long + "\n\nünï" + strings.Repeat("ü", MaxLogLine) + "\nlast"
+	var got []string
+	readLines(strings.NewReader(in), MaxLogLine, func(s string) { got = append(got, s) })
+	if len(got) != 5 || got[0] != "first" || got[2] != "" || got[4] != "last" {
+		t.Fatalf("lines: %d %q", len(got), got[0])
+	}
+	if want := strings.Repeat("x", MaxLogLine) + fmt.Sprintf(" [line cut: %d more bytes]", 3<<20-MaxLogLine); got[1] != want {
+		t.Fatalf("long line: %d bytes, ends %q", len(got[1]), got[1][len(got[1])-40:])
+	}
+	if !strings.HasPrefix(got[3], "ünïü") || !strings.Contains(got[3], "[line cut:") || strings.ContainsRune(got[3], '\uFFFD') {
+		t.Fatalf("cut multibyte line: ends %q", got[3][len(got[3])-40:])
+	}
+	// Everything is read: a writer never blocks.
+	r := &countReader{r: strings.NewReader(in)}
+	readLines(r, 16, func(string) {})
+	if r.n != len(in) {
+		t.Fatalf("read %d of %d bytes", r.n, len(in))
+	}
+}
+
+type countReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+func TestUnitNames(t *testing.T) {
+	for _, u := range []string{"-H", "--help", "a b", "a/b", "x\n"} {
+		if _, err := DialRemote(t.Context(), RemoteOptions{Unit: u, SSH: SSHOptions{Address: "127.0.0.1:1"}}); err == nil ||
+			!strings.Contains(err.Error(), "unit name") {
+			t.Errorf("unit %q: want a unit name error, got %v", u, err)
+		}
+	}
+	if err := checkUnitName("sglang@1.service"); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	b.WriteString((&Remote{o: RemoteOptions{Unit: "x.service"}}).showCmd())
+	if !strings.Contains(b.String(), " -- 'x.service'") && !strings.Contains(b.String(), " -- x.service") {
+		t.Fatalf("no -- before the unit: %s", b.String())
+	}
+}
