@@ -159,7 +159,8 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 				r := Ready{At: time.Now(), StartedAt: in.startedAt, Probes: probes}
 				r.Elapsed = r.At.Sub(in.startedAt)
 				<-pc
-				r.ServerInfo, _ = in.getBody(ctx, "/get_server_info")
+				info, _ := in.getBody(ctx, "/get_server_info")
+				r.ServerInfo = RedactServerInfo(info)
 				in.mu.Lock()
 				in.ready = true
 				in.mu.Unlock()
@@ -426,4 +427,51 @@ func EngineVersion(serverInfo []byte) string {
 	}
 	_ = json.Unmarshal(serverInfo, &v)
 	return v.Version
+}
+
+// secretArgs are the server arguments whose values are credentials: the
+// effective arguments a server reports are stored and shown in reports, so
+// these are replaced by "<redacted>" (null and "" kept: they say "none").
+var secretArgs = []string{"api_key", "admin_api_key", "hf_token", "ssl_keyfile_password"}
+
+// RedactServerInfo returns the server-info body with the values of
+// secretArgs replaced, at the top level and under "server_args"; a body that
+// is not a JSON object is returned as is.
+func RedactServerInfo(b []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b
+	}
+	changed := redactArgs(m)
+	if sa, ok := m["server_args"]; ok {
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(sa, &inner) == nil && redactArgs(inner) {
+			m["server_args"], _ = json.Marshal(inner)
+			changed = true
+		}
+	}
+	if !changed {
+		return b
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+func redactArgs(m map[string]json.RawMessage) bool {
+	changed := false
+	for _, k := range secretArgs {
+		v, ok := m[k]
+		if !ok {
+			continue
+		}
+		if t := strings.TrimSpace(string(v)); t == "null" || t == `""` {
+			continue
+		}
+		m[k] = json.RawMessage(`"<redacted>"`)
+		changed = true
+	}
+	return changed
 }

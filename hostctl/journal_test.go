@@ -118,3 +118,22 @@ func TestUnitNames(t *testing.T) {
 		t.Fatalf("no -- before the unit: %s", b.String())
 	}
 }
+
+func TestRedactServerInfo(t *testing.T) {
+	in := `{"version":"0.5.4","api_key":"sk-1","admin_api_key":null,"server_args":{"hf_token":"hf_x","api_key":""},"tp_size":4}`
+	got := string(RedactServerInfo([]byte(in)))
+	for _, s := range []string{"sk-1", "hf_x"} {
+		if strings.Contains(got, s) {
+			t.Fatalf("secret %q kept: %s", s, got)
+		}
+	}
+	if !strings.Contains(got, `"tp_size":4`) || !strings.Contains(got, `"admin_api_key":null`) || !strings.Contains(got, `"version":"0.5.4"`) {
+		t.Fatalf("other fields changed: %s", got)
+	}
+	if got := string(RedactServerInfo([]byte(`{"version":"1"}`))); got != `{"version":"1"}` {
+		t.Fatalf("unchanged body rewritten: %s", got)
+	}
+	if got := string(RedactServerInfo([]byte("not json"))); got != "not json" {
+		t.Fatal(got)
+	}
+}

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -119,53 +121,176 @@ func toFloat(v any) float64 {
 	return 0
 }
 
+// MaxBodyBytes caps a request body (a spec is far smaller).
+const MaxBodyBytes = 1 << 20
+
 // APIConfig wires the daemon's HTTP API.
 type APIConfig struct {
 	Store   APIStore
 	Daemon  *Daemon // for the hosts' current activity; may be nil
 	Metrics *Metrics
-	// Token, when not empty, is required as "Authorization: Bearer TOKEN" on every path but /healthz.
+	// Token is required as "Authorization: Bearer TOKEN" on every /api/ path (compared in constant
+	// time); NewAPI refuses an empty one. /healthz and /metrics are open (nothing secret in them).
 	Token string
-	Log   *slog.Logger
+	// ListenHost is the host part of the address the API listens on. A request's Host header must
+	// name it or a loopback name or address (DNS rebinding); a wildcard listen address (0.0.0.0, ::
+	// or empty) also admits this machine's hostname and interface addresses.
+	ListenHost string
+	// Policy limits what a spec submitted over the API may ask of the daemon.
+	Policy SpecPolicy
+	Log    *slog.Logger
 }
 
 // NewAPI returns the daemon's HTTP handler: GET /healthz, GET /metrics, GET /api/sweeps,
 // GET /api/sweeps/{id}, POST /api/sweeps (a spec in the body; ?cron=EXPR or ?at=RFC3339),
 // POST /api/sweeps/{id}/cancel.
-func NewAPI(c APIConfig) http.Handler {
+//
+// Every request is refused when its Host header names another machine (421) or it carries an Origin
+// other than the daemon's own (403): a web page in a browser on the machine must not reach the API.
+// /api/ paths need the token (401); a POST with a body must say Content-Type application/json or
+// application/yaml (415; a body-less POST such as cancel may omit it); bodies are capped at
+// MaxBodyBytes (413); a submitted spec must pass cfg.Policy (403).
+func NewAPI(c APIConfig) (http.Handler, error) {
+	if c.Token == "" {
+		return nil, errors.New("orchestrator: the API needs a bearer token")
+	}
+	if c.Store == nil || c.Metrics == nil {
+		return nil, errors.New("orchestrator: the API needs a store and metrics")
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	a := &api{c: c}
+	a := &api{c: c, hosts: allowedHosts(c.ListenHost), want: []byte("Bearer " + c.Token)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.Handle("GET /metrics", a.auth(promhttp.HandlerFor(c.Metrics.reg, promhttp.HandlerOpts{})))
-	mux.Handle("GET /api/sweeps", a.auth(http.HandlerFunc(a.list)))
-	mux.Handle("GET /api/sweeps/{id}", a.auth(http.HandlerFunc(a.get)))
-	mux.Handle("POST /api/sweeps", a.auth(http.HandlerFunc(a.submit)))
-	mux.Handle("POST /api/sweeps/{id}/cancel", a.auth(http.HandlerFunc(a.cancel)))
-	return mux
+	mux.Handle("GET /metrics", promhttp.HandlerFor(c.Metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /api/sweeps", a.protect(a.list))
+	mux.Handle("GET /api/sweeps/{id}", a.protect(a.get))
+	mux.Handle("POST /api/sweeps", a.protect(a.submit))
+	mux.Handle("POST /api/sweeps/{id}/cancel", a.protect(a.cancel))
+	// Unknown /api/ paths answer 401 too, so nothing about the API is visible without the token.
+	mux.Handle("/api/", a.protect(http.NotFound))
+	return a.guard(mux), nil
 }
 
 type api struct {
-	c  APIConfig
-	mu sync.Mutex
+	c     APIConfig
+	hosts map[string]bool // Host header names besides loopback ones
+	want  []byte          // the Authorization header expected
 }
 
-func (a *api) auth(h http.Handler) http.Handler {
-	if a.c.Token == "" {
-		return h
-	}
-	want := []byte("Bearer " + a.c.Token)
+// refuse answers an error and logs it (never a header: the token stays out of the log).
+func (a *api) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
+	a.c.Log.Warn("API request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path,
+		"status", code, "reason", msg)
+	httpError(w, code, msg)
+}
+
+// guard refuses requests a browser was made to send: to a name that is not this daemon's (DNS
+// rebinding), or from a page of another origin.
+func (a *api) guard(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="specsweep"`)
-			httpError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		// An HTTP/1.0 request may lack Host; browsers always send one.
+		if r.Host != "" && !a.hostAllowed(r.Host) {
+			a.refuse(w, r, http.StatusMisdirectedRequest, fmt.Sprintf(
+				"Host %q is not this daemon's address: use a loopback address, localhost or the --listen host", r.Host))
 			return
+		}
+		for _, o := range r.Header.Values("Origin") {
+			if !strings.EqualFold(o, "http://"+r.Host) {
+				a.refuse(w, r, http.StatusForbidden, fmt.Sprintf(
+					"cross-origin request from %q refused: the API does not serve web pages", o))
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// protect requires the token, an accepted Content-Type on POST bodies, and caps the body.
+func (a *api) protect(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), a.want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="specsweep"`)
+			a.refuse(w, r, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer TOKEN; "+
+				"the daemon's token file is DB.token beside its database unless it runs with --token-file)")
+			return
+		}
+		if r.Method == http.MethodPost {
+			if msg := checkContentType(r); msg != "" {
+				a.refuse(w, r, http.StatusUnsupportedMediaType, msg)
+				return
+			}
+		}
+		if r.ContentLength > MaxBodyBytes {
+			a.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body larger than %d bytes", MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		h(w, r)
+	})
+}
+
+// checkContentType returns what is wrong with a POST's Content-Type, or "". A body must be JSON or
+// YAML: the types a browser may send without asking first (text/plain, forms) are refused. A
+// POST without a body (cancel) may omit the header.
+func checkContentType(r *http.Request) string {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		if r.ContentLength == 0 {
+			return ""
+		}
+		return "a request body needs Content-Type: application/json or application/yaml"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && mt != "application/yaml") {
+		return fmt.Sprintf("Content-Type %q refused: send application/json or application/yaml", ct)
+	}
+	return ""
+}
+
+// hostAllowed: a Host header (host or host:port) names a loopback name or address, or the daemon's
+// listen host.
+func (a *api) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = normalHost(host)
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return a.hosts[host]
+}
+
+func normalHost(h string) string {
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+// allowedHosts are the Host names a request may use besides loopback ones.
+func allowedHosts(listen string) map[string]bool {
+	out := map[string]bool{}
+	h := normalHost(listen)
+	if ip := net.ParseIP(h); h != "" && (ip == nil || !ip.IsUnspecified()) {
+		out[h] = true
+		return out
+	}
+	// A wildcard: the machine's own names and addresses (interfaces added later are not seen).
+	if name, err := os.Hostname(); err == nil {
+		out[normalHost(name)] = true
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, ad := range addrs {
+			if ipn, ok := ad.(*net.IPNet); ok {
+				out[ipn.IP.String()] = true
+			}
+		}
+	}
+	return out
 }
 
 // SweepJSON is a sweep in the API.
@@ -298,13 +423,14 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "reading the spec: "+err.Error())
+	body, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		a.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("spec larger than %d bytes", tooBig.Limit))
 		return
 	}
-	if len(body) > 1<<20 {
-		httpError(w, http.StatusRequestEntityTooLarge, "spec larger than 1 MiB")
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "reading the spec: "+err.Error())
 		return
 	}
 	spec, err := sweep.Parse("request", body)
@@ -319,6 +445,15 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := a.c.Policy.CheckSpec(spec); err != nil {
+		var pe *PolicyError
+		if !errors.As(err, &pe) {
+			pe = &PolicyError{Problems: []string{err.Error()}}
+		}
+		a.c.Log.Warn("spec refused by the API's policy", "remote", r.RemoteAddr, "name", spec.Name, "err", err)
+		writeJSON(w, http.StatusForbidden, map[string]any{"error": "spec refused: " + pe.Error(), "errors": pe.Problems})
 		return
 	}
 	opts := SubmitOptions{Cron: r.URL.Query().Get("cron")}

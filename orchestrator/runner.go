@@ -335,7 +335,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 			n++
 			cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
 				InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset, Prompts: sr.dataset,
-				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: flagValue(p.Argv, "--api-key")}
+				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: hostctl.APIKey(launch)}
 			a.update(r, PhaseLoad, fmt.Sprintf("concurrency %d, repeat %d (%d/%d)", c, rep, n, total))
 			started := r.cfg.Clock.Now()
 			res, fail, lerr := r.measure(ctx, a, cfg)
@@ -730,18 +730,6 @@ func mean(d workload.Dist) float64   { return sampled(d, d.Mean) }
 func median(d workload.Dist) float64 { return sampled(d, d.Median) }
 func p99(d workload.Dist) float64    { return sampled(d, d.P99) }
 
-// flagValue is the value of an argparse-style flag in argv ("--flag V" or "--flag=V"), or "".
-func flagValue(argv []string, flag string) string {
-	v := ""
-	for i, a := range argv {
-		if a == flag && i+1 < len(argv) {
-			v = argv[i+1]
-		} else if strings.HasPrefix(a, flag+"=") {
-			v = strings.TrimPrefix(a, flag+"=")
-		}
-	}
-	return v
-}
 
 // pointLabel is a short human description of a point.
 func pointLabel(p store.Point) string {

@@ -29,8 +29,10 @@ func daemonCmd() command {
 		summary: "Run queued and scheduled sweeps until stopped; status API and /metrics on --listen.",
 		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
 			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			listen := fs.String("listen", "127.0.0.1:8377", "HTTP address of the status API and /metrics (\"\" for none); a non-loopback address needs --token-file")
-			tokenFile := fs.String("token-file", "", "file holding the bearer token the HTTP API requires")
+			listen := fs.String("listen", "127.0.0.1:8377", "HTTP address of the status API and /metrics (\"\" for none)")
+			tokenFile := fs.String("token-file", "", "file holding the bearer token the HTTP API requires (mode 0600; default DB.token, created at the first start)")
+			allowLocal := fs.Bool("allow-local-driver", false, "accept specs with driver: local over the HTTP API (they run commands here as the daemon's user)")
+			allowAnyKey := fs.Bool("allow-any-key-path", false, "accept identity_file and known_hosts paths outside the daemon's ~/.ssh over the HTTP API")
 			acceptKeys := fs.Bool("accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
 			logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 			logDir := fs.String("log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
@@ -41,11 +43,8 @@ func daemonCmd() command {
 				if *logFormat != "text" && *logFormat != "json" {
 					return usagef("unknown --log-format %q (want text or json)", *logFormat)
 				}
-				token, err := readToken(*tokenFile)
+				listenHost, err := checkListen(*listen)
 				if err != nil {
-					return err
-				}
-				if err := checkListen(*listen, token); err != nil {
 					return err
 				}
 				var log *slog.Logger
@@ -88,18 +87,33 @@ func daemonCmd() command {
 				}
 				var srv *http.Server
 				if *listen != "" {
+					token, tokenPath, err := apiToken(dbFile, *tokenFile)
+					if err != nil {
+						return fmt.Errorf("daemon: %w", err)
+					}
+					home, err := os.UserHomeDir()
+					if err != nil && !*allowAnyKey {
+						log.Warn("no home directory: specs over the API may not name identity_file or known_hosts", "err", err)
+					}
+					h, err := orchestrator.NewAPI(orchestrator.APIConfig{Store: st, Daemon: d, Metrics: metrics,
+						Token: token, ListenHost: listenHost, Log: log,
+						Policy: orchestrator.SpecPolicy{AllowLocalDriver: *allowLocal, AllowAnyKeyPath: *allowAnyKey, Home: home}})
+					if err != nil {
+						return fmt.Errorf("daemon: %w", err)
+					}
 					ln, err := net.Listen("tcp", *listen)
 					if err != nil {
 						return fmt.Errorf("daemon: listen on %s: %w", *listen, err)
 					}
-					srv = &http.Server{Handler: orchestrator.NewAPI(orchestrator.APIConfig{Store: st, Daemon: d, Metrics: metrics,
-						Token: token, Log: log}), ReadHeaderTimeout: 10 * time.Second}
+					srv = orchestrator.NewAPIServer(h, orchestrator.ServerTimeouts{}, log)
 					go func() {
 						if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 							log.Error("HTTP server stopped", "err", err)
 						}
 					}()
-					log.Info("status API listening", "addr", ln.Addr().String(), "token", token != "")
+					// The path, never the token.
+					log.Info("status API listening", "addr", ln.Addr().String(), "token_file", tokenPath,
+						"allow_local_driver", *allowLocal, "allow_any_key_path", *allowAnyKey)
 				}
 				hup := make(chan os.Signal, 1)
 				signal.Notify(hup, syscall.SIGHUP)
@@ -148,42 +162,18 @@ func watchdog(ctx context.Context) {
 	}
 }
 
-func readToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" || strings.ContainsAny(tok, "\r\n") {
-		return "", fmt.Errorf("token file %s: want one non-empty line", path)
-	}
-	return tok, nil
-}
-
-// checkListen refuses to expose the API beyond loopback without a token.
-func checkListen(addr, token string) error {
+// checkListen checks the --listen address and returns its host ("" for none or a wildcard port-only
+// address). The API needs its token wherever it listens, loopback too: on a shared machine any
+// local user, and any web page in a local browser, can reach loopback.
+func checkListen(addr string) (string, error) {
 	if addr == "" {
-		return nil
+		return "", nil
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usagef("--listen %q: %v", addr, err)
+		return "", usagef("--listen %q: %v", addr, err)
 	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	if token == "" {
-		return exitError{code: ExitFailure, err: fmt.Errorf(
-			"specsweep daemon: refusing to listen on %s without a token: the API can submit and cancel sweeps; "+
-				"pass --token-file FILE (clients send \"Authorization: Bearer TOKEN\"), or listen on 127.0.0.1", addr)}
-	}
-	return nil
+	return host, nil
 }
 
 func submitCmd() command {

@@ -215,7 +215,8 @@ func BenchmarkDaemonSoak(b *testing.B) {
 		dir := b.TempDir()
 		db := filepath.Join(dir, "soak.db")
 		addr := "127.0.0.1:18399"
-		cmd := exec.Command(specsweepBin(b), "daemon", "--db", db, "--listen", addr)
+		// The test hosts' keys live in their scratch directories, outside ~/.ssh.
+		cmd := exec.Command(specsweepBin(b), "daemon", "--db", db, "--listen", addr, "--allow-any-key-path")
 		var logs bytes.Buffer
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
@@ -234,11 +235,18 @@ func BenchmarkDaemonSoak(b *testing.B) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		token, err := os.ReadFile(db + ".token")
+		if err != nil {
+			b.Fatal(err)
+		}
 		const n = 200
 		t0 := time.Now()
 		for i := range n {
 			spec := smallSoakSpec(fmt.Sprintf("soak-%03d", i), hosts[i%len(hosts)])
-			resp, err := http.Post("http://"+addr+"/api/sweeps", "application/yaml", strings.NewReader(spec))
+			req, _ := http.NewRequest("POST", "http://"+addr+"/api/sweeps", strings.NewReader(spec))
+			req.Header.Set("Content-Type", "application/yaml")
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil || resp.StatusCode != http.StatusCreated {
 				b.Fatalf("submit %d: %v %v", i, err, resp)
 			}

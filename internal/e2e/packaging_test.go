@@ -11,7 +11,8 @@ import (
 
 // TestServiceUnitUnderSystemd installs packaging/specsweep.service on a real systemd host and checks
 // that the daemon starts as Type=notify (active only once it said READY=1), keeps its watchdog fed,
-// answers its API on loopback, reloads on `systemctl reload` and stops cleanly.
+// answers its API on loopback (with the token it made in its state directory), reloads on
+// `systemctl reload` and stops cleanly.
 func TestServiceUnitUnderSystemd(t *testing.T) {
 	hosts := testhost.Boot(t, 1, testhost.Options{})
 	h := hosts[0]
@@ -60,6 +61,23 @@ func TestServiceUnitUnderSystemd(t *testing.T) {
 	api := run("exec 3<>/dev/tcp/127.0.0.1/8377 && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3")
 	if !strings.Contains(api, "200 OK") {
 		t.Errorf("/healthz inside the host: %q", api)
+	}
+	// The API needs the token the daemon made beside its database (0600, root's); the log names
+	// the file, never the token.
+	if m := run("stat -c '%a %U' /var/lib/specsweep/specsweep.db.token"); m != "600 root" {
+		t.Errorf("token file mode and owner %q, want 600 root", m)
+	}
+	get := "exec 3<>/dev/tcp/127.0.0.1/8377 && printf 'GET /api/sweeps HTTP/1.0\\r\\n%b\\r\\n' \"$AUTH\" >&3 && cat <&3"
+	if api := run("AUTH= && " + get); !strings.Contains(api, "401 Unauthorized") {
+		t.Errorf("/api/sweeps without the token: %q", api)
+	}
+	auth := `AUTH="Authorization: Bearer $(cat /var/lib/specsweep/specsweep.db.token)\r\n" && `
+	if api := run(auth + get); !strings.Contains(api, "200 OK") {
+		t.Errorf("/api/sweeps with the token: %q", api)
+	}
+	token := run("cat /var/lib/specsweep/specsweep.db.token")
+	if j := run("journalctl -u specsweep --no-pager -o cat"); !strings.Contains(j, "/var/lib/specsweep/specsweep.db.token") || strings.Contains(j, token) {
+		t.Errorf("the journal should name the token file and not hold the token:\n%s", j)
 	}
 	run("systemctl reload specsweep.service")
 	time.Sleep(500 * time.Millisecond)

@@ -1,0 +1,100 @@
+package orchestrator
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/specsweep/specsweep/sweep"
+)
+
+func policySpec(t *testing.T, hosts string) *sweep.Spec {
+	t.Helper()
+	spec, err := sweep.Parse("p.yaml", []byte(apiSpec(hosts)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// TestSpecPolicyKeyPaths: identity_file and known_hosts must lie in the daemon's ~/.ssh once ~ is
+// expanded, the path cleaned and its symlinks resolved.
+func TestSpecPolicyKeyPaths(t *testing.T) {
+	real := t.TempDir()
+	ssh := filepath.Join(real, ".ssh")
+	if err := os.Mkdir(ssh, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"id_ed25519", "known_hosts"} {
+		if err := os.WriteFile(filepath.Join(ssh, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := filepath.Join(t.TempDir(), "host_key")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"out":      outside,                           // a symlink out of ~/.ssh
+		"dangling": filepath.Join(t.TempDir(), "new"), // would be created through the link
+		"in":       filepath.Join(ssh, "id_ed25519"),  // a symlink inside is fine
+		"up":       "..",                              // a directory symlink out
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(ssh, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The daemon's HOME may itself be a symlink.
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Symlink(real, home); err != nil {
+		t.Fatal(err)
+	}
+	p := SpecPolicy{Home: home}
+	for _, ok := range []string{"~/.ssh/id_ed25519", home + "/.ssh/id_ed25519", real + "/.ssh/known_hosts",
+		"~/.ssh/new_known_hosts", "~/.ssh/sub/dir/known_hosts", "~/.ssh/in", "~/.ssh/./id_ed25519", "~/.ssh//id_ed25519"} {
+		for _, key := range []string{"identity_file", "known_hosts"} {
+			if err := p.CheckSpec(policySpec(t, "hosts: [{name: h, address: h.example, "+key+": "+ok+"}]")); err != nil {
+				t.Errorf("%s %s refused: %v", key, ok, err)
+			}
+		}
+	}
+	for _, bad := range []string{"/etc/ssh/ssh_host_ed25519_key", "~/.ssh/../../etc/x", "~/.ssh/out", "~/.ssh/dangling",
+		"~/.ssh/up/x", "~/.ssh", "~", "~/.ssh2/id", "id_ed25519", ".ssh/id_ed25519", "~root/.ssh/id_ed25519", outside,
+		"~/.ssh/id_ed25519/x", "~/.ssh/x/../id_ed25519", "~/.ssh/up/../id_ed25519"} {
+		for _, key := range []string{"identity_file", "known_hosts"} {
+			err := p.CheckSpec(policySpec(t, "hosts: [{name: h, address: h.example, "+key+": \""+bad+"\"}]"))
+			var pe *PolicyError
+			if !errors.As(err, &pe) || len(pe.Problems) != 1 || !strings.Contains(err.Error(), "--allow-any-key-path") ||
+				!strings.Contains(err.Error(), key) {
+				t.Errorf("%s %s: %v, want a refusal naming --allow-any-key-path", key, bad, err)
+			}
+		}
+	}
+	if err := (SpecPolicy{AllowAnyKeyPath: true}).CheckSpec(policySpec(t,
+		"hosts: [{name: h, address: h.example, identity_file: /etc/ssh/ssh_host_ed25519_key, known_hosts: /etc/x}]")); err != nil {
+		t.Errorf("--allow-any-key-path: %v", err)
+	}
+	// Without a home directory every explicit path is refused; the defaults are fine.
+	if err := (SpecPolicy{}).CheckSpec(policySpec(t, "hosts: [{name: h, address: h.example, known_hosts: ~/.ssh/known_hosts}]")); err == nil {
+		t.Error("no home: an explicit path was accepted")
+	}
+	if err := (SpecPolicy{}).CheckSpec(policySpec(t, "")); err != nil {
+		t.Errorf("no explicit paths: %v", err)
+	}
+}
+
+func TestSpecPolicyLocalDriver(t *testing.T) {
+	spec := policySpec(t, "hosts: [{name: a, address: a.example}, {name: here, driver: local}, {name: there, driver: local}]")
+	err := SpecPolicy{}.CheckSpec(spec)
+	var pe *PolicyError
+	if !errors.As(err, &pe) || len(pe.Problems) != 2 || !strings.Contains(pe.Problems[0], "hosts[1] (here)") ||
+		!strings.Contains(pe.Problems[0], "--allow-local-driver") {
+		t.Errorf("local driver: %v, want two refusals naming --allow-local-driver", err)
+	}
+	if err := (SpecPolicy{AllowLocalDriver: true}).CheckSpec(spec); err != nil {
+		t.Errorf("--allow-local-driver: %v", err)
+	}
+}
