@@ -730,7 +730,6 @@ func mean(d workload.Dist) float64   { return sampled(d, d.Mean) }
 func median(d workload.Dist) float64 { return sampled(d, d.Median) }
 func p99(d workload.Dist) float64    { return sampled(d, d.P99) }
 
-
 // pointLabel is a short human description of a point.
 func pointLabel(p store.Point) string {
 	if p.Baseline {
