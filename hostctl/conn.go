@@ -964,6 +964,17 @@ func (c *Conn) Remove(ctx context.Context, p string) error {
 	})
 }
 
+// Stat describes a remote file; a missing file gives an error satisfying
+// errors.Is(err, os.ErrNotExist).
+func (c *Conn) Stat(ctx context.Context, p string) (os.FileInfo, error) {
+	var fi os.FileInfo
+	err := c.withSFTP(ctx, func(sc *sftp.Client) (err error) {
+		fi, err = sc.Stat(p)
+		return err
+	})
+	return fi, err
+}
+
 // DialTCP opens a TCP connection from the host (through the SSH
 // connection), e.g. to a server bound to 127.0.0.1 there.
 func (c *Conn) DialTCP(ctx context.Context, addr string) (net.Conn, error) {

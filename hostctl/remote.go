@@ -656,3 +656,19 @@ func parseGPU(line string) (GPU, bool) {
 	}
 	return GPU{Name: strings.TrimSpace(f[0]), Driver: strings.TrimSpace(f[1]), MemoryMB: mem}, true
 }
+
+// Leftovers lists the files of specsweep on the host for the unit (the
+// drop-in, the environment file, the restore marker): none outside a sweep.
+func (r *Remote) Leftovers(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, p := range []string{DropInPath(r.o.Unit), EnvFilePath(r.o.Unit), MarkerPath(r.o.Unit)} {
+		_, err := r.conn.Stat(ctx, p)
+		switch {
+		case err == nil:
+			out = append(out, p)
+		case !errors.Is(err, os.ErrNotExist):
+			return out, fmt.Errorf("checking %s on %s: %w", p, r.o.Name, err)
+		}
+	}
+	return out, nil
+}

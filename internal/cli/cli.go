@@ -67,6 +67,7 @@ func commands() []command {
 		doctorCmd(),
 		reportCmd(),
 		exportCmd(),
+		restoreCmd(),
 	}
 }
 

@@ -1,0 +1,67 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// TestRestoreAfterAKill: specsweep killed mid-point leaves its drop-in, environment file and
+// marker on the host; doctor reports them as a failed check naming `specsweep restore`; restore
+// puts the operator's unit back (running, as before the sweep), is idempotent, and exits 0.
+func TestRestoreAfterAKill(t *testing.T) {
+	hosts := testhost.Boot(t, 1, testhost.Options{UnitEnabled: true})
+	h := hosts[0]
+	f := writeSpec(t, smallSpec("e2e-restore", hosts, "1, 2", ""))
+	dropIn := filepath.Join(h.Root, "etc/systemd/system/sglang.service.d/50-specsweep.conf")
+	envFile := filepath.Join(h.Root, "etc/systemd/system/sglang.service.d/50-specsweep.env")
+	marker := filepath.Join(h.Root, "var/lib/specsweep/restore-sglang.service.json")
+
+	cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
+	waitFor(t, time.Minute, "the drop-in of a point", func() bool { _, err := os.Stat(dropIn); return err == nil })
+	signal(t, cmd, syscall.SIGKILL)
+	_ = cmd.Wait()
+	for _, p := range []string{dropIn, envFile, marker} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("after the kill %s should be left: %v\n%s", p, err, tail(out.String(), 5))
+		}
+	}
+	// The sweep is left running in the database by the killed process: restore refuses while it is.
+	if r := specsweep(t, time.Minute, "restore", "--db", f.db, f.spec); r.code != 1 || !strings.Contains(r.stderr, "specsweep cancel") {
+		t.Fatalf("restore of a sweep the database shows running should refuse:\n%s", r)
+	}
+	if r := specsweep(t, time.Minute, "cancel", "--db", f.db, "e2e-restore"); r.code != 0 {
+		t.Fatalf("cancel:\n%s", r)
+	}
+
+	d := specsweep(t, time.Minute, "doctor", f.spec)
+	if d.code != 1 || !strings.Contains(d.stdout, "leftovers") || !strings.Contains(d.stdout, "specsweep restore") {
+		t.Fatalf("doctor should fail the leftovers check and name specsweep restore:\n%s", d)
+	}
+	r := specsweep(t, 2*time.Minute, "restore", "--db", f.db, f.spec)
+	if r.code != 0 || !strings.Contains(r.stdout, "restored") {
+		t.Fatalf("restore:\n%s", r)
+	}
+	for _, p := range []string{dropIn, envFile, marker} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left after restore", p)
+		}
+	}
+	got, _ := h.Run(t.Context(), "systemctl is-active sglang.service")
+	if s := strings.TrimSpace(string(got)); s != "active" {
+		t.Errorf("sglang.service is %q after restore; it ran before the sweep", s)
+	}
+	again := specsweep(t, time.Minute, "restore", "--db", f.db, f.spec)
+	if again.code != 0 || !strings.Contains(again.stdout, "nothing of specsweep there") {
+		t.Fatalf("second restore should find nothing to do:\n%s", again)
+	}
+	d = specsweep(t, time.Minute, "doctor", f.spec)
+	if !strings.Contains(d.stdout, "no drop-in or restore marker") {
+		t.Errorf("doctor after restore:\n%s", d)
+	}
+}
