@@ -304,7 +304,7 @@ func doctorLeftovers(unitName, list string, err error, add func(string, CheckSta
 	case strings.TrimSpace(list) == "":
 		add("leftovers", CheckOK, "no drop-in or restore marker of specsweep for %s", unitName)
 	default:
-		add("leftovers", CheckFail, "left by a specsweep that did not restore %s: %s; run `specsweep restore SPEC` "+
+		add("leftovers", CheckFail, "left by a specsweep that did not restore %s (expected only while a sweep runs there): %s; run `specsweep restore SPEC` "+
 			"(or let the sweep resume) to put the unit back as the operator had it",
 			unitName, strings.Join(strings.Fields(list), ", "))
 	}
