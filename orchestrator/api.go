@@ -266,8 +266,13 @@ func (a *api) hostAllowed(hostport string) bool {
 	return a.hosts[host]
 }
 
+// normalHost is a host name or address in one spelling: lower case, no trailing dot, an IP address
+// in its canonical form (IPv6 without brackets).
 func normalHost(h string) string {
 	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.String()
+	}
 	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -244,6 +245,32 @@ func TestAPISubmitAppliesThePolicy(t *testing.T) {
 	for _, body := range []string{local, key} {
 		if w := allowed.do("POST", "/api/sweeps?at=2099-01-01T00:00:00Z", body, nil); w.Code != http.StatusCreated {
 			t.Errorf("with the policy relaxed: %d %s", w.Code, w.Body)
+		}
+	}
+}
+
+// TestAPIHostNames: the Host names a request may use, for a named, an IPv6 and a wildcard listen.
+func TestAPIHostNames(t *testing.T) {
+	named := &api{hosts: allowedHosts("ctl.example")}
+	v6 := &api{hosts: allowedHosts("fd00:0::5")}
+	wild := &api{hosts: allowedHosts("0.0.0.0")}
+	name, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		a    *api
+		host string
+		want bool
+	}{
+		{named, "ctl.example:8377", true}, {named, "CTL.EXAMPLE.", true}, {named, "localhost", true},
+		{named, "127.1.2.3:80", true}, {named, "[::1]:8377", true}, {named, "other.example", false},
+		{named, "localhost.evil.example", false}, {named, name, name == "localhost"},
+		{v6, "[fd00::5]:8377", true}, {v6, "[FD00:0:0::5]", true}, {v6, "[fd00::6]:8377", false},
+		{wild, name, true}, {wild, name + ":8377", true}, {wild, "evil.example", false},
+	} {
+		if got := c.a.hostAllowed(c.host); got != c.want {
+			t.Errorf("Host %q with hosts %v: allowed %v, want %v", c.host, c.a.hosts, got, c.want)
 		}
 	}
 }
