@@ -159,7 +159,7 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 				r := Ready{At: time.Now(), StartedAt: in.startedAt, Probes: probes}
 				r.Elapsed = r.At.Sub(in.startedAt)
 				<-pc
-				info, _ := in.getBody(ctx, "/get_server_info")
+				info, _ := in.serverInfo(ctx)
 				r.ServerInfo = RedactServerInfo(info)
 				in.mu.Lock()
 				in.ready = true
@@ -228,6 +228,9 @@ func (in *instance) getBody(ctx context.Context, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, in.baseURL+path, nil)
+	if k := APIKey(in.launch); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
 	resp, err := in.client.Do(req)
 	if err != nil {
 		return nil, err
@@ -238,6 +241,21 @@ func (in *instance) getBody(ctx context.Context, path string) ([]byte, error) {
 		return b, fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
 	}
 	return b, err
+}
+
+// serverInfo reads the server's effective arguments and version: from
+// /server_info, which newer releases serve (their /get_server_info is a
+// deprecated alias that logs a warning at every call), else from
+// /get_server_info, the only one of older releases.
+func (in *instance) serverInfo(ctx context.Context) ([]byte, error) {
+	b, err := in.getBody(ctx, "/server_info")
+	if err == nil {
+		return b, nil
+	}
+	if ctx.Err() != nil {
+		return b, err
+	}
+	return in.getBody(ctx, "/get_server_info")
 }
 
 // generateOne asks for one token (older servers answer /health 200 before
@@ -413,7 +431,7 @@ func (in *instance) engineVersion(ctx context.Context) string {
 	if !ready {
 		return ""
 	}
-	b, err := in.getBody(ctx, "/get_server_info")
+	b, err := in.serverInfo(ctx)
 	if err != nil {
 		return ""
 	}

@@ -95,8 +95,13 @@ func TestSecretsStayOffTheUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := in.WaitReady(ctx); err != nil {
+	ready, err := in.WaitReady(ctx)
+	if err != nil {
 		t.Fatalf("readiness with --api-key from the environment: %v", err)
+	}
+	// Server info needs the key too: effective args and version, not {"error": "Unauthorized"}.
+	if v := EngineVersion(ready.ServerInfo); v == "" {
+		t.Errorf("no engine version in the server info read with the API key: %.200s", ready.ServerInfo)
 	}
 	dropIn, err := h.ReadFile(DropInPath("sglang.service"))
 	if err != nil {
