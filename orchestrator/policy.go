@@ -23,6 +23,9 @@ type SpecPolicy struct {
 	// Home is the daemon's home directory: identity_file and known_hosts must lie in Home/.ssh.
 	// Empty refuses every explicit path (unless AllowAnyKeyPath).
 	Home string
+	// DatasetDir (--dataset-dir) is where workload.dataset files named over the API must lie: the
+	// daemon reads them as its own user. Empty refuses every dataset file over the API.
+	DatasetDir string
 }
 
 // PolicyError lists what a spec asks that the policy refuses.
@@ -54,6 +57,20 @@ func (p SpecPolicy) CheckSpec(spec *sweep.Spec) error {
 				problems = append(problems, fmt.Sprintf("%s: %s %q is outside the daemon's ~/.ssh (%s); "+
 					"the daemon refuses it over the API unless started with --allow-any-key-path", at, f.key, f.path, orUnknown(sshDir)))
 			}
+		}
+	}
+	if path := spec.Workload.DatasetPath(); path != "" {
+		dir := ""
+		if p.DatasetDir != "" {
+			dir = resolvePath(p.DatasetDir)
+		}
+		if dir == "" || hasDotDot(path) || !within(dir, resolvePath(expandHome(path, p.Home))) {
+			where := "no --dataset-dir was given"
+			if dir != "" {
+				where = "it is outside --dataset-dir " + dir
+			}
+			problems = append(problems, fmt.Sprintf("workload.dataset: the daemon reads %q as its own user, and %s; "+
+				"start the daemon with --dataset-dir DIR and put the dataset there", path, where))
 		}
 	}
 	if len(problems) > 0 {

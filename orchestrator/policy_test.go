@@ -98,3 +98,43 @@ func TestSpecPolicyLocalDriver(t *testing.T) {
 		t.Errorf("--allow-local-driver: %v", err)
 	}
 }
+
+// TestSpecPolicyDatasetFiles: a dataset file named over the API must lie in --dataset-dir (the
+// daemon reads it as its own user); without --dataset-dir every dataset file is refused.
+func TestSpecPolicyDatasetFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sharegpt.json"), []byte("[]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/shadow", filepath.Join(dir, "shadow")); err != nil {
+		t.Fatal(err)
+	}
+	withDataset := func(path string) *sweep.Spec {
+		t.Helper()
+		text := strings.Replace(apiSpec(""), "workload: {concurrency: [1], requests: 2, input_tokens: 8, output_tokens: 8}",
+			"workload: {concurrency: [1], requests: 2, output_tokens: 8, dataset: \"sharegpt:"+path+"\"}", 1)
+		spec, err := sweep.Parse("p.yaml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spec
+	}
+	p := SpecPolicy{DatasetDir: dir}
+	if err := p.CheckSpec(withDataset(filepath.Join(dir, "sharegpt.json"))); err != nil {
+		t.Errorf("a dataset in --dataset-dir refused: %v", err)
+	}
+	for _, bad := range []string{"/etc/shadow", filepath.Join(dir, "shadow"), filepath.Join(dir, "..", "x.json"), dir} {
+		err := p.CheckSpec(withDataset(bad))
+		var pe *PolicyError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "--dataset-dir") {
+			t.Errorf("dataset %s: %v, want a refusal naming --dataset-dir", bad, err)
+		}
+	}
+	if err := (SpecPolicy{}).CheckSpec(withDataset(filepath.Join(dir, "sharegpt.json"))); err == nil ||
+		!strings.Contains(err.Error(), "no --dataset-dir") {
+		t.Errorf("no --dataset-dir: %v, want a refusal", err)
+	}
+	if err := (SpecPolicy{}).CheckSpec(policySpec(t, "")); err != nil {
+		t.Errorf("the random dataset: %v", err)
+	}
+}

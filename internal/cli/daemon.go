@@ -33,6 +33,7 @@ func daemonCmd() command {
 			tokenFile := fs.String("token-file", "", "file holding the bearer token the HTTP API requires (mode 0600; default DB.token, created at the first start)")
 			allowLocal := fs.Bool("allow-local-driver", false, "accept specs with driver: local over the HTTP API (they run commands here as the daemon's user)")
 			allowAnyKey := fs.Bool("allow-any-key-path", false, "accept identity_file and known_hosts paths outside the daemon's ~/.ssh over the HTTP API")
+			datasetDir := fs.String("dataset-dir", "", "directory that workload.dataset files of specs submitted over the HTTP API must lie in (none: refused)")
 			acceptKeys := fs.Bool("accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
 			logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 			logDir := fs.String("log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
@@ -97,7 +98,7 @@ func daemonCmd() command {
 					}
 					h, err := orchestrator.NewAPI(orchestrator.APIConfig{Store: st, Daemon: d, Metrics: metrics,
 						Token: token, ListenHost: listenHost, Log: log,
-						Policy: orchestrator.SpecPolicy{AllowLocalDriver: *allowLocal, AllowAnyKeyPath: *allowAnyKey, Home: home}})
+						Policy: orchestrator.SpecPolicy{AllowLocalDriver: *allowLocal, AllowAnyKeyPath: *allowAnyKey, Home: home, DatasetDir: *datasetDir}})
 					if err != nil {
 						return fmt.Errorf("daemon: %w", err)
 					}

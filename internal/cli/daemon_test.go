@@ -109,3 +109,21 @@ func TestDaemonRefusesAnOpenTokenFile(t *testing.T) {
 		t.Errorf("daemon with a 0644 token file: code %d, stderr:\n%s", code, errs)
 	}
 }
+
+// TestAPITokenRefusesAnotherUsersFile: a token file owned by another user is refused (its owner could
+// read and replace the token); root only (chown).
+func TestAPITokenRefusesAnotherUsersFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown")
+	}
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(f, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := apiToken(filepath.Join(t.TempDir(), "x.db"), f); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Fatalf("a token file of uid 65534: %v, want a refusal", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // tokenBytes is the size of a generated API token (hex-encoded in its file).
@@ -54,6 +55,11 @@ func readTokenFile(path string) (string, error) {
 	if m := fi.Mode().Perm(); m&0o066 != 0 {
 		return "", fmt.Errorf("token file %s is readable or writable by group or others (mode %04o): "+
 			"anyone who reads it controls the daemon; run `chmod 600 %s` (and replace the token if others read it)", path, m, path)
+	}
+	// Another user's file: its owner can read the token and swap it at will.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("token file %s belongs to uid %d, not to the daemon's user (uid %d): whoever owns it controls "+
+			"the daemon; `chown %d %s` or let the daemon create its own", path, st.Uid, os.Geteuid(), os.Geteuid(), path)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
