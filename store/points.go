@@ -113,6 +113,10 @@ type PointInfo struct {
 	Provenance    json.RawMessage // JSON: versions, hashes, host facts
 	ExecStart     string          // the unit's ExecStart as written
 	Load          time.Duration   // start to ready
+	// The speculative parameters the server reports it runs with (nil: not reported), stored
+	// beside the requested ones: SGLang forces some (topk 1: draft tokens = steps+1) and chooses
+	// others when they are not given.
+	EffectiveNumSteps, EffectiveTopK, EffectiveNumDraftTokens *int
 }
 
 // PointFinish ends an attempt.
@@ -125,7 +129,8 @@ type PointFinish struct {
 const pointSelect = `SELECT p.sweep_id, p.plan_order, p.point_id, p.method, p.baseline, p.num_steps, p.topk,
 	p.num_draft_tokens, p.tp, p.argv, p.env, p.planned_runs, p.state, p.attempts, p.host,
 	p.failure_class, p.failure_detail, p.effective_args, p.provenance, p.exec_start, p.load_s,
-	p.created_at, p.started_at, p.finished_at FROM points p `
+	p.created_at, p.started_at, p.finished_at, p.effective_num_steps, p.effective_topk,
+	p.effective_num_draft_tokens FROM points p `
 
 func scanPoint(sc interface{ Scan(...any) error }) (Point, error) {
 	var p Point
@@ -134,13 +139,15 @@ func scanPoint(sc interface{ Scan(...any) error }) (Point, error) {
 	var host, class, detail, effArgs, prov, execStart sql.NullString
 	var load sql.NullFloat64
 	var created, started, finished sql.NullInt64
+	var effSteps, effTopK, effDraft sql.NullInt64
 	err := sc.Scan(&p.SweepID, &p.PlanOrder, &p.ID, &p.Method, &p.Baseline, &steps, &topk, &draft,
 		&p.TP, &argv, &env, &p.Runs, &p.State, &p.Attempts, &host, &class, &detail, &effArgs, &prov,
-		&execStart, &load, &created, &started, &finished)
+		&execStart, &load, &created, &started, &finished, &effSteps, &effTopK, &effDraft)
 	if err != nil {
 		return Point{}, err
 	}
 	p.NumSteps, p.TopK, p.NumDraftTokens = intPtr(steps), intPtr(topk), intPtr(draft)
+	p.EffectiveNumSteps, p.EffectiveTopK, p.EffectiveNumDraftTokens = intPtr(effSteps), intPtr(effTopK), intPtr(effDraft)
 	if err := json.Unmarshal([]byte(argv), &p.Argv); err != nil {
 		return Point{}, fmt.Errorf("point %s: argv: %w", p.ID, err)
 	}
@@ -567,9 +574,12 @@ func (db *DB) SetPointInfo(ctx context.Context, sweepID int64, pointID string, a
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE points SET
 			effective_args = coalesce(?, effective_args), provenance = coalesce(?, provenance),
-			exec_start = coalesce(?, exec_start), load_s = coalesce(?, load_s) WHERE id = ?`,
+			exec_start = coalesce(?, exec_start), load_s = coalesce(?, load_s),
+			effective_num_steps = coalesce(?, effective_num_steps), effective_topk = coalesce(?, effective_topk),
+			effective_num_draft_tokens = coalesce(?, effective_num_draft_tokens) WHERE id = ?`,
 			nullRaw(info.EffectiveArgs), nullRaw(info.Provenance),
-			sql.NullString{String: info.ExecStart, Valid: info.ExecStart != ""}, load, r.ref)
+			sql.NullString{String: info.ExecStart, Valid: info.ExecStart != ""}, load,
+			nullInt(info.EffectiveNumSteps), nullInt(info.EffectiveTopK), nullInt(info.EffectiveNumDraftTokens), r.ref)
 		return err
 	})
 	if err != nil {

@@ -239,6 +239,28 @@ func TestSetPointInfo(t *testing.T) {
 	if *p.NumSteps != 1 || p.Env["SGL_X"] != "1" || len(p.Argv) != 5 || p.Runs != 2 || p.PlanOrder != 1 {
 		t.Errorf("point: %+v", p)
 	}
+	// The effective speculative parameters the server reports, beside the requested ones.
+	if err := db.SetPointInfo(ctx, sw, "s1", att, PointInfo{EffectiveNumSteps: ip(1), EffectiveTopK: ip(1), EffectiveNumDraftTokens: ip(2)}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = db.Point(ctx, sw, "s1")
+	if p.EffectiveNumDraftTokens == nil || *p.EffectiveNumDraftTokens != 2 || *p.EffectiveTopK != 1 || p.ExecStart != "/bin/python -m x" {
+		t.Errorf("effective values: %+v", p.PointInfo)
+	}
+	rows, err := db.Query(ctx, "SELECT num_draft_tokens, effective_num_draft_tokens FROM point_summary WHERE point_id = 's1'")
+	if err != nil || len(rows.Values) != 1 || rows.Values[0][0] != int64(2) || rows.Values[0][1] != int64(2) {
+		t.Errorf("point_summary: %+v %v", rows, err)
+	}
+	// Where the accept length came from, per run.
+	run := okRun(sw, "s1", att, 1, 1, 100)
+	run.Metrics.AcceptLengthSource = "decode_log"
+	if err := db.RecordRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = db.Query(ctx, "SELECT accept_length, accept_length_source FROM run_summary WHERE point_id = 's1'")
+	if err != nil || len(rows.Values) != 1 || rows.Values[0][1] != "decode_log" {
+		t.Errorf("run_summary accept_length_source: %+v %v", rows, err)
+	}
 }
 
 func TestClaimRace(t *testing.T) {

@@ -110,7 +110,7 @@ type RunsQuery struct {
 var runSummaryColumns = []string{"sweep", "sweep_id", "point_id", "host", "method", "num_steps", "topk",
 	"num_draft_tokens", "tp", "concurrency", "repeat", "status", "requests", "completed", "failed",
 	"output_tok_s", "request_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms",
-	"e2e_p50_ms", "accept_length", "speedup", "started_at", "finished_at"}
+	"e2e_p50_ms", "accept_length", "speedup", "started_at", "finished_at", "accept_length_source"}
 
 // QueryRuns reads run_summary rows on the read-only connection. Where and
 // OrderBy are the user's SQL; errors in them come back as ErrBadQuery

@@ -39,6 +39,9 @@ type Metrics struct {
 	// AcceptLength is the mean speculative accept length; nil when the
 	// server reports none (a baseline).
 	AcceptLength *float64
+	// AcceptLengthSource says where AcceptLength came from (docs/schema.md:
+	// "metrics", "decode_log", "server_info"; "" when none).
+	AcceptLengthSource string
 }
 
 // Run is one measured load level of a point's attempt.
@@ -105,12 +108,14 @@ func recordRun(ctx context.Context, tx *sql.Tx, now int64, run Run) error {
 	if !finished.Valid {
 		finished = sql.NullInt64{Int64: now, Valid: true}
 	}
-	m := make([]any, 22)
+	m := make([]any, 23)
+	m[22] = ""
 	if x := run.Metrics; x != nil {
 		m = []any{x.Requests, x.Completed, x.Failed, x.DurationS, x.TotalInputTokens, x.TotalOutputTokens,
 			x.RequestS, x.InputTokS, x.OutputTokS,
 			x.TTFTMeanMs, x.TTFTMedianMs, x.TTFTP99Ms, x.ITLMeanMs, x.ITLMedianMs, x.ITLP99Ms,
-			x.TPOTMeanMs, x.TPOTMedianMs, x.TPOTP99Ms, x.E2EMeanMs, x.E2EMedianMs, x.E2EP99Ms, x.AcceptLength}
+			x.TPOTMeanMs, x.TPOTMedianMs, x.TPOTP99Ms, x.E2EMeanMs, x.E2EMedianMs, x.E2EP99Ms, x.AcceptLength,
+			x.AcceptLengthSource}
 	}
 	args := append([]any{r.ref, run.Attempt, run.Concurrency, run.Repeat, run.Status, r.host}, m...)
 	args = append(args, started, finished, run.Error)
@@ -119,8 +124,8 @@ func recordRun(ctx context.Context, tx *sql.Tx, now int64, run Run) error {
 		request_s, input_tok_s, output_tok_s,
 		ttft_mean_ms, ttft_p50_ms, ttft_p99_ms, itl_mean_ms, itl_p50_ms, itl_p99_ms,
 		tpot_mean_ms, tpot_p50_ms, tpot_p99_ms, e2e_mean_ms, e2e_p50_ms, e2e_p99_ms, accept_length,
-		started_at, finished_at, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		accept_length_source, started_at, finished_at, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	if isUniqueViolation(err) {
 		return ErrDuplicateRun
 	}

@@ -13,9 +13,10 @@ func TestViewColumns(t *testing.T) {
 	want := map[string]string{
 		"run_summary": "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, concurrency, repeat, " +
 			"status, requests, completed, failed, output_tok_s, request_s, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, " +
-			"itl_p99_ms, tpot_p50_ms, e2e_p50_ms, accept_length, speedup, started_at, finished_at",
+			"itl_p99_ms, tpot_p50_ms, e2e_p50_ms, accept_length, speedup, started_at, finished_at, accept_length_source",
 		"point_summary": "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, state, attempts, " +
-			"failure_class, failure_detail, load_s, exec_start, effective_args, provenance, started_at, finished_at",
+			"failure_class, failure_detail, load_s, exec_start, effective_args, provenance, started_at, finished_at, " +
+			"effective_num_steps, effective_topk, effective_num_draft_tokens",
 		"event_log": "sweep, sweep_id, point_id, host, at, kind, detail",
 	}
 	for view, cols := range want {
