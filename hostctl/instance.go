@@ -102,6 +102,21 @@ func (in *instance) lineCount() int {
 
 func (in *instance) State(ctx context.Context) (State, error) { return in.poll(ctx) }
 
+// LogMark is the position of the instance's log now (once what is new was read): LogsSince(mark)
+// later gives the lines logged in between, e.g. those of one load level.
+func (in *instance) LogMark(ctx context.Context) (int, error) {
+	if _, err := in.poll(ctx); err != nil {
+		return 0, err
+	}
+	return in.lineCount(), nil
+}
+
+// LogsSince returns the lines logged after mark (those still kept: at most the last 10000).
+func (in *instance) LogsSince(ctx context.Context, mark int) ([]string, error) {
+	_, err := in.poll(ctx)
+	return in.snapshot(mark), err
+}
+
 func unreachable(err error, st State) *Failure {
 	return &Failure{Class: ClassHostUnreachable, Detail: err.Error(), Err: err, State: st}
 }

@@ -23,6 +23,13 @@ type behaviour struct {
 	stop      hostctl.StopResult
 	loadDelay time.Duration // each level takes this long (for interruption tests)
 	hangURL   string        // the server hangs: every request fails and BaseURL points here
+	// silent: the server hangs mid-level without failing a request (the streams just stop): the
+	// level blocks producing no activity until cancelled; BaseURL points to hangURL.
+	silent bool
+	// partial: this many requests of each level fail while the server stays alive; BaseURL points
+	// to aliveURL (its /health_generate answers 200).
+	partial  int
+	aliveURL string
 }
 
 // fakeWorld holds every fake host and checks invariants across them: one server per host at a time,
@@ -149,10 +156,13 @@ func (i *fakeInstance) Stop(ctx context.Context, progress func(hostctl.State)) (
 
 func (i *fakeInstance) HTTPClient() *http.Client { return http.DefaultClient }
 func (i *fakeInstance) BaseURL() string {
-	if i.b.hangURL != "" {
+	switch {
+	case i.b.hangURL != "":
 		return i.b.hangURL
+	case i.b.aliveURL != "":
+		return i.b.aliveURL
 	}
-	return "http://" + i.Address()
+	return "http://127.0.0.1:1" // loopback, refused: a probe of a server that was not scripted fails
 }
 func (i *fakeInstance) Address() string { return i.id + ".fake:30000" }
 
@@ -178,13 +188,36 @@ func (w *fakeWorld) load(ctx context.Context, cfg workload.Config) (*workload.Re
 	if delay == 0 {
 		delay = 2 * time.Millisecond // long enough for every worker to get its share
 	}
+	silent := inst.b.silent
 	w.mu.Unlock()
+	if silent {
+		<-ctx.Done() // no byte comes back, no request ends: only a liveness probe can tell
+		return &workload.Result{Concurrency: cfg.Concurrency, Sent: cfg.Concurrency, Failed: cfg.Concurrency}, nil
+	}
 	if delay > 0 {
-		select {
-		case <-ctx.Done():
-			return &workload.Result{Concurrency: cfg.Concurrency, Sent: 1, Failed: 1}, nil
-		case <-time.After(delay):
+		// A live server streams: activity while the level runs.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		end := time.After(delay)
+	wait:
+		for {
+			if cfg.Activity != nil {
+				cfg.Activity.Store(time.Now().UnixNano())
+			}
+			select {
+			case <-ctx.Done():
+				return &workload.Result{Concurrency: cfg.Concurrency, Sent: 1, Failed: 1}, nil
+			case <-end:
+				break wait
+			case <-tick.C:
+			}
 		}
+	}
+	if k := inst.b.partial; k > 0 {
+		d := workload.Dist{Count: int64(cfg.Requests - k), Mean: 20, Median: 19, P99: 40}
+		return &workload.Result{Concurrency: cfg.Concurrency, Sent: cfg.Requests, Completed: cfg.Requests - k, Failed: k,
+			Duration: time.Second, OutputThroughput: 50, TTFT: d, ITL: d, TPOT: d, E2E: d,
+			Errors: []workload.ErrorSample{{Message: "HTTP 500: internal error", Count: k}}}, nil
 	}
 	if inst.b.hangURL != "" {
 		return &workload.Result{Concurrency: cfg.Concurrency, Sent: cfg.Requests, Failed: cfg.Requests,

@@ -74,6 +74,13 @@ type Config struct {
 	// CheckInterval is how often a ready server's unit state and journal are checked while load runs,
 	// so a crash ends the level within about that long. Default 500 ms.
 	CheckInterval time.Duration
+	// SilenceProbe: when no request got a byte for this long while load runs, the server's liveness
+	// is probed with /health_generate (a real generation: /health of newer releases answers from a
+	// fast path even with the scheduler hung). Default 3 s.
+	SilenceProbe time.Duration
+	// LivenessTimeout bounds that probe: no answer within it names the server hung. Default 15 s
+	// (a busy server queues the probe's generation behind its batch).
+	LivenessTimeout time.Duration
 	// CleanupTimeout bounds stopping a server and restoring a unit after an interruption, beyond the
 	// point's stop_timeout. Default 30 s.
 	CleanupTimeout time.Duration
@@ -155,6 +162,12 @@ func (c *Config) defaults() error {
 	}
 	if c.CheckInterval <= 0 {
 		c.CheckInterval = 500 * time.Millisecond
+	}
+	if c.SilenceProbe <= 0 {
+		c.SilenceProbe = 3 * time.Second
+	}
+	if c.LivenessTimeout <= 0 {
+		c.LivenessTimeout = 15 * time.Second
 	}
 	if c.WatchInterval <= 0 {
 		c.WatchInterval = time.Second

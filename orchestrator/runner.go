@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/specsweep/specsweep/hostctl"
@@ -262,6 +264,8 @@ type attempt struct {
 	label string
 	began time.Time
 	inst  hostctl.Instance
+	// launch is what the point runs (its API key authorises the liveness probe).
+	launch hostctl.Launch
 	// info delivers the outcome of recording effective args and provenance, which runs beside the
 	// load; it must be joined (waitInfo) before the attempt ends, so nothing is written after.
 	info    chan error
@@ -299,6 +303,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 
 	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port,
 		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout}
+	a.launch = launch
 	inst, err := h.Start(ctx, launch)
 	if err != nil {
 		return r.startFailed(ctx, a, err)
@@ -336,6 +341,9 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 			cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
 				InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset, Prompts: sr.dataset,
 				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: hostctl.APIKey(launch)}
+			if sl, ok := inst.(workload.ServerLog); ok {
+				cfg.ServerLog = sl // accept length from the Decode-batch lines where no verify counter exists
+			}
 			a.update(r, PhaseLoad, fmt.Sprintf("concurrency %d, repeat %d (%d/%d)", c, rep, n, total))
 			started := r.cfg.Clock.Now()
 			res, fail, lerr := r.measure(ctx, a, cfg)
@@ -357,7 +365,9 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 					FailureDetail: failureDetail(fail)}
 			case lerr != nil:
 				run.Status, run.Error = store.RunFailed, lerr.Error()
-			case res.Completed == 0:
+			case res.Completed == 0 || res.Failed > 0 || res.Aborted != "":
+				// A level counts only when every measured request completed (docs/schema.md): figures
+				// of the survivors of a failing server are not a measurement of the configuration.
 				run.Status, run.Error = store.RunFailed, levelError(res)
 			}
 			if fin == nil && n == total {
@@ -438,6 +448,9 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 		monitor sync.WaitGroup
 		done    = make(chan struct{})
 	)
+	activity := new(atomic.Int64)
+	activity.Store(r.cfg.Clock.Now().UnixNano())
+	cfg.Activity = activity
 	monitor.Go(func() {
 		for {
 			select {
@@ -451,6 +464,15 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 				fail = f
 				cancel()
 				return
+			}
+			// The unit runs, but nothing came back for a while: a hung scheduler looks like this.
+			if silent := r.cfg.Clock.Now().Sub(time.Unix(0, activity.Load())); silent >= r.cfg.SilenceProbe {
+				if f := r.probeLiveness(lctx, a, fmt.Sprintf("no request got any data for %s", silent.Round(100*time.Millisecond))); f != nil {
+					fail = f
+					cancel()
+					return
+				}
+				activity.Store(r.cfg.Clock.Now().UnixNano()) // alive: look again after another silence
 			}
 		}
 	})
@@ -483,26 +505,28 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 	if res == nil {
 		return nil, nil, errors.New("load generator returned no result")
 	}
-	if res.Sent > 0 && res.Completed == 0 {
-		// Nothing completed yet the unit runs: a hung server looks like this. Ask it directly.
-		if f := r.probeHang(ctx, a); f != nil {
+	if res.Failed > 0 {
+		// Requests failed yet the unit runs: a hung server looks like this. Ask it directly.
+		if f := r.probeLiveness(ctx, a, fmt.Sprintf("%d of %d requests of the level failed", res.Failed, res.Sent)); f != nil {
 			return res, f, nil
 		}
 	}
 	return res, nil, nil
 }
 
-// hangProbeTimeout bounds the health probe of a server whose requests all failed.
-const hangProbeTimeout = 5 * time.Second
-
-// probeHang asks a server whose requests all failed for /health: no answer (or not 200) while its
-// process still runs is a hang, classified as a crash during load with that detail.
-func (r *Runner) probeHang(ctx context.Context, a *attempt) *hostctl.Failure {
-	pctx, cancel := context.WithTimeout(ctx, hangProbeTimeout)
+// probeLiveness asks the server for /health_generate, which runs a real generation in every
+// release (/health of newer ones answers 200 from a fast path even with the scheduler hung): no
+// answer within LivenessTimeout, or not 200, while the process still runs is a hang, a crash during
+// load with that detail. why says what prompted the probe.
+func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hostctl.Failure {
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.LivenessTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(pctx, http.MethodGet, a.inst.BaseURL()+"/health", nil)
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, a.inst.BaseURL()+"/health_generate", nil)
 	if err != nil {
 		return nil
+	}
+	if k := hostctl.APIKey(a.launch); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
 	}
 	resp, err := a.inst.HTTPClient().Do(req)
 	if ctx.Err() != nil {
@@ -511,11 +535,12 @@ func (r *Runner) probeHang(ctx context.Context, a *attempt) *hostctl.Failure {
 	detail := ""
 	switch {
 	case err != nil:
-		detail = fmt.Sprintf("server hung: every request of the level failed and /health did not answer within %s (%v)", hangProbeTimeout, err)
+		detail = fmt.Sprintf("server hung: %s and /health_generate did not answer within %s (%v)", why, r.cfg.LivenessTimeout, err)
 	case resp.StatusCode != http.StatusOK:
-		detail = fmt.Sprintf("server unhealthy: every request of the level failed and /health answered HTTP %d", resp.StatusCode)
+		detail = fmt.Sprintf("server unhealthy: %s and /health_generate answered HTTP %d", why, resp.StatusCode)
 	}
 	if resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
 	}
 	if detail == "" {
@@ -714,7 +739,7 @@ func metrics(res *workload.Result) *store.Metrics {
 		ITLMeanMs: mean(res.ITL), ITLMedianMs: median(res.ITL), ITLP99Ms: p99(res.ITL),
 		TPOTMeanMs: mean(res.TPOT), TPOTMedianMs: median(res.TPOT), TPOTP99Ms: p99(res.TPOT),
 		E2EMeanMs: mean(res.E2E), E2EMedianMs: median(res.E2E), E2EP99Ms: p99(res.E2E),
-		AcceptLength: res.AcceptLength,
+		AcceptLength: res.AcceptLength, AcceptLengthSource: res.AcceptLengthSource,
 	}
 }
 

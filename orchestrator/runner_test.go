@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,6 +88,7 @@ func (h *harness) run(ctx context.Context, opts ...func(*Config)) (Prepared, Out
 		hosts = append(hosts, fh)
 	}
 	cfg := Config{Store: h.db, Hosts: hosts, Load: h.world.load, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
+		SilenceProbe: 200 * time.Millisecond, LivenessTimeout: 300 * time.Millisecond,
 		RetryBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 		Observe: func(u Update) { h.mu.Lock(); h.ups = append(h.ups, u); h.mu.Unlock() }}
 	for _, o := range opts {
@@ -484,5 +486,73 @@ func TestHungServerIsACrashDuringLoad(t *testing.T) {
 	row := h.query("SELECT failure_class, failure_detail FROM point_summary WHERE state = 'failed'")[0]
 	if row[0] != "crash_during_load" || !strings.Contains(row[1].(string), "server hung") {
 		t.Errorf("hung point: %v", row)
+	}
+}
+
+// TestLevelWithFailedRequestsIsNotOK: a level counts only when every measured request completed; a
+// level where some failed (the server alive: its /health_generate answers) is recorded failed with
+// its counts, and the point goes on.
+func TestLevelWithFailedRequestsIsNotOK(t *testing.T) {
+	alive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health_generate" {
+			t.Errorf("probe of %s", r.URL.Path)
+		}
+	}))
+	defer alive.Close()
+	h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+		if argAfter(l.Argv, "--speculative-num-steps") == "3" && argAfter(l.Argv, "--tp-size") == "1" {
+			return behaviour{partial: 2, aliveURL: alive.URL}
+		}
+		return behaviour{}
+	})
+	if _, _, err := h.run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rows := h.query(`SELECT status, completed, failed FROM run_summary r JOIN point_summary p USING (sweep_id, point_id)
+		WHERE r.failed > 0`)
+	if len(rows) == 0 {
+		t.Fatal("no run with failed requests recorded")
+	}
+	for _, row := range rows {
+		if row[0] != "failed" || row[2] != int64(2) {
+			t.Errorf("a level with failed requests: %v, want status failed with 2 failed", row)
+		}
+	}
+	if n := h.query("SELECT count(*) FROM run_summary WHERE status = 'ok' AND failed > 0")[0][0]; n != int64(0) {
+		t.Errorf("%v ok runs with failed requests", n)
+	}
+}
+
+// TestSilentHangIsNamedQuickly: streams that stop without failing (a hung scheduler; /health of
+// newer releases still answers) are seen by the liveness probe: after SilenceProbe without data,
+// /health_generate does not answer within LivenessTimeout, and the point fails as a crash during
+// load saying so, instead of the level waiting for the requests' stall timeouts.
+func TestSilentHangIsNamedQuickly(t *testing.T) {
+	var probed atomic.Int32
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health_generate" {
+			probed.Add(1)
+		}
+		<-r.Context().Done()
+	}))
+	defer hung.Close()
+	h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+		if argAfter(l.Argv, "--speculative-num-steps") == "3" && argAfter(l.Argv, "--tp-size") == "1" {
+			return behaviour{silent: true, hangURL: hung.URL}
+		}
+		return behaviour{}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, out, err := h.run(ctx); err != nil || out.Failed != 1 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	row := h.query("SELECT failure_class, failure_detail FROM point_summary WHERE state = 'failed'")[0]
+	if row[0] != "crash_during_load" || !strings.Contains(row[1].(string), "no request got any data") ||
+		!strings.Contains(row[1].(string), "/health_generate") {
+		t.Errorf("silently hung point: %v", row)
+	}
+	if probed.Load() == 0 {
+		t.Error("/health_generate was never probed")
 	}
 }

@@ -84,6 +84,9 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 		return w.fail(rctx, err, "")
 	}
 	defer resp.Body.Close()
+	if r.cfg.Activity != nil {
+		r.cfg.Activity.Store(time.Now().UnixNano())
+	}
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		o.end = time.Now()
@@ -108,6 +111,9 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 				break // the answer is complete; what follows does not matter
 			}
 			return w.fail(rctx, err, fmt.Sprintf("stream broke after %d chunks", o.chunks))
+		}
+		if r.cfg.Activity != nil {
+			r.cfg.Activity.Store(at.UnixNano())
 		}
 		if done {
 			continue // drain to EOF so the connection is reused
@@ -190,7 +196,7 @@ func (w *worker) fail(rctx context.Context, err error, what string) *outcome {
 	return o
 }
 
-// body encodes the request: streaming with usage, ignore_eos, max_tokens, temperature 0.
+// body encodes the request: streaming with usage, ignore_eos, max_tokens, the level's temperature.
 func (r *runner) body(prompt string) []byte {
 	b := make([]byte, 0, len(prompt)+256)
 	b = append(b, `{"model":`...)
@@ -205,7 +211,9 @@ func (r *runner) body(prompt string) []byte {
 	}
 	b = append(b, `,"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(r.cfg.OutputTokens), 10)
-	b = append(b, `,"temperature":0,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`...)
+	b = append(b, `,"temperature":`...)
+	b = strconv.AppendFloat(b, r.cfg.Temperature, 'g', -1, 64)
+	b = append(b, `,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`...)
 	return b
 }
 

@@ -119,6 +119,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.warmConnections(ctx, min(cfg.Concurrency, 1024))
 	info := r.serverInfo(ctx)
 	before := r.counters(ctx)
+	logMark, logErr := -1, error(nil)
+	if cfg.ServerLog != nil && !(before.ok && before.hasVerify) {
+		logMark, logErr = cfg.ServerLog.LogMark(ctx)
+	}
 	lctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	r.abort = abort
@@ -146,10 +150,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if res.Aborted == "" && res.Completed > 0 {
 		after := r.counters(ctx)
 		info2 := serverInfo{}
+		var decode *float64
 		if !(before.ok && before.hasVerify) {
+			if logMark >= 0 && logErr == nil {
+				if lines, err := cfg.ServerLog.LogsSince(ctx, logMark); err == nil {
+					decode = DecodeAcceptLength(lines)
+				}
+			}
 			info2 = r.serverInfo(ctx)
 		}
-		res.AcceptLength, res.AcceptLengthSource = acceptLength(info, before, after, info2)
+		res.AcceptLength, res.AcceptLengthSource = acceptLength(info, before, after, decode, info2)
 	}
 	if r.saveErr != nil {
 		return res, fmt.Errorf("save requests: %w", r.saveErr)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,7 +94,8 @@ func (r *runner) firstModel(ctx context.Context) (string, error) {
 	return v.Data[0].ID, nil
 }
 
-// serverInfo is what the load generator reads from /get_server_info.
+// serverInfo is what the load generator reads from the server info (/server_info, else the older
+// /get_server_info).
 type serverInfo struct {
 	ok        bool
 	spec      bool // a speculative algorithm is set
@@ -103,9 +105,15 @@ type serverInfo struct {
 }
 
 func (r *runner) serverInfo(ctx context.Context) serverInfo {
-	b, code, err := r.get(ctx, "/get_server_info", 8<<20)
+	b, code, err := r.get(ctx, "/server_info", 8<<20)
 	if err != nil || code != http.StatusOK {
-		return serverInfo{}
+		if ctx.Err() != nil {
+			return serverInfo{}
+		}
+		// Releases before /server_info (its /get_server_info alias logs a deprecation warning).
+		if b, code, err = r.get(ctx, "/get_server_info", 8<<20); err != nil || code != http.StatusOK {
+			return serverInfo{}
+		}
 	}
 	var v struct {
 		SpecAlgo       *string          `json:"speculative_algorithm"`
@@ -193,9 +201,10 @@ func parseCounters(b []byte) counters {
 }
 
 // acceptLength decides the level's accept length: counter deltas over the measured window when the
-// server exports both counters and verified anything, else /get_server_info's cumulative average;
-// nil for a server without speculative decoding (or when nothing tells).
-func acceptLength(info serverInfo, before, after counters, after2 serverInfo) (*float64, string) {
+// server exports both counters and verified anything, else the Decode-batch lines of the window
+// (decode), else the server info's lifetime average; nil for a server without speculative decoding
+// (or when nothing tells).
+func acceptLength(info serverInfo, before, after counters, decode *float64, after2 serverInfo) (*float64, string) {
 	if info.specKnown && !info.spec {
 		return nil, ""
 	}
@@ -203,17 +212,62 @@ func acceptLength(info serverInfo, before, after counters, after2 serverInfo) (*
 		dv, dg := after.verify-before.verify, after.gen-before.gen
 		if dv > 0 && dg > 0 {
 			a := dg / dv
-			return &a, "metrics"
+			return &a, AcceptMetrics
 		}
 		if dv == 0 && !info.specKnown {
 			return nil, "" // counters say: no verify step, a baseline
 		}
 	}
+	if decode != nil {
+		return decode, AcceptDecodeLog
+	}
 	if after2.hasAccept {
 		a := after2.accept
-		return &a, "server_info"
+		return &a, AcceptServerInfo
 	}
 	return nil, ""
+}
+
+// reDecodeBatch matches SGLang's periodic decode log line in every release: "Decode batch." (older)
+// or "Decode batch," (newer), optionally " [ITER]" (SGLANG_LOG_FORWARD_ITERS), then the running
+// requests and, for speculative decoding, "accept len: X" (the accepted tokens, bonus included,
+// over the forward count of the batches since the previous line: scheduler_metrics_mixin.py
+// log_decode_stats, which resets both after logging).
+var reDecodeBatch = regexp.MustCompile(`Decode batch(?: \[\d+\])?[.,] #running-req: (\d+),.*?accept len: ([0-9]+(?:\.[0-9]+)?)`)
+
+// DecodeAcceptLength is the accept length of a window of a server's log: the mean of the "accept
+// len" of its Decode-batch lines, each weighted by its running requests (the batch size: SGLang's
+// forward count grows by it at every batch), or nil when the window has none. The first line
+// covers batches from before the window (the interval it reports began earlier), so it is left
+// out when there are three lines or more.
+func DecodeAcceptLength(lines []string) *float64 {
+	type entry struct{ w, a float64 }
+	var es []entry
+	for _, l := range lines {
+		m := reDecodeBatch.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		n, err1 := strconv.Atoi(m[1])
+		a, err2 := strconv.ParseFloat(m[2], 64)
+		if err1 != nil || err2 != nil || n < 1 || a <= 0 {
+			continue
+		}
+		es = append(es, entry{float64(n), a})
+	}
+	if len(es) >= 3 {
+		es = es[1:]
+	}
+	var sw, sa float64
+	for _, e := range es {
+		sw += e.w
+		sa += e.w * e.a
+	}
+	if sw == 0 {
+		return nil
+	}
+	v := sa / sw
+	return &v
 }
 
 func excerpt(b []byte) string {

@@ -307,18 +307,45 @@ sglang:spec_accept_length{model_name="m"} 3.2
 	spec := serverInfo{ok: true, spec: true, specKnown: true}
 	before, after := counters{ok: true, gen: 100, verify: 50, hasGen: true, hasVerify: true},
 		counters{ok: true, gen: 500, verify: 150, hasGen: true, hasVerify: true}
-	if a, src := acceptLength(spec, before, after, serverInfo{}); a == nil || *a != 4 || src != "metrics" {
+	if a, src := acceptLength(spec, before, after, nil, serverInfo{}); a == nil || *a != 4 || src != "metrics" {
 		t.Errorf("counters: %v %s", a, src)
 	}
-	if a, _ := acceptLength(serverInfo{ok: true, specKnown: true}, before, after, serverInfo{}); a != nil {
+	if a, _ := acceptLength(serverInfo{ok: true, specKnown: true}, before, after, nil, serverInfo{}); a != nil {
 		t.Error("baseline got an accept length")
 	}
 	fallback := serverInfo{ok: true, hasAccept: true, accept: 2.5}
-	if a, src := acceptLength(spec, counters{}, counters{}, fallback); a == nil || *a != 2.5 || src != "server_info" {
+	if a, src := acceptLength(spec, counters{}, counters{}, nil, fallback); a == nil || *a != 2.5 || src != "server_info" {
 		t.Errorf("fallback: %v %s", a, src)
 	}
-	if a, _ := acceptLength(serverInfo{}, before, before, serverInfo{}); a != nil {
+	if a, _ := acceptLength(serverInfo{}, before, before, nil, serverInfo{}); a != nil {
 		t.Error("no verify calls and no server info: want nil")
+	}
+	// Without the verify counter, the window's Decode-batch lines come before the lifetime average.
+	d := 3.25
+	if a, src := acceptLength(spec, counters{ok: true, hasGen: true}, counters{ok: true, hasGen: true}, &d, fallback); a == nil || *a != 3.25 || src != AcceptDecodeLog {
+		t.Errorf("decode log: %v %s", a, src)
+	}
+}
+
+func TestDecodeAcceptLength(t *testing.T) {
+	lines := []string{
+		"[2025-03-01 10:00:00 TP0] Decode batch. #running-req: 4, #token: 900, token usage: 0.01, accept len: 1.00, gen throughput (token/s): 99.00, #queue-req: 0,",
+		"[2025-03-01 10:00:01 TP0] Decode batch. #running-req: 2, #token: 900, token usage: 0.01, accept len: 3.00, gen throughput (token/s): 99.00, #queue-req: 0,",
+		"Prefill batch, #new-seq: 1, #new-token: 32, #cached-token: 0, token usage: 0.00, #running-req: 1, #queue-req: 0,",
+		"[2026-05-01 10:00:02] Decode batch, #running-req: 6, #token: 900, token usage: 0.01, accept len: 4.00, accept rate: 0.75, cuda graph: True, gen throughput (token/s): 99.00, #queue-req: 0, ",
+		"Decode batch [812], #running-req: 1, #full token: 10, full token usage: 0.00, mamba num: 2, mamba usage: 0.00, accept len: 2.00, accept rate: 0.50, ",
+		"Decode batch, #running-req: 3, #token: 5, token usage: 0.00, cuda graph: True, gen throughput (token/s): 9.00, #queue-req: 0, ", // no speculation
+	}
+	// The first line (its interval began before the window) is left out: (2*3 + 6*4 + 1*2) / 9.
+	got := DecodeAcceptLength(lines)
+	if want := (2*3.0 + 6*4 + 1*2) / 9; got == nil || math.Abs(*got-want) > 1e-9 {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if got := DecodeAcceptLength(lines[:2]); got == nil || math.Abs(*got-(4*1+2*3.0)/6) > 1e-9 {
+		t.Fatalf("two lines: %v", got)
+	}
+	if DecodeAcceptLength(lines[2:3]) != nil || DecodeAcceptLength(nil) != nil {
+		t.Fatal("no Decode-batch line: want nil")
 	}
 }
 

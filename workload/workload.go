@@ -12,6 +12,7 @@
 package workload
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,7 +23,15 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
+)
+
+// Accept length sources (Result.AcceptLengthSource; runs.accept_length_source).
+const (
+	AcceptMetrics    = "metrics"
+	AcceptDecodeLog  = "decode_log"
+	AcceptServerInfo = "server_info"
 )
 
 // API names.
@@ -69,6 +78,9 @@ type Config struct {
 	// InputTokens sizes random prompts; OutputTokens is every request's max_tokens (with
 	// ignore_eos, so the server generates exactly that many).
 	InputTokens, OutputTokens int
+	// Temperature is every request's sampling temperature (0: greedy). Speculative acceptance
+	// depends on it: rejection sampling accepts fewer draft tokens than greedy matching.
+	Temperature float64
 	// Dataset is "random" (default) or "sharegpt:PATH"; Prompts, when set, is used instead.
 	Dataset string
 	Prompts Dataset
@@ -91,6 +103,21 @@ type Config struct {
 	// Progress, when set, is called after each measured request with the counts so far; it is
 	// called from many goroutines and must be quick.
 	Progress func(completed, failed int)
+	// Activity, when set, is stored the time (UnixNano) of every response and stream chunk of any
+	// request, warmup included: a watcher tells a server that stopped producing anything (hung)
+	// from one that is busy.
+	Activity *atomic.Int64
+	// ServerLog, when set, gives the server's log lines (the orchestrator passes the instance's
+	// journal): the accept length of a level is read from the "Decode batch" lines logged while its
+	// measured requests ran when the server exports no verify counter (releases before 2026).
+	ServerLog ServerLog
+}
+
+// ServerLog is a server's log as a sequence: LogMark is the position now, LogsSince the lines
+// logged after a mark.
+type ServerLog interface {
+	LogMark(ctx context.Context) (int, error)
+	LogsSince(ctx context.Context, mark int) ([]string, error)
 }
 
 // Result holds the figures of one level. Latencies are in milliseconds.
@@ -128,11 +155,14 @@ type Result struct {
 	// E2E: request sent to the end of the stream.
 	TTFT, ITL, TPOT, E2E Dist
 
-	// AcceptLength is the level's mean accepted length (bonus token included): the delta of
-	// generation_tokens_total over the delta of spec_verify_calls_total around the measured window,
-	// else /get_server_info's avg_spec_accept_length. Nil for a server without speculation.
+	// AcceptLength is the level's mean accepted length (bonus token included), from the first
+	// source that is per level: the delta of generation_tokens_total over the delta of
+	// spec_verify_calls_total around the measured window ("metrics"); else the "Decode batch"
+	// lines of the server's log during the window ("decode_log", with Config.ServerLog); else the
+	// server info's avg_spec_accept_length, a lifetime average ("server_info": not per level, kept
+	// only as a last resort and labelled so). Nil for a server without speculation.
 	AcceptLength       *float64
-	AcceptLengthSource string // "metrics", "server_info" or ""
+	AcceptLengthSource string // AcceptMetrics, AcceptDecodeLog, AcceptServerInfo or ""
 }
 
 // ErrorSample is one distinct failure cause.
@@ -262,6 +292,8 @@ func (cfg *Config) normalize() (base string, err error) {
 		return "", fmt.Errorf("output tokens must be positive, got %d", cfg.OutputTokens)
 	case cfg.RequestTimeout < 0 || cfg.StallTimeout < 0:
 		return "", errors.New("timeouts must not be negative")
+	case cfg.Temperature < 0 || math.IsNaN(cfg.Temperature) || math.IsInf(cfg.Temperature, 0):
+		return "", fmt.Errorf("temperature must be a number >= 0, got %v", cfg.Temperature)
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultTimeoutBase + time.Duration(cfg.OutputTokens)*DefaultTimeoutPerToken
