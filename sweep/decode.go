@@ -289,12 +289,15 @@ func (p *parser) args(n *yaml.Node, path string, server bool) ([]string, []*yaml
 			continue
 		}
 		name, _, hasValue := splitFlag(a)
-		if f := matrixFlag(a); f != "" {
-			shown := f
-			if name != f {
-				shown = fmt.Sprintf("%s (%s)", name, f)
+		if f, ok := matrixFlag(a); ok {
+			shown, by := f.flag, "matrix."+f.key
+			if name != f.flag {
+				shown = fmt.Sprintf("%s (%s)", name, f.flag)
 			}
-			p.errf(resolve(it), "%s: %s is set by the matrix (matrix.%s); remove it from %s", at, shown, matrixKey(f), path)
+			if f.as != "" {
+				by += ", as " + f.as
+			}
+			p.errf(resolve(it), "%s: %s is set by the matrix (%s); remove it from %s", at, shown, by, path)
 		}
 		if isFlag(name, flagAlgorithm) {
 			switch {
@@ -308,18 +311,6 @@ func (p *parser) args(n *yaml.Node, path string, server bool) ([]string, []*yaml
 		nodes = append(nodes, resolve(it))
 	}
 	return args, nodes
-}
-
-func matrixKey(flag string) string {
-	switch flag {
-	case FlagNumSteps:
-		return "num_steps"
-	case FlagTopK:
-		return "topk"
-	case FlagNumDraftTokens:
-		return "num_draft_tokens"
-	}
-	return "tp"
 }
 
 func (p *parser) methods(n *yaml.Node) map[string]Method {
@@ -520,7 +511,8 @@ func (p *parser) crossCheck(s *Spec) {
 		}
 	}
 
-	var speculative string
+	// The first listed method needing each matrix key, and its algorithm.
+	needs := map[string][2]string{}
 	if p.methodsOK {
 		defined := make([]string, 0, len(s.Methods))
 		for name := range s.Methods {
@@ -534,15 +526,20 @@ func (p *parser) crossCheck(s *Spec) {
 				p.errf(r.node, "matrix.method[%d]: method %q is not defined in methods (defined: %s)", r.index, clip(name), strings.Join(defined, ", "))
 				continue
 			}
-			if !m.Baseline() && speculative == "" {
-				speculative = name
+			if m.Baseline() {
+				continue
+			}
+			for _, k := range rulesOf(m.Algorithm()).required() {
+				if _, seen := needs[k]; !seen {
+					needs[k] = [2]string{name, m.Algorithm()}
+				}
 			}
 		}
 	}
-	if speculative != "" && p.matrixNode != nil {
+	if p.matrixNode != nil {
 		for _, k := range []string{"num_steps", "topk"} {
-			if !p.matrixKeys[k] {
-				p.errf(p.matrixNode, "missing required key %q in matrix (method %q is speculative)", k, speculative)
+			if by, ok := needs[k]; ok && !p.matrixKeys[k] {
+				p.errf(p.matrixNode, "missing required key %q in matrix (method %q runs %s, which needs it)", k, clip(by[0]), clip(by[1]))
 			}
 		}
 	}

@@ -19,6 +19,18 @@ func TestMatrixFlag(t *testing.T) {
 		{"--speculative-eagle-topk=2", FlagTopK},
 		{"--speculative-num-draft-tokens", FlagNumDraftTokens},
 		{"--speculative-num-draft-tokens=8", FlagNumDraftTokens},
+		{"--speculative-dflash-block-size", FlagDFlashBlockSize},
+		{"--speculative-dflash-block-size=16", FlagDFlashBlockSize},
+		{"--speculative-df", FlagDFlashBlockSize}, // the only dflash flag of some releases
+		{"--speculative-dflash-tree-width", ""},
+		{"--speculative-d", ""}, // ambiguous with --speculative-draft-*
+		{"--speculative-dspark-block-size", FlagDSparkBlockSize},
+		{"--speculative-dspark-sps-table-path", ""},
+		{"--speculative-dsa-topk-backend", ""},
+		{"--speculative-ngram-max-bfs-breadth", FlagNgramMaxBFSBreadth},
+		{"--speculative-ngram-max-b=4", FlagNgramMaxBFSBreadth},
+		{"--speculative-ngram-max-", ""}, // ambiguous with the trie depth and the window size
+		{"--speculative-ngram-min-bfs-breadth", ""},
 		{"--speculative-algorithm", ""},
 		{"tp-size", ""},
 		{"-tp", ""},
@@ -26,8 +38,9 @@ func TestMatrixFlag(t *testing.T) {
 		{"", ""},
 	}
 	for _, tt := range tests {
-		if got := matrixFlag(tt.arg); got != tt.want {
-			t.Errorf("matrixFlag(%q) = %q, want %q", tt.arg, got, tt.want)
+		got, ok := matrixFlag(tt.arg)
+		if got.flag != tt.want || ok != (tt.want != "") {
+			t.Errorf("matrixFlag(%q) = %q, %v, want %q", tt.arg, got.flag, ok, tt.want)
 		}
 	}
 }
@@ -77,29 +90,45 @@ func TestCheckAddress(t *testing.T) {
 	}
 }
 
-func TestDraftTokens(t *testing.T) {
+func TestEagleDraftTokens(t *testing.T) {
 	tests := []struct {
-		alg         string
 		steps, topk int
 		d           DraftTokens
 		want        int
 		skipped     bool
 	}{
-		{"EAGLE3", 3, 1, DraftTokens{Auto: true}, 4, false},
-		{"EAGLE3", 3, 1, DraftTokens{N: 4}, 4, false},
-		{"EAGLE3", 3, 1, DraftTokens{N: 8}, 0, true},
-		{"EAGLE3", 3, 1, DraftTokens{N: 2}, 0, true},
-		{"EAGLE", 3, 4, DraftTokens{Auto: true}, 0, true},
-		{"EAGLE", 3, 4, DraftTokens{N: 13}, 13, false},
-		{"EAGLE", 3, 4, DraftTokens{N: 14}, 0, true},
-		{"EAGLE", maxNumber, maxNumber, DraftTokens{N: maxNumber}, maxNumber, false}, // no overflow
-		{"dflash", 1, 1, DraftTokens{Auto: true}, 2, false},
-		{"DSPARK", 1, 2, DraftTokens{N: 3}, 0, true},
+		{3, 1, DraftTokens{Auto: true}, 4, false},
+		{3, 1, DraftTokens{N: 4}, 4, false},
+		{3, 1, DraftTokens{N: 8}, 0, true},
+		{3, 1, DraftTokens{N: 2}, 0, true},
+		{3, 4, DraftTokens{Auto: true}, 0, true},
+		{3, 4, DraftTokens{N: 13}, 13, false},
+		{3, 4, DraftTokens{N: 14}, 0, true},
+		{maxNumber, maxNumber, DraftTokens{N: maxNumber}, maxNumber, false}, // no overflow
 	}
 	for _, tt := range tests {
-		got, reason := draftTokens(tt.alg, tt.steps, tt.topk, tt.d)
+		got, reason := eagleDraftTokens(tt.steps, tt.topk, tt.d)
 		if got != tt.want || (reason != "") != tt.skipped {
-			t.Errorf("draftTokens(%s, %d, %d, %s) = %d, %q", tt.alg, tt.steps, tt.topk, tt.d, got, reason)
+			t.Errorf("eagleDraftTokens(%d, %d, %s) = %d, %q", tt.steps, tt.topk, tt.d, got, reason)
+		}
+	}
+}
+
+func TestRulesOf(t *testing.T) {
+	tests := []struct {
+		alg  string
+		want rules
+	}{
+		{"EAGLE", eagleRules{}}, {"EAGLE3", eagleRules{}}, {"NEXTN", eagleRules{}}, {"STANDALONE", eagleRules{}},
+		{"eagle3", eagleRules{}}, // SGLang upper-cases the name
+		{"DFLASH", dflashRules{}}, {"dflash", dflashRules{}},
+		{"DSPARK", dsparkRules{}},
+		{"NGRAM", ngramRules{}},
+		{"MYTREE", pluginRules{}}, {"FROZEN_KV_MTP", pluginRules{}}, {"UNO", pluginRules{}}, {"?", pluginRules{}},
+	}
+	for _, tt := range tests {
+		if got := rulesOf(tt.alg); got != tt.want {
+			t.Errorf("rulesOf(%q) = %T, want %T", tt.alg, got, tt.want)
 		}
 	}
 }

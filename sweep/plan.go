@@ -14,21 +14,30 @@ import (
 )
 
 // Plan is the expansion of a spec: the points in run order, the combinations
-// skipped with their reasons, and what running it costs.
+// skipped with their reasons, what the planner tells about how it applied the
+// matrix, and what running it costs.
 type Plan struct {
 	Name     string    `json:"name"`
 	SpecHash string    `json:"spec_hash"`
 	Points   []Point   `json:"points"`
 	Skipped  []Skipped `json:"skipped"`
-	Runs     int       `json:"runs"` // points x concurrency levels x repeats
+	// Notes say how the matrix was applied where an algorithm does not take
+	// it as written (one list not applied, a value passed as another flag, a
+	// plugin whose effective values will be read back).
+	Notes []string `json:"notes"`
+	Runs  int      `json:"runs"` // points x concurrency levels x repeats
 	// Estimate is a rough wall-clock duration (model in docs/spec.md).
 	Estimate time.Duration `json:"-"`
 }
 
 // Point is one server configuration to load and measure.
 type Point struct {
-	ID             string            `json:"id"`
-	Method         string            `json:"method"`
+	ID     string `json:"id"`
+	Method string `json:"method"`
+	// NumSteps, TopK and NumDraftTokens are the configuration the point stands
+	// for: what SGLang should run by its rules (Params' Expected), else what
+	// the command line asks for (a plugin); nil for a baseline, or where the
+	// value is left to the server and cannot be predicted.
 	NumSteps       *int              `json:"num_steps"`
 	TopK           *int              `json:"topk"`
 	NumDraftTokens *int              `json:"num_draft_tokens"`
@@ -36,14 +45,25 @@ type Point struct {
 	Argv           []string          `json:"argv"`
 	Env            map[string]string `json:"env,omitempty"`
 	Baseline       bool              `json:"baseline"`
+	// Algorithm is the method's --speculative-algorithm as written; "" for a baseline.
+	Algorithm string `json:"algorithm,omitempty"`
+	// Params are the speculative parameters: which the command line requests
+	// and which it leaves to the server, with the values expected (the ones
+	// to compare the server's effective values with). Empty for a baseline.
+	Params []Param `json:"params,omitempty"`
 }
 
-// Label is a short human name for the point, e.g. "eagle3 s=3 k=1 n=4 tp=4".
+// Label is a short human name for the point that says what it sets, e.g.
+// "eagle3 s=3 k=1 n=4 tp=4", "dflash block=16 tp=1", "ngram k=10 n=12 tp=1".
 func (p Point) Label() string {
 	var b strings.Builder
 	b.WriteString(p.Method)
-	if p.NumSteps != nil && p.TopK != nil && p.NumDraftTokens != nil {
-		fmt.Fprintf(&b, " s=%d k=%d n=%d", *p.NumSteps, *p.TopK, *p.NumDraftTokens)
+	if !p.Baseline {
+		r := rulesOf(p.Algorithm)
+		if p.Algorithm == "" {
+			r = eagleRules{} // a point built by hand, as before algorithms were told apart
+		}
+		b.WriteString(r.label(p))
 	}
 	fmt.Fprintf(&b, " tp=%d", p.TP)
 	return b.String()
@@ -100,11 +120,12 @@ func (s *Skipped) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Plan expands the matrix into points (see docs/spec.md, "Expansion").
+// Plan expands the matrix into points (see docs/spec.md, "Expansion"): each
+// method's algorithm decides which matrix lists apply and how.
 // It expects a spec returned by Parse; on a hand-built spec, undefined
 // methods are skipped rather than reported.
 func (s *Spec) Plan() *Plan {
-	pl := &Plan{Name: s.Name, SpecHash: s.Hash(), Points: []Point{}, Skipped: []Skipped{}}
+	pl := &Plan{Name: s.Name, SpecHash: s.Hash(), Points: []Point{}, Skipped: []Skipped{}, Notes: []string{}}
 	byID := map[string]bool{}
 	rank := map[string]int{} // method -> position in matrix.method, for ordering
 	add := func(pt Point, sk Skipped) {
@@ -117,31 +138,38 @@ func (s *Spec) Plan() *Plan {
 		pl.Points = append(pl.Points, pt)
 	}
 	for _, name := range s.Matrix.Methods {
-		if _, ok := rank[name]; !ok {
+		m, ok := s.Methods[name]
+		_, seen := rank[name]
+		if !seen {
 			rank[name] = len(rank)
 		}
-		m, ok := s.Methods[name]
+		var r rules
+		if ok && !m.Baseline() {
+			r = rulesOf(m.Algorithm())
+			if !seen {
+				pl.Notes = append(pl.Notes, r.notes(name, m.Algorithm(), s.Matrix)...)
+			}
+		}
 		for _, tp := range s.Matrix.TP {
 			switch {
 			case !ok:
 				pl.Skipped = append(pl.Skipped, Skipped{Method: name, TP: tp, Reason: fmt.Sprintf("method %q is not defined", name)})
-			case m.Baseline():
+			case r == nil:
 				// A baseline ignores the speculative parameters: one point per tp.
-				add(s.point(m, tp, 0, 0, 0), Skipped{Method: name, TP: tp})
+				add(s.point(m, tp, nil), Skipped{Method: name, TP: tp})
 			default:
-				for _, steps := range s.Matrix.NumSteps {
-					for _, topk := range s.Matrix.TopK {
-						for _, d := range s.Matrix.NumDraftTokens {
-							sk := Skipped{Method: name, NumSteps: ptr(steps), TopK: ptr(topk), NumDraftTokens: d.String(), TP: tp}
-							ndt, reason := draftTokens(m.Algorithm(), steps, topk, d)
-							if reason != "" {
-								sk.Reason = reason
-								pl.Skipped = append(pl.Skipped, sk)
-								continue
-							}
-							add(s.point(m, tp, steps, topk, ndt), sk)
-						}
+				for _, c := range combos(r, s.Matrix) {
+					sk := Skipped{Method: name, NumSteps: clonePtr(c.steps), TopK: clonePtr(c.topk), TP: tp}
+					if c.draft != nil {
+						sk.NumDraftTokens = c.draft.String()
 					}
+					st, reason := r.apply(m.Algorithm(), c)
+					if reason != "" {
+						sk.Reason = reason
+						pl.Skipped = append(pl.Skipped, sk)
+						continue
+					}
+					add(s.point(m, tp, &st), sk)
 				}
 			}
 		}
@@ -152,41 +180,27 @@ func (s *Spec) Plan() *Plan {
 	return pl
 }
 
-// draftTokens applies SGLang's rules to one speculative combination and
-// returns the num_draft_tokens to run, or why the combination is skipped.
-func draftTokens(algorithm string, steps, topk int, d DraftTokens) (int, string) {
-	// DFLASH and DSPARK force steps=1, topk=1 whatever is asked.
-	if a := strings.ToUpper(algorithm); (a == "DFLASH" || a == "DSPARK") && (steps != 1 || topk != 1) {
-		return 0, fmt.Sprintf("%s forces num_steps=1 and topk=1 (SGLang would silently run those)", a)
-	}
-	if topk == 1 {
-		// SGLang silently forces num_draft_tokens = num_steps+1 for topk=1.
-		if d.Auto || d.N == steps+1 {
-			return steps + 1, ""
-		}
-		return 0, fmt.Sprintf("topk=1 forces num_draft_tokens=num_steps+1=%d (SGLang would silently run %d, not %d)", steps+1, steps+1, d.N)
-	}
-	limit := int64(steps)*int64(topk) + 1
-	if d.Auto {
-		return 0, fmt.Sprintf("num_draft_tokens auto needs topk=1 (with topk=%d give explicit values up to num_steps*topk+1=%d)", topk, limit)
-	}
-	// Nothing in SGLang checks this at start; such a tree fails at run time.
-	if int64(d.N) > limit {
-		return 0, fmt.Sprintf("num_draft_tokens %d exceeds num_steps*topk+1 = %d (the draft tree has fewer tokens; SGLang would fail at run time)", d.N, limit)
-	}
-	return d.N, ""
-}
-
-// point builds one point; steps == 0 means a baseline.
-func (s *Spec) point(m Method, tp, steps, topk, ndt int) Point {
+// point builds one point; a nil setting is a baseline.
+func (s *Spec) point(m Method, tp int, st *setting) Point {
 	argv := slices.Concat(s.Server.Command, s.Server.Args, m.Args)
-	pt := Point{Method: m.Name, TP: tp, Baseline: steps == 0}
-	if steps > 0 {
-		argv = append(argv,
-			FlagNumSteps, strconv.Itoa(steps),
-			FlagTopK, strconv.Itoa(topk),
-			FlagNumDraftTokens, strconv.Itoa(ndt))
-		pt.NumSteps, pt.TopK, pt.NumDraftTokens = ptr(steps), ptr(topk), ptr(ndt)
+	pt := Point{Method: m.Name, TP: tp, Baseline: st == nil}
+	if st != nil {
+		argv = append(argv, st.flags...)
+		pt.Algorithm, pt.Params = m.Algorithm(), st.params
+		for _, p := range st.params {
+			v := p.Expected
+			if v == nil {
+				v = p.Requested
+			}
+			switch p.Name {
+			case ParamNumSteps:
+				pt.NumSteps = clonePtr(v)
+			case ParamTopK:
+				pt.TopK = clonePtr(v)
+			case ParamNumDraftTokens:
+				pt.NumDraftTokens = clonePtr(v)
+			}
+		}
 	}
 	pt.Argv = append(argv, FlagTPSize, strconv.Itoa(tp))
 	// The method's environment overrides the server's.
@@ -310,6 +324,13 @@ func satAdd(a, b time.Duration) time.Duration {
 }
 
 func ptr(v int) *int { return &v }
+
+func clonePtr(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	return ptr(*p)
+}
 
 func deref(p *int) int {
 	if p == nil {

@@ -173,11 +173,38 @@ func TestExpansion(t *testing.T) {
 		matrix:  "  method: [a, b]",
 		points:  []string{"a tp=1", "b tp=1"},
 	}, {
-		name:    "DFLASH forces steps=1 topk=1",
+		name:    "DFLASH: a point per block size, num_steps and topk not applied",
 		methods: "  d: [--speculative-algorithm, DFLASH]",
-		matrix:  "  method: [d]\n  num_steps: [1, 2]\n  topk: [1]",
-		points:  []string{"d s=1 k=1 n=2 tp=1"},
-		skipped: []string{"d s=2 k=1 n=auto: DFLASH forces num_steps=1 and topk=1"},
+		matrix:  "  method: [d]\n  num_steps: [1, 2]\n  topk: [1, 4]\n  num_draft_tokens: [16, auto, 8, 16]",
+		points:  []string{"d block=auto tp=1", "d block=8 tp=1", "d block=16 tp=1"},
+		skipped: []string{"d n=16: duplicate of "},
+	}, {
+		name:    "DSPARK: gamma is num_draft_tokens-1",
+		methods: "  d: [--speculative-algorithm, DSPARK]",
+		matrix:  "  method: [d]\n  num_draft_tokens: [auto, 1, 2, 6]",
+		points:  []string{"d gamma=auto tp=1", "d gamma=1 tp=1", "d gamma=5 tp=1"},
+		skipped: []string{"d n=1: num_draft_tokens 1 would be gamma 0: DSPARK verifies gamma+1 tokens and SGLang refuses --speculative-dspark-block-size below 1"},
+	}, {
+		name:    "NGRAM: topk is the BFS breadth, num_steps not applied, nothing forced",
+		methods: "  n: [--speculative-algorithm, NGRAM]",
+		matrix:  "  method: [n]\n  num_steps: [1, 5]\n  topk: [10, 1]\n  num_draft_tokens: [auto, 4]",
+		points:  []string{"n k=1 n=4 tp=1", "n k=1 n=12 tp=1", "n k=10 n=4 tp=1", "n k=10 n=12 tp=1"},
+	}, {
+		name:    "NGRAM without topk",
+		methods: "  n: [--speculative-algorithm, NGRAM]",
+		matrix:  "  method: [n]\n  num_draft_tokens: [8]",
+		points:  []string{"n k=10 n=8 tp=1"},
+	}, {
+		name:    "plugin: as written, nothing forced, lists left out not passed",
+		methods: "  p: [--speculative-algorithm, MYTREE]",
+		matrix:  "  method: [p]\n  topk: [1]\n  num_draft_tokens: [9, auto]",
+		points:  []string{"p k=1 tp=1", "p k=1 n=9 tp=1"},
+	}, {
+		name:    "families side by side",
+		methods: "  base: []\n  e: [--speculative-algorithm, EAGLE3]\n  d: [--speculative-algorithm, DFLASH]\n  n: [--speculative-algorithm, NGRAM]",
+		matrix:  "  method: [base, e, d, n]\n  num_steps: [3]\n  topk: [1]\n  num_draft_tokens: [auto, 16]",
+		points:  []string{"base tp=1", "e s=3 k=1 n=4 tp=1", "d block=auto tp=1", "d block=16 tp=1", "n k=1 n=12 tp=1", "n k=1 n=16 tp=1"},
+		skipped: []string{"e s=3 k=1 n=16: topk=1 forces num_draft_tokens=num_steps+1=4"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +218,13 @@ func TestExpansion(t *testing.T) {
 			for i, sk := range p.Skipped {
 				got := sk.Method
 				if sk.NumSteps != nil {
-					got += " s=" + itoa(*sk.NumSteps) + " k=" + itoa(*sk.TopK) + " n=" + sk.NumDraftTokens
+					got += " s=" + itoa(*sk.NumSteps)
+				}
+				if sk.TopK != nil {
+					got += " k=" + itoa(*sk.TopK)
+				}
+				if sk.NumDraftTokens != "" {
+					got += " n=" + sk.NumDraftTokens
 				}
 				got += ": " + sk.Reason
 				if !strings.HasPrefix(got, tt.skipped[i]) {
@@ -354,7 +387,7 @@ func TestPlanJSON(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	if k := keys(got); !slices.Equal(k, []string{"name", "points", "runs", "skipped", "spec_hash"}) {
+	if k := keys(got); !slices.Equal(k, []string{"name", "notes", "points", "runs", "skipped", "spec_hash"}) {
 		t.Errorf("plan keys = %v", k)
 	}
 	points := got["points"].([]any)
@@ -367,8 +400,19 @@ func TestPlanJSON(t *testing.T) {
 	if k := keys(base); !slices.Equal(k, []string{"argv", "baseline", "env", "id", "method", "num_draft_tokens", "num_steps", "topk", "tp"}) {
 		t.Errorf("point keys = %v", k)
 	}
-	if e := points[1].(map[string]any); e["num_draft_tokens"] != 2.0 || e["tp"] != 1.0 {
+	e := points[1].(map[string]any)
+	if e["num_draft_tokens"] != 2.0 || e["tp"] != 1.0 || e["algorithm"] != "EAGLE3" {
 		t.Errorf("point = %v", e)
+	}
+	if k := keys(e); !slices.Equal(k, []string{"algorithm", "argv", "baseline", "env", "id", "method", "num_draft_tokens", "num_steps", "params", "topk", "tp"}) {
+		t.Errorf("speculative point keys = %v", k)
+	}
+	param := e["params"].([]any)[2].(map[string]any)
+	if want := map[string]any{"name": "speculative_num_draft_tokens", "flag": "--speculative-num-draft-tokens", "requested": 2.0, "expected": 2.0}; !reflect.DeepEqual(param, want) {
+		t.Errorf("param = %v", param)
+	}
+	if n := got["notes"].([]any); len(n) != 0 {
+		t.Errorf("notes = %v", n)
 	}
 	sk := got["skipped"].([]any)[0].(map[string]any)
 	if k := keys(sk); !slices.Equal(k, []string{"method", "num_draft_tokens", "num_steps", "reason", "topk", "tp"}) {
@@ -425,6 +469,22 @@ func TestLabel(t *testing.T) {
 	if got := (sweep.Point{Method: "baseline", TP: 4, Baseline: true}).Label(); got != "baseline tp=4" {
 		t.Errorf("label = %q", got)
 	}
+	for _, tt := range []struct {
+		pt   sweep.Point
+		want string
+	}{
+		{sweep.Point{Method: "e", Algorithm: "NEXTN", NumSteps: n(3), TopK: n(4), NumDraftTokens: n(8), TP: 1}, "e s=3 k=4 n=8 tp=1"},
+		{sweep.Point{Method: "d", Algorithm: "DFLASH", NumSteps: n(1), TopK: n(1), NumDraftTokens: n(16), TP: 1}, "d block=16 tp=1"},
+		{sweep.Point{Method: "d", Algorithm: "DFLASH", NumSteps: n(1), TopK: n(1), TP: 1}, "d block=auto tp=1"},
+		{sweep.Point{Method: "ds", Algorithm: "DSPARK", NumDraftTokens: n(6), TP: 1}, "ds gamma=5 tp=1"},
+		{sweep.Point{Method: "ng", Algorithm: "NGRAM", TopK: n(10), NumDraftTokens: n(12), TP: 2}, "ng k=10 n=12 tp=2"},
+		{sweep.Point{Method: "p", Algorithm: "MYTREE", NumSteps: n(3), NumDraftTokens: n(8), TP: 1}, "p s=3 n=8 tp=1"},
+		{sweep.Point{Method: "p", Algorithm: "MYTREE", TP: 1}, "p tp=1"},
+	} {
+		if got := tt.pt.Label(); got != tt.want {
+			t.Errorf("label = %q, want %q", got, tt.want)
+		}
+	}
 }
 
 func TestErrors(t *testing.T) {
@@ -457,5 +517,140 @@ func TestErrors(t *testing.T) {
 	}
 	if !slices.IsSortedFunc(list, func(a, b *sweep.Error) int { return a.Line - b.Line }) {
 		t.Errorf("not sorted: %v", list)
+	}
+}
+
+func TestParams(t *testing.T) {
+	n := func(v int) *int { return &v }
+	p := mustParse(t, spec(`  e: [--speculative-algorithm, EAGLE]
+  d: [--speculative-algorithm, DFLASH]
+  ds: [--speculative-algorithm, DSPARK]
+  ng: [--speculative-algorithm, NGRAM]
+  pl: [--speculative-algorithm, MYTREE]`, "  method: [e, d, ds, ng, pl]\n  num_steps: [2]\n  topk: [1]\n  num_draft_tokens: [auto, 6]")).Plan()
+	byLabel := map[string][]sweep.Param{}
+	for _, pt := range p.Points {
+		byLabel[pt.Label()] = pt.Params
+		if pt.Algorithm == "" {
+			t.Errorf("%s: no algorithm", pt.Label())
+		}
+	}
+	tests := []struct {
+		label string
+		want  []sweep.Param
+	}{
+		{"e s=2 k=1 n=3 tp=1", []sweep.Param{
+			{Name: "speculative_num_steps", Flag: "--speculative-num-steps", Requested: n(2), Expected: n(2)},
+			{Name: "speculative_eagle_topk", Flag: "--speculative-eagle-topk", Requested: n(1), Expected: n(1)},
+			{Name: "speculative_num_draft_tokens", Flag: "--speculative-num-draft-tokens", Requested: n(3), Expected: n(3)}}},
+		{"d block=6 tp=1", []sweep.Param{
+			{Name: "speculative_num_steps", Expected: n(1)}, {Name: "speculative_eagle_topk", Expected: n(1)},
+			{Name: "speculative_num_draft_tokens", Expected: n(6)},
+			{Name: "speculative_dflash_block_size", Flag: "--speculative-dflash-block-size", Requested: n(6), Expected: n(6)}}},
+		{"d block=auto tp=1", []sweep.Param{
+			{Name: "speculative_num_steps", Expected: n(1)}, {Name: "speculative_eagle_topk", Expected: n(1)},
+			{Name: "speculative_num_draft_tokens"}, {Name: "speculative_dflash_block_size"}}},
+		{"ds gamma=5 tp=1", []sweep.Param{
+			{Name: "speculative_num_steps", Expected: n(1)}, {Name: "speculative_eagle_topk", Expected: n(1)},
+			{Name: "speculative_num_draft_tokens", Expected: n(6)},
+			{Name: "speculative_dspark_block_size", Flag: "--speculative-dspark-block-size", Requested: n(5), Expected: n(5)}}},
+		{"ng k=1 n=12 tp=1", []sweep.Param{
+			{Name: "speculative_num_steps"}, {Name: "speculative_eagle_topk", Expected: n(1)},
+			{Name: "speculative_num_draft_tokens", Expected: n(12)},
+			{Name: "speculative_ngram_max_bfs_breadth", Flag: "--speculative-ngram-max-bfs-breadth", Requested: n(1), Expected: n(1)}}},
+		{"pl s=2 k=1 n=6 tp=1", []sweep.Param{
+			{Name: "speculative_num_steps", Flag: "--speculative-num-steps", Requested: n(2)},
+			{Name: "speculative_eagle_topk", Flag: "--speculative-eagle-topk", Requested: n(1)},
+			{Name: "speculative_num_draft_tokens", Flag: "--speculative-num-draft-tokens", Requested: n(6)}}},
+		{"pl s=2 k=1 tp=1", []sweep.Param{
+			{Name: "speculative_num_steps", Flag: "--speculative-num-steps", Requested: n(2)},
+			{Name: "speculative_eagle_topk", Flag: "--speculative-eagle-topk", Requested: n(1)},
+			{Name: "speculative_num_draft_tokens"}}},
+	}
+	for _, tt := range tests {
+		got, ok := byLabel[tt.label]
+		if !ok {
+			t.Errorf("no point %q in %q", tt.label, labels(p))
+			continue
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			b, _ := json.Marshal(got)
+			t.Errorf("%s: params %s", tt.label, b)
+		}
+		// Every flag a param names is on the command line with its value.
+		for _, pt := range p.Points {
+			if pt.Label() != tt.label {
+				continue
+			}
+			for _, prm := range pt.Params {
+				if prm.Flag == "" {
+					continue
+				}
+				i := slices.Index(pt.Argv, prm.Flag)
+				if i < 0 || pt.Argv[i+1] != itoa(*prm.Requested) {
+					t.Errorf("%s: %s %d not in argv %q", tt.label, prm.Flag, *prm.Requested, pt.Argv)
+				}
+			}
+		}
+	}
+	if pt := p.Points[0]; pt.Params == nil || pt.Baseline {
+		t.Errorf("first point = %+v", pt)
+	}
+	base := mustParse(t, spec("  b: []", "  method: [b]")).Plan().Points[0]
+	if base.Params != nil || base.Algorithm != "" {
+		t.Errorf("baseline = %+v", base)
+	}
+}
+
+func TestNotes(t *testing.T) {
+	tests := []struct {
+		name    string
+		methods string
+		matrix  string
+		want    []string
+	}{{
+		name:    "EAGLE family and baselines need no note",
+		methods: "  b: []\n  e: [--speculative-algorithm, EAGLE3]",
+		matrix:  "  method: [b, e]\n  num_steps: [1]\n  topk: [1]",
+	}, {
+		name:    "DFLASH",
+		methods: "  d: [--speculative-algorithm, DFLASH]",
+		matrix:  "  method: [d, d]\n  num_steps: [2]\n  num_draft_tokens: [auto, 16]",
+		want: []string{
+			`method "d" (DFLASH): each num_draft_tokens value is passed as the block size (--speculative-dflash-block-size); num_steps and topk are not applied (DFLASH runs 1 and 1)`,
+			`method "d" (DFLASH): num_draft_tokens auto leaves the block size to SGLang (the draft checkpoint's, else 16); the value it runs is read back`,
+		},
+	}, {
+		name:    "DFLASH without other lists",
+		methods: "  d: [--speculative-algorithm, dflash]",
+		matrix:  "  method: [d]\n  num_draft_tokens: [16]",
+		want:    []string{`method "d" (dflash): each num_draft_tokens value is passed as the block size (--speculative-dflash-block-size)`},
+	}, {
+		name:    "DSPARK",
+		methods: "  d: [--speculative-algorithm, DSPARK]",
+		matrix:  "  method: [d]\n  num_draft_tokens: [6]",
+		want:    []string{`method "d" (DSPARK): each num_draft_tokens value N is passed as gamma N-1 (--speculative-dspark-block-size; DSPARK verifies gamma+1 tokens)`},
+	}, {
+		name:    "NGRAM with topk and num_steps",
+		methods: "  n: [--speculative-algorithm, NGRAM]",
+		matrix:  "  method: [n]\n  num_steps: [3]\n  topk: [4]\n  num_draft_tokens: [8]",
+		want:    []string{`method "n" (NGRAM): each topk value is passed as --speculative-ngram-max-bfs-breadth (NGRAM's topk); num_steps is not applied (NGRAM does not use it)`},
+	}, {
+		name:    "NGRAM with SGLang's defaults",
+		methods: "  n: [--speculative-algorithm, NGRAM]",
+		matrix:  "  method: [n]",
+		want:    []string{`method "n" (NGRAM): topk is left to SGLang (--speculative-ngram-max-bfs-breadth defaults to 10); num_draft_tokens auto leaves it to SGLang (12)`},
+	}, {
+		name:    "plugin",
+		methods: "  t: [--speculative-algorithm, MYTREE]",
+		matrix:  "  method: [t]\n  tp: [1, 2]",
+		want:    []string{`method "t": algorithm "MYTREE" is not one specsweep knows (a plugin?): num_steps, topk and num_draft_tokens are passed as written, nothing is forced or skipped, and the values SGLang runs will be read back`},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mustParse(t, spec(tt.methods, tt.matrix)).Plan()
+			if !slices.Equal(p.Notes, tt.want) || p.Notes == nil {
+				t.Errorf("notes:\n got %q\nwant %q", p.Notes, tt.want)
+			}
+		})
 	}
 }

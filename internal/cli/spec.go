@@ -99,6 +99,12 @@ func printPlan(env Env, spec *sweep.Spec, p *sweep.Plan) {
 		}
 		tw.Flush()
 	}
+	if len(p.Notes) > 0 {
+		fmt.Fprintf(w, "\nnotes:\n")
+		for _, n := range p.Notes {
+			fmt.Fprintf(w, "  - %s\n", n)
+		}
+	}
 	levels := len(spec.Workload.Concurrency)
 	fmt.Fprintf(w, "\n%d points x %d concurrency levels x %d repeats = %d runs; rough duration %s\n",
 		len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(p.Estimate))
