@@ -6,7 +6,14 @@ import (
 )
 
 var (
-	reOOM    = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError|[Oo]ut of memory|oom-kill|Killed process \d+`)
+	// Out of memory, in every release's words: torch's CUDA OOM (also wrapped in "Capture cuda graph
+	// failed: ..."), the KV-pool sizing failure (model_runner.init_memory_pool, later
+	// pool_configurator: "Not enough memory. Please try to increase --mem-fraction-static.", newer
+	// releases append " Current value: ..."), newest main's ValueError for the same ("Loaded weights
+	// leave no GPU memory for the KV cache"), the scheduler's KV-token exhaustion ("Prefill/Decode
+	// out of memory. Try to lower your batch size."), the kernel's OOM killer. docs/hostctl.md.
+	reOOM = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError|[Oo]ut of memory|oom-kill|Killed process \d+|` +
+		`Not enough memory\. Please try to increase --mem-fraction-static|leave no GPU memory for the KV cache`)
 	reUsage  = regexp.MustCompile(`^usage: |: error: (unrecognized arguments|argument |the following arguments are required|ambiguous option|invalid choice)|Failed to locate executable|Failed at step EXEC|status=203/EXEC`)
 	reAssert = regexp.MustCompile(`^AssertionError\b`)
 	// Lines worth keeping as evidence of a crash.
@@ -35,14 +42,73 @@ func classify(st State, lines []string, ready bool) *Failure {
 	case st.Result == "oom-kill" || anyMatch(lines, reOOM):
 		return &Failure{Class: ClassOOM, State: st, Detail: "out of memory (" + exit + ")", Evidence: evidence(lines, reOOM, 6)}
 	case st.ExecMainCode == CodeExited && st.ExecMainStatus == 2, anyMatch(lines, reUsage),
-		!ready && st.ExecMainCode == CodeExited && lastNonEmpty(lines, reAssert):
+		!ready && argumentCheckFailed(lines):
 		return &Failure{Class: ClassBadArgs, State: st, Detail: "the server rejected its arguments (" + exit + ")",
-			Evidence: evidence(lines, regexp.MustCompile(reUsage.String()+`|^AssertionError|Traceback`), 6)}
+			Evidence: evidence(lines, regexp.MustCompile(reUsage.String()+`|AssertionError|ValueError|TypeError|Traceback`), 6)}
 	case ready:
 		return &Failure{Class: ClassCrashDuringLoad, State: st, Detail: "the server died while serving (" + exit + ")", Evidence: evidence(lines, reCrash, 8)}
 	default:
 		return &Failure{Class: ClassCrashDuringStart, State: st, Detail: "the server died before it was ready (" + exit + ")", Evidence: evidence(lines, reCrash, 8)}
 	}
+}
+
+// reFrame is a traceback frame line (possibly behind a launcher's prefix such as mpirun's
+// "[1,0]<stderr>:"); reException the exception line that ends a traceback.
+var (
+	reLauncher  = regexp.MustCompile(`^\[[^\]]*\]<std(?:out|err)>:`)
+	reFrame     = regexp.MustCompile(`^(?:\[[^\]]*\]<std(?:out|err)>:)?\s+File "([^"]*)", line \d+`)
+	reException = regexp.MustCompile(`^(?:\[[^\]]*\]<std(?:out|err)>:)?((?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception)))(?::|$)`)
+	// Where SGLang checks its arguments: ServerArgs (__post_init__, _handle_*, check_server_args)
+	// in python/sglang/srt/server_args.py, and the arg_groups/ hooks of 2026 releases.
+	reArgCode = regexp.MustCompile(`sglang/srt/server_args\.py$|sglang/srt/arg_groups/`)
+)
+
+// pyTraceback is the last Python traceback of a log: the file of its innermost frame and its
+// exception type ("" when the log has no complete one).
+func pyTraceback(lines []string) (lastFrame, exc string, frames int) {
+	start := -1
+	for i, l := range lines {
+		if strings.Contains(l, "Traceback (most recent call last)") {
+			start = i
+		}
+	}
+	if start < 0 {
+		return "", "", 0
+	}
+	for _, l := range lines[start+1:] {
+		if m := reFrame.FindStringSubmatch(l); m != nil {
+			lastFrame, frames = m[1], frames+1
+			continue
+		}
+		if l = reLauncher.ReplaceAllString(l, ""); strings.HasPrefix(l, " ") || strings.TrimSpace(l) == "" {
+			continue // the source line of a frame, or the carets under it
+		}
+		if m := reException.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			return lastFrame, m[2], frames
+		}
+		return lastFrame, "", frames
+	}
+	return lastFrame, "", frames
+}
+
+// argumentCheckFailed: the server died of SGLang's own checks of its arguments, not of a crash:
+// the last traceback ends in a ValueError, AssertionError or TypeError raised in SGLang's argument
+// code (a partial speculative triple: a bare AssertionError, or "TypeError: '>' not supported
+// between instances of 'NoneType' and 'int'"; "ValueError: speculative_eagle_topk > 1 with
+// page_size > 1 ..."), or is a bare AssertionError with no frame printed. An exception raised
+// further in (transformers loading the model's config, a device check) is a crash, even when
+// ServerArgs is on the stack: that is not the user's arguments.
+func argumentCheckFailed(lines []string) bool {
+	frame, exc, frames := pyTraceback(lines)
+	switch exc {
+	case "ValueError", "AssertionError", "TypeError":
+	default:
+		return exc == "" && frames == 0 && lastNonEmpty(lines, reAssert) // a bare assert, no traceback
+	}
+	if frames == 0 {
+		return exc == "AssertionError"
+	}
+	return reArgCode.MatchString(frame)
 }
 
 func itoa(n int) string {
