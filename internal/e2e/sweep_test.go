@@ -58,6 +58,15 @@ workload: {concurrency: [1, 8], requests: 12, warmup_requests: 2, input_tokens: 
 		AND json_extract(provenance, '$.engine_version') IS NOT NULL`); n != 2 {
 		t.Errorf("%d of 2 eagle3 points have effective args, load time and engine version", n)
 	}
+	// The effective speculative parameters, beside the requested ones.
+	if n := scalar[int](t, db, `SELECT count(*) FROM point_summary WHERE method = 'eagle3'
+		AND effective_num_steps = num_steps AND effective_topk = 1 AND effective_num_draft_tokens = num_steps + 1`); n != 2 {
+		t.Errorf("%d of 2 eagle3 points have their effective steps, topk and draft tokens", n)
+	}
+	// Every run says where its accept length came from (the newest era exports the verify counter).
+	if n := scalar[int](t, db, `SELECT count(*) FROM run_summary WHERE method = 'eagle3' AND accept_length_source <> 'metrics'`); n != 0 {
+		t.Errorf("%d eagle3 runs without accept_length_source metrics", n)
+	}
 	// Running the same spec again reports the finished sweep instead of running it twice.
 	r2 := specsweep(t, time.Minute, "run", "--db", f.db, f.spec)
 	if r2.code != 0 || !strings.Contains(r2.stdout, "already finished") || !strings.Contains(r2.stdout, "--new") {
