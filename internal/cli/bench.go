@@ -33,6 +33,7 @@ func benchCmd() command {
 			warmup := fs.Int("warmup", 4, "warmup requests before each level, excluded from every figure")
 			in := fs.Int("input-tokens", 1024, "prompt length of random prompts, in tokens")
 			out := fs.Int("output-tokens", 512, "max_tokens of every request (sent with ignore_eos)")
+			temperature := fs.Float64("temperature", 0, "sampling temperature of every request (0: greedy; speculative acceptance is lower when sampling)")
 			dataset := fs.String("dataset", "random", "prompts: random, or sharegpt:PATH (a ShareGPT JSON file)")
 			seed := fs.Uint64("seed", 1, "seed of prompts and arrival times")
 			asJSON := fs.Bool("json", false, "one JSON object per level (bench_serving's field names) instead of a table")
@@ -114,7 +115,7 @@ func benchCmd() command {
 				for _, c := range levels {
 					cfg := workload.Config{URL: *url, API: *api, Model: *model, APIKey: key, Concurrency: c, RequestRate: *rate,
 						Requests: n, Duration: *duration, Warmup: *warmup, InputTokens: *in, OutputTokens: *out,
-						Prompts: prompts, Seed: *seed, RequestTimeout: *timeout, StallTimeout: *stall,
+						Prompts: prompts, Seed: *seed, RequestTimeout: *timeout, StallTimeout: *stall, Temperature: *temperature,
 						HTTPClient: client, SaveRequests: saveW}
 					if prog != nil {
 						cfg.Progress = prog.start(levelName(c, *rate), n)
@@ -202,7 +203,7 @@ func reportFailures(w io.Writer, r *workload.Result, level string) {
 
 func writeBenchTable(w io.Writer, results []*workload.Result, rate float64) error {
 	cols := []string{"concurrency", "completed", "failed", "duration_s", "input_tokens", "output_tokens", "request_s",
-		"output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "e2e_p50_ms", "accept_length"}
+		"output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "e2e_p50_ms", "accept_length", "accept_length_source"}
 	if rate > 0 {
 		cols = append([]string{"request_rate"}, cols...)
 	}
@@ -224,7 +225,8 @@ func writeBenchTable(w io.Writer, results []*workload.Result, rate float64) erro
 		}
 		row := []any{conc, r.Completed, r.Failed, r.Duration.Seconds(), r.TotalInputTokens, r.TotalOutputTokens,
 			r.RequestThroughput, r.OutputThroughput, ms(r.TTFT, r.TTFT.Median), ms(r.TTFT, r.TTFT.P99),
-			ms(r.ITL, r.ITL.Median), ms(r.ITL, r.ITL.P99), ms(r.TPOT, r.TPOT.Median), ms(r.E2E, r.E2E.Median), al}
+			ms(r.ITL, r.ITL.Median), ms(r.ITL, r.ITL.P99), ms(r.TPOT, r.TPOT.Median), ms(r.E2E, r.E2E.Median), al,
+			r.AcceptLengthSource}
 		if rate > 0 {
 			row = append([]any{r.RequestRate}, row...)
 		}
