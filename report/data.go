@@ -73,8 +73,11 @@ type Point struct {
 	LoadS         float64
 	Provenance    map[string]any
 	EffectiveArgs map[string]any
-	Started       time.Time
-	Finished      time.Time
+	// Effective holds the speculative parameters the server reports it ran (nil: not reported),
+	// in the order steps, topk, draft tokens; they may differ from the requested ones.
+	Effective [3]*int
+	Started   time.Time
+	Finished  time.Time
 	// Cells holds the ok runs of each concurrency level, aggregated over repeats.
 	Cells map[int]*Cell
 }
@@ -155,7 +158,8 @@ func Load(ctx context.Context, db *store.DB, ref string) (*Sweep, error) {
 	// point_summary returns the points in plan order.
 	pr, err := db.Query(ctx, `SELECT point_id, coalesce(host, ''), method, num_steps, topk, num_draft_tokens, tp,
 		state, attempts, coalesce(failure_class, ''), coalesce(failure_detail, ''), coalesce(load_s, 0),
-		effective_args, provenance, started_at, finished_at
+		effective_args, provenance, started_at, finished_at,
+		effective_num_steps, effective_topk, effective_num_draft_tokens
 		FROM point_summary WHERE sweep_id = ?`, sw.ID)
 	if err != nil {
 		return nil, err
@@ -168,6 +172,12 @@ func Load(ctx context.Context, db *store.DB, ref string) (*Sweep, error) {
 			State: str(v[7]), Attempts: int(num(v[8])), FailureClass: str(v[9]), FailureDetail: str(v[10]),
 			LoadS: num(v[11]), EffectiveArgs: jsonObject(v[12]), Provenance: jsonObject(v[13]),
 			Started: msTime(v[14]), Finished: msTime(v[15]), Cells: map[int]*Cell{}}
+		for i := range p.Effective {
+			if x := v[16+i]; x != nil {
+				n := int(num(x))
+				p.Effective[i] = &n
+			}
+		}
 		s.Points = append(s.Points, p)
 		byID[p.ID] = p
 		tps[p.TP] = true

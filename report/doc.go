@@ -134,6 +134,16 @@ func optInt(v int, baseline bool) string {
 	return fmt.Sprint(v)
 }
 
+// ranAs is a requested speculative parameter, followed by what the server reports it ran when that
+// differs.
+func ranAs(req int, eff *int, baseline bool) string {
+	s := optInt(req, baseline)
+	if eff != nil && !baseline && *eff != req {
+		s += fmt.Sprintf(" (ran %d)", *eff)
+	}
+	return s
+}
+
 func fmtDate(t time.Time) string {
 	if t.IsZero() {
 		return "-"
@@ -220,7 +230,8 @@ func paretoTable(s *Sweep) Table {
 }
 
 func resultsTable(s *Sweep) Table {
-	t := Table{Title: "All results", Note: "Median output tok/s at each concurrency level, with the speedup over the baseline in parentheses; accept length is the median over levels.",
+	t := Table{Title: "All results", Note: "Median output tok/s at each concurrency level, with the speedup over the baseline in parentheses; accept length is the median over levels. " +
+		"\"4 (ran 5)\": the server reports it ran another value than the one requested (SGLang forces or chooses some).",
 		Head: []string{"method", "steps", "topk", "draft", "tp"}, Num: []bool{false, true, true, true, true}, Wide: true}
 	for _, c := range s.Levels {
 		t.Head = append(t.Head, fmt.Sprintf("c=%d tok/s", c))
@@ -229,7 +240,8 @@ func resultsTable(s *Sweep) Table {
 	t.Head = append(t.Head, "accept", "state")
 	t.Num = append(t.Num, true, false)
 	for _, p := range s.Points {
-		row := []string{p.Method, optInt(p.NumSteps, p.Baseline), optInt(p.TopK, p.Baseline), optInt(p.NumDraftTokens, p.Baseline), fmt.Sprint(p.TP)}
+		row := []string{p.Method, ranAs(p.NumSteps, p.Effective[0], p.Baseline), ranAs(p.TopK, p.Effective[1], p.Baseline),
+			ranAs(p.NumDraftTokens, p.Effective[2], p.Baseline), fmt.Sprint(p.TP)}
 		var acc []float64
 		for _, c := range s.Levels {
 			cell := p.Cells[c]

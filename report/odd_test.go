@@ -203,3 +203,54 @@ func TestSweepWithoutRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectiveValuesShown: a point whose server reports other speculative parameters than the
+// requested ones shows both in the results; one that ran as requested shows only its values.
+func TestEffectiveValuesShown(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "eff.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	two, one, eight, three := 2, 1, 8, 3
+	id, err := db.CreateSweep(ctx, store.NewSweep{Name: "eff", SpecHash: "h", SpecText: "x"},
+		[]store.NewHost{{Name: "a", Driver: "local", GPUs: 1}}, []store.NewPoint{
+			{ID: "d", Method: "dflash", NumSteps: &one, TopK: &one, NumDraftTokens: &eight, TP: 1, Runs: 1},
+			{ID: "e", Method: "eagle3", NumSteps: &two, TopK: &one, NumDraftTokens: &three, TP: 1, Runs: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sixteen := 16
+	for pid, eff := range map[string]store.PointInfo{
+		"d": {EffectiveNumSteps: &one, EffectiveTopK: &one, EffectiveNumDraftTokens: &sixteen},
+		"e": {EffectiveNumSteps: &two, EffectiveTopK: &one, EffectiveNumDraftTokens: &three}} {
+		att, err := db.ClaimPoint(ctx, id, pid, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SetPointInfo(ctx, id, pid, att, eff); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RecordRunAndFinish(ctx, store.Run{SweepID: id, PointID: pid, Attempt: att, Concurrency: 1, Repeat: 1,
+			Status: store.RunOK, Metrics: &store.Metrics{Requests: 4, Completed: 4, OutputTokS: 100}}, &store.PointFinish{State: store.PointDone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := report.Load(ctx, db, "eff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files, err := report.Write(s, report.Options{Format: "md", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(files[0])
+	if !strings.Contains(string(b), "8 (ran 16)") {
+		t.Errorf("the dflash point's draft tokens: want \"8 (ran 16)\" in the report")
+	}
+	if strings.Count(string(b), "(ran ") != 1+strings.Count(string(b), "\"4 (ran 5)\"") {
+		t.Errorf("a point that ran as requested is marked too")
+	}
+}
