@@ -340,7 +340,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 			n++
 			cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
 				InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset, Prompts: sr.dataset,
-				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: hostctl.APIKey(launch)}
+				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
 			if sl, ok := inst.(workload.ServerLog); ok {
 				cfg.ServerLog = sl // accept length from the Decode-batch lines where no verify counter exists
 			}

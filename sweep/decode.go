@@ -447,6 +447,15 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 				w.Seed = x
 			}
 		}},
+		{"temperature", false, func(v *yaml.Node) {
+			if x, ok := p.number(v, "workload.temperature"); ok {
+				if x < 0 || x > maxTemperature {
+					p.errf(resolve(v), "workload.temperature: must be between 0 and %g, got %g", float64(maxTemperature), x)
+					return
+				}
+				w.Temperature = x
+			}
+		}},
 	})
 	if !ok {
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -336,6 +337,24 @@ func (p *parser) integer(n *yaml.Node, path string) (int64, bool) {
 	var v int64
 	if err := n.Decode(&v); err != nil {
 		p.errf(n, "%s: integer %s out of range", path, clip(n.Value))
+		return 0, false
+	}
+	return v, true
+}
+
+// maxTemperature bounds workload.temperature (OpenAI's API allows up to 2; higher only makes noise).
+const maxTemperature = 2
+
+// number decodes an integer or a float scalar (NaN and infinities refused).
+func (p *parser) number(n *yaml.Node, path string) (float64, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+		p.errf(n, "%s: expected a number, got %s", path, describe(n))
+		return 0, false
+	}
+	var v float64
+	if err := n.Decode(&v); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		p.errf(n, "%s: %s is not a finite number", path, clip(n.Value))
 		return 0, false
 	}
 	return v, true

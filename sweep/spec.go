@@ -155,6 +155,9 @@ type Workload struct {
 	Dataset        string `json:"dataset"`
 	Repeats        int    `json:"repeats"`
 	Seed           int64  `json:"seed"`
+	// Temperature is every request's sampling temperature (0, greedy, by default; omitted from the
+	// hash when 0 so specs written before it keep theirs).
+	Temperature float64 `json:"temperature,omitempty"`
 }
 
 // DatasetPath returns PATH of a "sharegpt:PATH" dataset, or "".
@@ -184,7 +187,7 @@ const hashFormat = "specsweep/spec/v1"
 // what runs (including list order, which sets run order) does.
 func (s *Spec) Hash() string {
 	// encoding/json is canonical enough here: struct fields in declaration
-	// order, map keys sorted, no floats.
+	// order, map keys sorted, floats (the temperature) in their shortest form.
 	b, err := json.Marshal(struct {
 		Format string `json:"format"`
 		Spec   *Spec  `json:"spec"`
