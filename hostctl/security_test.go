@@ -219,13 +219,7 @@ func TestLongLogLines(t *testing.T) {
 // TestForeignServerJournalFromEnd: stopping a server specsweep did not start
 // reads its journal from now on, not from the start of its invocation.
 func TestForeignServerJournalFromEnd(t *testing.T) {
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, UnitEnabled: true})[0]
-	r := dialTestHost(t, h)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	_, r, ctx := operatorHost(t)
 	var st State
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -260,13 +254,7 @@ func TestForeignServerJournalFromEnd(t *testing.T) {
 // without specsweep's drop-in (removed by hand, as the drop-in's note said)
 // is ignored: the unit runs again after the sweep's restore.
 func TestStaleMarker(t *testing.T) {
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, UnitEnabled: true})[0]
-	r := dialTestHost(t, h)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	h, r, ctx := operatorHost(t)
 	stale := Marker{Unit: "sglang.service", WasActive: false, DropIn: DropInPath("sglang.service"), CreatedAt: time.Now().Add(-48 * time.Hour)}
 	if err := h.WriteFile(MarkerPath("sglang.service"), stale.Encode(), 0o644); err != nil {
 		t.Fatal(err)
@@ -298,4 +286,16 @@ func TestStaleMarker(t *testing.T) {
 	if st, err := r.UnitState(ctx); err != nil || st.ActiveState != "active" {
 		t.Fatalf("after the sweep's restore the operator's server should run again: %+v %v", st, err)
 	}
+}
+
+// operatorHost boots a host whose operator unit runs, and connects to it.
+func operatorHost(t *testing.T) (*testhost.Host, *Remote, context.Context) {
+	t.Helper()
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, UnitEnabled: true})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return h, dialTestHost(t, h), ctx
 }
