@@ -1,92 +1,21 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// Prog is the program name argparse prints in usage and error lines.
-const Prog = "launch_server.py"
-
-type flagKind int
-
-const (
-	kindStr flagKind = iota
-	kindInt
-	kindFloat
-	kindBool // store_true
-)
-
-// flagDef describes one launch_server option the way argparse knows it.
-type flagDef struct {
-	names   []string // option strings, first is the canonical one
-	dest    string   // server_args key
-	kind    flagKind
-	choices []string
-	req     bool
-}
-
-// flagDefs is the subset of SGLang's launch_server options the simulator
-// understands. Options that change nothing in the simulation are accepted and
-// reported back in /get_server_info, as SGLang does.
-var flagDefs = []flagDef{
-	{names: []string{"--model-path", "--model"}, dest: "model_path", req: true},
-	{names: []string{"--tokenizer-path"}, dest: "tokenizer_path"},
-	{names: []string{"--revision"}, dest: "revision"},
-	{names: []string{"--served-model-name"}, dest: "served_model_name"},
-	{names: []string{"--host"}, dest: "host"},
-	{names: []string{"--port"}, dest: "port", kind: kindInt},
-	{names: []string{"--tensor-parallel-size", "--tp-size"}, dest: "tp_size", kind: kindInt},
-	{names: []string{"--data-parallel-size", "--dp-size"}, dest: "dp_size", kind: kindInt},
-	{names: []string{"--pipeline-parallel-size", "--pp-size"}, dest: "pp_size", kind: kindInt},
-	{names: []string{"--expert-parallel-size", "--ep-size", "--ep"}, dest: "ep_size", kind: kindInt},
-	{names: []string{"--dtype"}, dest: "dtype", choices: []string{"auto", "half", "float16", "bfloat16", "float", "float32"}},
-	{names: []string{"--kv-cache-dtype"}, dest: "kv_cache_dtype", choices: []string{"auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16"}},
-	{names: []string{"--quantization"}, dest: "quantization"},
-	{names: []string{"--trust-remote-code"}, dest: "trust_remote_code", kind: kindBool},
-	{names: []string{"--context-length"}, dest: "context_length", kind: kindInt},
-	{names: []string{"--mem-fraction-static"}, dest: "mem_fraction_static", kind: kindFloat},
-	{names: []string{"--max-running-requests"}, dest: "max_running_requests", kind: kindInt},
-	{names: []string{"--max-total-tokens"}, dest: "max_total_tokens", kind: kindInt},
-	{names: []string{"--chunked-prefill-size"}, dest: "chunked_prefill_size", kind: kindInt},
-	{names: []string{"--max-prefill-tokens"}, dest: "max_prefill_tokens", kind: kindInt},
-	{names: []string{"--schedule-policy"}, dest: "schedule_policy", choices: []string{"lpm", "random", "fcfs", "dfs-weight", "lof", "priority"}},
-	{names: []string{"--cuda-graph-max-bs"}, dest: "cuda_graph_max_bs", kind: kindInt},
-	{names: []string{"--disable-cuda-graph"}, dest: "disable_cuda_graph", kind: kindBool},
-	{names: []string{"--disable-radix-cache"}, dest: "disable_radix_cache", kind: kindBool},
-	{names: []string{"--attention-backend"}, dest: "attention_backend"},
-	{names: []string{"--stream-interval"}, dest: "stream_interval", kind: kindInt},
-	{names: []string{"--random-seed"}, dest: "random_seed", kind: kindInt},
-	{names: []string{"--log-level"}, dest: "log_level"},
-	{names: []string{"--log-level-http"}, dest: "log_level_http"},
-	{names: []string{"--log-requests"}, dest: "log_requests", kind: kindBool},
-	{names: []string{"--enable-metrics"}, dest: "enable_metrics", kind: kindBool},
-	{names: []string{"--decode-log-interval"}, dest: "decode_log_interval", kind: kindInt},
-	{names: []string{"--api-key"}, dest: "api_key"},
-	{names: []string{"--reasoning-parser"}, dest: "reasoning_parser"},
-	{names: []string{"--tool-call-parser"}, dest: "tool_call_parser"},
-	{names: []string{"--skip-server-warmup"}, dest: "skip_server_warmup", kind: kindBool},
-	{names: []string{"--speculative-algorithm"}, dest: "speculative_algorithm",
-		choices: []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK"}},
-	{names: []string{"--speculative-draft-model-path", "--speculative-draft-model"}, dest: "speculative_draft_model_path"},
-	{names: []string{"--speculative-draft-model-revision"}, dest: "speculative_draft_model_revision"},
-	{names: []string{"--speculative-num-steps"}, dest: "speculative_num_steps", kind: kindInt},
-	{names: []string{"--speculative-eagle-topk"}, dest: "speculative_eagle_topk", kind: kindInt},
-	{names: []string{"--speculative-num-draft-tokens"}, dest: "speculative_num_draft_tokens", kind: kindInt},
-	{names: []string{"--speculative-accept-threshold-single"}, dest: "speculative_accept_threshold_single", kind: kindFloat},
-	{names: []string{"--speculative-accept-threshold-acc"}, dest: "speculative_accept_threshold_acc", kind: kindFloat},
-	{names: []string{"--speculative-attention-mode"}, dest: "speculative_attention_mode", choices: []string{"prefill", "decode"}},
-}
-
-// UsageError is an argparse error: usage + "error: msg" on stderr, exit 2.
+// UsageError is an argparse error: usage + "PROG: error: msg" on stderr, exit 2.
 type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
-// HelpRequested is returned by ParseArgs for -h/--help.
+// HelpRequested is returned by the parser for -h/--help.
 type HelpRequested struct{}
 
 func (HelpRequested) Error() string { return "help requested" }
@@ -94,37 +23,68 @@ func (HelpRequested) Error() string { return "help requested" }
 // rawArgs holds what the command line gave, keyed by dest; absent = not given.
 type rawArgs map[string]any
 
+// Parser is one era's argparse parser.
+type Parser struct {
+	Era  *Era
+	Prog string
+	defs []*flagDef
+}
+
+// NewParser builds the parser of era from its flag table.
+func NewParser(era *Era) (*Parser, error) {
+	t, err := LoadFlagTable(era)
+	if err != nil {
+		return nil, err
+	}
+	return &Parser{Era: era, Prog: t.Prog, defs: buildDefs(t)}, nil
+}
+
 func optionString(d *flagDef) string { return strings.Join(d.names, "/") }
 
 func metavar(d *flagDef) string {
+	m := strings.ToUpper(d.dest)
 	if len(d.choices) > 0 {
-		return "{" + strings.Join(d.choices, ",") + "}"
+		m = "{" + strings.Join(d.choices, ",") + "}"
 	}
-	return strings.ToUpper(d.dest)
+	switch d.nargs {
+	case "?":
+		return "[" + m + "]"
+	case "*":
+		return "[" + m + " ...]"
+	case "+":
+		return m + " [" + m + " ...]"
+	}
+	return m
+}
+
+func usagePart(d *flagDef) string {
+	switch d.kind {
+	case kindStoreTrue, kindZeroArgs, kindZeroArgErr:
+		return d.names[0]
+	case kindBoolOpt:
+		return d.names[0] + " | " + d.names[len(d.names)-1]
+	}
+	return d.names[0] + " " + metavar(d)
 }
 
 // Usage returns argparse's usage text, wrapped as argparse wraps it.
-func Usage() string {
+func (p *Parser) Usage() string {
 	var b strings.Builder
-	prefix := "usage: " + Prog + " "
+	prefix := "usage: " + p.Prog + " "
 	b.WriteString(prefix)
 	indent := strings.Repeat(" ", len(prefix))
 	col := len(prefix)
 	parts := []string{"[-h]"}
-	for i := range flagDefs {
-		d := &flagDefs[i]
-		p := d.names[0]
-		if d.kind != kindBool {
-			p += " " + metavar(d)
-		}
+	for _, d := range p.defs {
+		s := usagePart(d)
 		if !d.req {
-			p = "[" + p + "]"
+			s = "[" + s + "]"
 		}
-		parts = append(parts, p)
+		parts = append(parts, s)
 	}
-	for i, p := range parts {
+	for i, s := range parts {
 		if i > 0 {
-			if col+1+len(p) > 79 {
+			if col+1+len(s) > 79 {
 				b.WriteString("\n" + indent)
 				col = len(indent)
 			} else {
@@ -132,60 +92,64 @@ func Usage() string {
 				col++
 			}
 		}
-		b.WriteString(p)
-		col += len(p)
+		b.WriteString(s)
+		col += len(s)
 	}
 	b.WriteByte('\n')
 	return b.String()
 }
 
 // Help returns the -h text.
-func Help() string {
+func (p *Parser) Help() string {
 	var b strings.Builder
-	b.WriteString(Usage())
+	b.WriteString(p.Usage())
 	b.WriteString("\noptions:\n  -h, --help            show this help message and exit\n")
-	for i := range flagDefs {
-		d := &flagDefs[i]
-		s := "  " + strings.Join(d.names, ", ")
-		if d.kind != kindBool {
-			s = "  "
-			for j, n := range d.names {
-				if j > 0 {
-					s += ", "
-				}
-				s += n + " " + metavar(d)
-			}
+	for _, d := range p.defs {
+		if d.kind != kindValue {
+			b.WriteString("  " + strings.Join(d.names, ", ") + "\n")
+			continue
 		}
-		b.WriteString(s + "\n")
+		parts := make([]string, len(d.names))
+		for i, n := range d.names {
+			parts[i] = n + " " + metavar(d)
+		}
+		b.WriteString("  " + strings.Join(parts, ", ") + "\n")
 	}
 	return b.String()
 }
 
-func lookupFlag(opt string) (*flagDef, error) {
-	for i := range flagDefs {
-		for _, n := range flagDefs[i].names {
+func (p *Parser) lookup(opt string) (*flagDef, error) {
+	for _, d := range p.defs {
+		for _, n := range d.names {
 			if n == opt {
-				return &flagDefs[i], nil
+				return d, nil
 			}
 		}
 	}
-	var matches []string
-	var def *flagDef
-	for i := range flagDefs {
-		for _, n := range flagDefs[i].names {
-			if strings.HasPrefix(n, opt) {
-				matches = append(matches, n)
-				def = &flagDefs[i]
-			}
-		}
-	}
-	if opt == "--" || len(matches) == 0 {
+	if opt == "--" || !strings.HasPrefix(opt, "--") {
 		return nil, nil
 	}
-	if len(matches) > 1 {
-		return nil, &UsageError{fmt.Sprintf("ambiguous option: %s could match %s", opt, strings.Join(matches, ", "))}
+	var matches []string
+	var hit *flagDef
+	for _, d := range p.defs {
+		for _, n := range d.names {
+			if strings.HasPrefix(n, opt) {
+				matches = append(matches, n)
+				hit = d
+			}
+		}
 	}
-	return def, nil
+	if strings.HasPrefix("--help", opt) {
+		matches = append(matches, "--help")
+		hit = nil
+	}
+	switch {
+	case len(matches) > 1:
+		return nil, &UsageError{fmt.Sprintf("ambiguous option: %s could match %s", opt, strings.Join(matches, ", "))}
+	case len(matches) == 1 && hit == nil:
+		return nil, HelpRequested{}
+	}
+	return hit, nil
 }
 
 func looksNegativeNumber(s string) bool {
@@ -196,52 +160,126 @@ func looksNegativeNumber(s string) bool {
 	return err == nil
 }
 
-func convert(d *flagDef, v string) (any, error) {
-	bad := func(t string) error {
-		return &UsageError{fmt.Sprintf("argument %s: invalid %s value: '%s'", optionString(d), t, v)}
+// isOption reports whether a command-line word is an option, not a value.
+func isOption(s string) bool {
+	return strings.HasPrefix(s, "-") && s != "-" && !looksNegativeNumber(s)
+}
+
+var hriRE = regexp.MustCompile(`^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)$`)
+
+// pyInt is Python's int() of a string.
+func pyInt(v string) (int, bool) {
+	s := strings.TrimSpace(v)
+	if strings.Contains(s, "__") || strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") {
+		return 0, false
 	}
-	switch d.kind {
-	case kindInt:
-		n, err := strconv.Atoi(strings.TrimSpace(strings.ReplaceAll(v, "_", "")))
-		if err != nil {
-			return nil, bad("int")
+	n, err := strconv.Atoi(strings.ReplaceAll(s, "_", ""))
+	return n, err == nil
+}
+
+// humanReadableInt is SGLang's human_readable_int: 16384, 32k, 1.5M, 4Ki.
+func humanReadableInt(v string) (int, bool) {
+	s := strings.TrimSpace(v)
+	if m := hriRE.FindStringSubmatch(s); m != nil {
+		mult := map[string]float64{"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40}[m[2]]
+		if strings.HasSuffix(m[2], "i") && strings.Contains(m[1], ".") {
+			return 0, false
 		}
-		return n, nil
-	case kindFloat:
+		f, _ := strconv.ParseFloat(m[1], 64)
+		return int(f * mult), true
+	}
+	return pyInt(s)
+}
+
+// convert applies the flag's type to one value, as argparse does.
+func convert(d *flagDef, v string) (any, error) {
+	bad := func() error {
+		return &UsageError{fmt.Sprintf("argument %s: invalid %s value: %s", optionString(d), d.conv, pyRepr(v))}
+	}
+	var out any
+	switch d.conv {
+	case "int":
+		n, ok := pyInt(v)
+		if !ok {
+			return nil, bad()
+		}
+		out = n
+	case "float":
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil {
-			return nil, bad("float")
+			return nil, bad()
 		}
-		return f, nil
+		out = f
+	case "human_readable_int":
+		n, ok := humanReadableInt(v)
+		if !ok {
+			return nil, bad()
+		}
+		out = n
+	case "loads", "parse_cuda_graph_config_arg":
+		var x any
+		if err := json.Unmarshal([]byte(v), &x); err != nil {
+			return nil, bad()
+		}
+		out = x
+	case "json_list_type":
+		var x any
+		if err := json.Unmarshal([]byte(v), &x); err != nil {
+			return nil, &UsageError{fmt.Sprintf("argument %s: Invalid JSON list: %s. Please provide a valid JSON list.", optionString(d), v)}
+		}
+		out = x
+	case "nullable_str":
+		if v == "" || v == "None" {
+			return nil, nil
+		}
+		out = v
+	case "pybool":
+		out = v != ""
+	case "str_or_int":
+		if n, ok := pyInt(v); ok {
+			return n, nil
+		}
+		out = v
+	default:
+		out = v
 	}
 	if len(d.choices) > 0 {
-		ok := false
+		key := fmt.Sprint(out)
 		for _, c := range d.choices {
-			ok = ok || c == v
-		}
-		if !ok {
-			q := make([]string, len(d.choices))
-			for i, c := range d.choices {
-				q[i] = "'" + c + "'"
+			if c == key {
+				return out, nil
 			}
-			return nil, &UsageError{fmt.Sprintf("argument %s: invalid choice: '%s' (choose from %s)", optionString(d), v, strings.Join(q, ", "))}
 		}
+		q := make([]string, len(d.choices))
+		for i, c := range d.choices {
+			if d.intChoices {
+				q[i] = c
+			} else {
+				q[i] = pyRepr(c)
+			}
+		}
+		shown := pyRepr(v)
+		if d.intChoices {
+			shown = key
+		}
+		return nil, &UsageError{fmt.Sprintf("argument %s: invalid choice: %s (choose from %s)", optionString(d), shown, strings.Join(q, ", "))}
 	}
-	return v, nil
+	return out, nil
 }
 
 // parseRaw applies argparse's rules to argv: exact option or unambiguous
-// prefix, "--opt value" or "--opt=value", store_true options, unknown
-// arguments collected and reported after required ones.
-func parseRaw(argv []string) (rawArgs, error) {
-	raw := rawArgs{}
+// prefix, "--opt value" or "--opt=value", nargs, store_true and
+// BooleanOptionalAction options, unknown arguments collected and reported
+// after required ones. notes are the warnings of deprecated flags.
+func (p *Parser) parseRaw(argv []string) (raw rawArgs, notes []string, err error) {
+	raw = rawArgs{}
 	var unknown []string
 	for i := 0; i < len(argv); i++ {
 		a := argv[i]
 		if a == "-h" || a == "--help" {
-			return nil, HelpRequested{}
+			return nil, nil, HelpRequested{}
 		}
-		if !strings.HasPrefix(a, "-") || looksNegativeNumber(a) || a == "-" {
+		if !isOption(a) {
 			unknown = append(unknown, a)
 			continue
 		}
@@ -253,57 +291,112 @@ func parseRaw(argv []string) (rawArgs, error) {
 			unknown = append(unknown, argv[i+1:]...)
 			break
 		}
-		d, err := lookupFlag(opt)
+		d, err := p.lookup(opt)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if d == nil || !strings.HasPrefix(opt, "--") {
+		if d == nil {
 			unknown = append(unknown, a)
 			continue
 		}
-		if d.kind == kindBool {
+		if d.deprecated {
+			notes = append(notes, fmt.Sprintf("'%s' is deprecated and will be removed in a future release.", d.names[0]))
+		}
+		switch d.kind {
+		case kindStoreTrue, kindBoolOpt, kindZeroArgs, kindZeroArgErr:
 			if hasVal {
-				return nil, &UsageError{fmt.Sprintf("argument %s: ignored explicit argument '%s'", optionString(d), val)}
+				return nil, nil, &UsageError{fmt.Sprintf("argument %s: ignored explicit argument %s", optionString(d), pyRepr(val))}
 			}
-			raw[d.dest] = true
+			switch d.kind {
+			case kindZeroArgErr:
+				return nil, nil, &UsageError{fmt.Sprintf("argument %s: %s is no longer supported.", optionString(d), d.names[0])}
+			case kindBoolOpt:
+				raw[d.dest] = !strings.HasPrefix(p.matched(d, opt), "--no-")
+			default:
+				raw[d.dest] = true
+			}
 			continue
 		}
-		if !hasVal {
-			if i+1 >= len(argv) || (strings.HasPrefix(argv[i+1], "-") && !looksNegativeNumber(argv[i+1]) && argv[i+1] != "-") {
-				return nil, &UsageError{fmt.Sprintf("argument %s: expected one argument", optionString(d))}
+		var vals []string
+		if hasVal {
+			vals = []string{val}
+		} else {
+			for j := i + 1; j < len(argv) && !isOption(argv[j]); j++ {
+				vals = append(vals, argv[j])
+				if d.nargs == "" || d.nargs == "?" {
+					break
+				}
 			}
-			i++
-			val = argv[i]
+			i += len(vals)
 		}
-		v, err := convert(d, val)
-		if err != nil {
-			return nil, err
+		switch {
+		case (d.nargs == "" && len(vals) == 0):
+			return nil, nil, &UsageError{fmt.Sprintf("argument %s: expected one argument", optionString(d))}
+		case d.nargs == "+" && len(vals) == 0:
+			return nil, nil, &UsageError{fmt.Sprintf("argument %s: expected at least one argument", optionString(d))}
 		}
-		raw[d.dest] = v
+		if d.nargs == "" || (d.nargs == "?" && len(vals) == 1) {
+			v, err := convert(d, vals[0])
+			if err != nil {
+				return nil, nil, err
+			}
+			raw[d.dest] = v
+			continue
+		}
+		if d.nargs == "?" {
+			raw[d.dest] = "" // the flag alone stores its const
+			continue
+		}
+		list := make([]any, 0, len(vals))
+		for _, s := range vals {
+			v, err := convert(d, s)
+			if err != nil {
+				return nil, nil, err
+			}
+			list = append(list, v)
+		}
+		raw[d.dest] = list
 	}
 	var missing []string
-	for i := range flagDefs {
-		if flagDefs[i].req {
-			if _, ok := raw[flagDefs[i].dest]; !ok {
-				missing = append(missing, optionString(&flagDefs[i]))
+	for _, d := range p.defs {
+		if d.req {
+			if _, ok := raw[d.dest]; !ok {
+				missing = append(missing, optionString(d))
 			}
 		}
 	}
 	if len(missing) > 0 {
-		return nil, &UsageError{"the following arguments are required: " + strings.Join(missing, ", ")}
+		return nil, nil, &UsageError{"the following arguments are required: " + strings.Join(missing, ", ")}
 	}
 	if len(unknown) > 0 {
-		return nil, &UsageError{"unrecognized arguments: " + strings.Join(unknown, " ")}
+		return nil, nil, &UsageError{"unrecognized arguments: " + strings.Join(unknown, " ")}
 	}
-	return raw, nil
+	return raw, notes, nil
+}
+
+// matched is the option string of d that opt (exact or prefix) selects.
+func (p *Parser) matched(d *flagDef, opt string) string {
+	for _, n := range d.names {
+		if n == opt {
+			return n
+		}
+	}
+	for _, n := range d.names {
+		if strings.HasPrefix(n, opt) {
+			return n
+		}
+	}
+	return opt
 }
 
 // Args are the effective server arguments after SGLang's post-init handling.
 type Args struct {
+	Era                                             *Era
 	ModelPath, TokenizerPath, ServedModelName, Host string
 	Port, TP                                        int
 	SpecAlgo                                        string // "" = no speculation; NEXTN already resolved to EAGLE
 	RequestedAlgo                                   string
+	Plugin                                          bool // a registered plugin name (simulated as EAGLE)
 	DraftPath                                       string
 	Steps, TopK, DraftTokens                        int
 	MemFraction                                     float64 // 0 = auto (decided by the memory plan)
@@ -317,22 +410,63 @@ type Args struct {
 	LogQuiet                                        bool // --log-level warning/error: no info lines
 	APIKey                                          string
 	Raw                                             rawArgs // everything given, for /get_server_info
+	defaults                                        map[string]any
 }
 
 // Spec reports whether speculative decoding is on.
 func (a *Args) Spec() bool { return a.SpecAlgo != "" }
 
-// AssertionError mimics a bare Python assert failing in ServerArgs.__post_init__.
+// AssertionError mimics a bare Python assert failing in the server-args
+// post-processing.
 type AssertionError struct{ Where string }
 
 func (e *AssertionError) Error() string { return "AssertionError" }
 
-// ParseArgs parses argv like SGLang's launch_server and applies its
-// __post_init__ rules. warnings are the logger.warning lines SGLang prints.
-func ParseArgs(argv []string) (a *Args, warnings []string, err error) {
-	raw, err := parseRaw(argv)
+// PyError is an exception SGLang raises while checking the arguments at
+// start (ValueError, TypeError): a traceback, exit 1.
+type PyError struct {
+	Type, Msg, Func string
+}
+
+func (e *PyError) Error() string { return e.Type + ": " + e.Msg }
+
+// ParseOptions are what ParseArgsEra needs besides argv.
+type ParseOptions struct {
+	Era     *Era
+	Plugins []string // speculative algorithm names registered by plugins (SGLANGSIM_SPEC_PLUGINS)
+	// CompatAssert keeps the simulator's earlier bare AssertionError for a
+	// partial triple that real SGLang fails with a TypeError (steps without
+	// topk; steps and topk > 1 without draft tokens). It is on only when
+	// SGLANGSIM_VERSION is unset: specsweep's tests expect that line.
+	CompatAssert bool
+}
+
+// ParseArgs parses argv as the default era does.
+func ParseArgs(argv []string) (*Args, []string, error) {
+	era, err := LookupEra("")
 	if err != nil {
 		return nil, nil, err
+	}
+	return ParseArgsEra(ParseOptions{Era: era}, argv)
+}
+
+// ParseArgsEra parses argv like that era's launch_server and applies its
+// post-init rules. warnings are the logger.warning lines SGLang prints.
+func ParseArgsEra(o ParseOptions, argv []string) (a *Args, warnings []string, err error) {
+	p, err := NewParser(o.Era)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, notes, err := p.parseRaw(argv)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings = append(warnings, notes...)
+	a = &Args{Era: o.Era, Raw: raw, defaults: map[string]any{}}
+	for _, d := range p.defs {
+		if _, ok := a.defaults[d.dest]; !ok {
+			a.defaults[d.dest] = d.dflt
+		}
 	}
 	str := func(k, def string) string {
 		if v, ok := raw[k].(string); ok {
@@ -347,7 +481,6 @@ func ParseArgs(argv []string) (a *Args, warnings []string, err error) {
 		return def
 	}
 	flag := func(k string) bool { v, _ := raw[k].(bool); return v }
-	a = &Args{Raw: raw}
 	a.ModelPath = str("model_path", "")
 	a.TokenizerPath = str("tokenizer_path", a.ModelPath)
 	a.ServedModelName = str("served_model_name", a.ModelPath)
@@ -355,13 +488,13 @@ func ParseArgs(argv []string) (a *Args, warnings []string, err error) {
 	a.Port = num("port", 30000)
 	a.TP = num("tp_size", 1)
 	a.MaxRunning = num("max_running_requests", 0)
-	a.CudaGraphMaxBS = num("cuda_graph_max_bs", 0)
+	a.CudaGraphMaxBS = num("cuda_graph_max_bs", num("cuda_graph_max_bs_decode", 0))
 	a.ContextLen = num("context_length", 0)
 	a.DecodeLogInterval = num("decode_log_interval", 40)
 	a.RandomSeed = int64(num("random_seed", 0))
 	a.EnableMetrics = flag("enable_metrics")
 	a.SkipWarmup = flag("skip_server_warmup")
-	a.DisableCudaGraph = flag("disable_cuda_graph")
+	a.DisableCudaGraph = flag("disable_cuda_graph") || flag("disable_decode_cuda_graph") || str("cuda_graph_backend_decode", "") == "disabled"
 	a.APIKey = str("api_key", "")
 	if f, ok := raw["mem_fraction_static"].(float64); ok {
 		a.MemFraction = f
@@ -373,7 +506,7 @@ func ParseArgs(argv []string) (a *Args, warnings []string, err error) {
 		a.LogQuiet = true
 	}
 
-	// Values argparse accepts but SGLang later refuses: treat as start errors.
+	// Values argparse accepts but SGLang later refuses: start errors.
 	if a.TP < 1 {
 		return nil, nil, &AssertionError{Where: "tp_size"}
 	}
@@ -383,61 +516,242 @@ func ParseArgs(argv []string) (a *Args, warnings []string, err error) {
 	if a.DecodeLogInterval < 1 {
 		a.DecodeLogInterval = 1
 	}
-
-	a.RequestedAlgo = str("speculative_algorithm", "")
-	a.SpecAlgo = a.RequestedAlgo
-	a.DraftPath = str("speculative_draft_model_path", "")
-	if a.SpecAlgo == "" {
-		return a, warnings, nil
+	w, err := resolveSpec(o, a)
+	if err != nil {
+		return nil, nil, err
 	}
-	if a.SpecAlgo == "NEXTN" {
-		a.SpecAlgo = "EAGLE"
+	return a, append(warnings, w...), nil
+}
+
+const reset48 = "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests."
+
+// resolveSpec applies the era's speculative post-processing: aliases, the
+// auto choice, the per-algorithm rules (docs/sglangsim.md, "Speculative rules").
+func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
+	era, raw := o.Era, a.Raw
+	num := func(k string) (int, bool) { v, ok := raw[k].(int); return v, ok }
+	a.RequestedAlgo, _ = raw["speculative_algorithm"].(string)
+	a.DraftPath, _ = raw["speculative_draft_model_path"].(string)
+	algo := a.RequestedAlgo
+	if algo == "" {
+		return nil, nil
+	}
+	if era.AnyAlgo {
+		algo = strings.ToUpper(algo)
+	}
+	if algo == "NEXTN" && era.Rules != "v041" {
+		algo = "EAGLE"
 		if a.DraftPath == "" {
 			a.DraftPath = a.ModelPath
 		}
 	}
-	_, hs := raw["speculative_num_steps"]
-	_, hk := raw["speculative_eagle_topk"]
-	_, hn := raw["speculative_num_draft_tokens"]
-	if a.SpecAlgo == "DFLASH" || a.SpecAlgo == "DSPARK" {
+	if !era.builtin(algo) && algo != "EAGLE" {
+		plugin := false
+		for _, n := range o.Plugins {
+			plugin = plugin || strings.EqualFold(strings.TrimSpace(n), algo)
+		}
+		if !plugin {
+			return nil, &PyError{Type: "ValueError", Func: "from_string",
+				Msg: fmt.Sprintf("Unknown speculative algorithm name: %s", algo)}
+		}
+		a.Plugin = true
+	}
+	a.SpecAlgo = algo
+	steps, hs := num("speculative_num_steps")
+	topk, hk := num("speculative_eagle_topk")
+	draft, hn := num("speculative_num_draft_tokens")
+	reset := func() {
+		if a.MaxRunning == 0 {
+			a.MaxRunning = 48
+			if era.Reset48Warn {
+				warnings = append(warnings, reset48)
+			}
+		}
+	}
+
+	switch {
+	case era.Rules == "v041":
+		// Defaults come from argparse (5, 8, 64); no auto choice, no forcing.
+		a.Steps, a.TopK, a.DraftTokens = 5, 8, 64
+		if hs {
+			a.Steps = steps
+		}
+		if hk {
+			a.TopK = topk
+		}
+		if hn {
+			a.DraftTokens = draft
+		}
+		warnings = append(warnings, "The radix cache, chunked prefill, and overlap scheduler are disabled because of using eagle speculative decoding.")
+		return warnings, a.checkPositive()
+
+	case algo == "DFLASH" || algo == "DSPARK":
+		if a.DraftPath == "" && algo == "DFLASH" {
+			return nil, &PyError{Type: "ValueError", Func: "_handle_dflash", Msg: "DFLASH speculative decoding requires setting --speculative-draft-model-path."}
+		}
+		name := map[string]string{"DFLASH": "DFLASH", "DSPARK": "DSpark"}[algo]
+		if hs && steps != 1 {
+			warnings = append(warnings, fmt.Sprintf("%s only supports speculative_num_steps == 1; overriding speculative_num_steps=%d to 1.", name, steps))
+		}
+		if hk && topk != 1 {
+			warnings = append(warnings, fmt.Sprintf("%s only supports speculative_eagle_topk == 1; overriding speculative_eagle_topk=%d to 1.", name, topk))
+		}
 		a.Steps, a.TopK = 1, 1
-		a.DraftTokens = num("speculative_num_draft_tokens", 16)
-		if (hs && num("speculative_num_steps", 1) != 1) || (hk && num("speculative_eagle_topk", 1) != 1) {
-			warnings = append(warnings, fmt.Sprintf("%s only supports speculative_num_steps=1 and speculative_eagle_topk=1; overriding.", a.SpecAlgo))
-		}
-	} else {
-		if !(hs == hk && hk == hn) {
-			return nil, nil, &AssertionError{Where: "speculative"}
-		}
-		if !hs {
-			a.Steps, a.TopK, a.DraftTokens = 3, 1, 4
+		if algo == "DFLASH" {
+			if bs, ok := num("speculative_dflash_block_size"); ok {
+				if bs <= 0 {
+					return nil, &PyError{Type: "ValueError", Func: "_handle_dflash", Msg: fmt.Sprintf("DFLASH requires --speculative-dflash-block-size to be positive, got %d.", bs)}
+				}
+				if hn && draft != bs {
+					return nil, &PyError{Type: "ValueError", Func: "_handle_dflash", Msg: fmt.Sprintf("Both --speculative-num-draft-tokens and --speculative-dflash-block-size are set but they differ. For DFLASH they must match. speculative_num_draft_tokens=%d, speculative_dflash_block_size=%d.", draft, bs)}
+				}
+				draft, hn = bs, true
+			}
+			if !hn {
+				draft = 16
+				warnings = append(warnings, "speculative_num_draft_tokens is not set; defaulting to 16 for DFLASH.")
+			}
 		} else {
-			a.Steps, a.TopK, a.DraftTokens = num("speculative_num_steps", 0), num("speculative_eagle_topk", 0), num("speculative_num_draft_tokens", 0)
+			gamma, ok := num("speculative_dspark_block_size")
+			if ok && gamma <= 0 {
+				return nil, &PyError{Type: "ValueError", Func: "_handle_dspark", Msg: fmt.Sprintf("DSpark requires --speculative-dspark-block-size to be positive, got %d.", gamma)}
+			}
+			if !ok && !hn {
+				gamma, ok = 15, true
+				warnings = append(warnings, "DSpark gamma is not set; defaulting to 15.")
+			}
+			if ok {
+				if hn && draft != gamma+1 {
+					return nil, &PyError{Type: "ValueError", Func: "_handle_dspark", Msg: fmt.Sprintf("DSpark speculative_num_draft_tokens must equal gamma + 1 (= %d for gamma=%d), but got speculative_num_draft_tokens=%d.", gamma+1, gamma, draft)}
+				}
+				draft = gamma + 1
+			}
+			if draft < 2 {
+				return nil, &PyError{Type: "ValueError", Func: "_handle_dspark", Msg: fmt.Sprintf("DSpark speculative_num_draft_tokens must be >= 2 (= gamma + 1), got %d.", draft)}
+			}
 		}
-		if a.Steps < 1 || a.TopK < 1 || a.DraftTokens < 1 {
-			return nil, nil, &AssertionError{Where: "speculative"}
+		a.DraftTokens = draft
+		reset()
+		if era.Rules == "v0510" {
+			warnings = append(warnings, "Overlap scheduler is disabled when using DFLASH speculative decoding (spec v2 is not supported yet).")
 		}
-		if a.TopK == 1 && a.DraftTokens != a.Steps+1 {
-			warnings = append(warnings, "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
-			a.DraftTokens = a.Steps + 1
+		return warnings, nil
+
+	case algo == "NGRAM":
+		reset()
+		a.TopK = 10
+		if b, ok := num("speculative_ngram_max_bfs_breadth"); ok {
+			a.TopK = b
+		}
+		a.DraftTokens = draft
+		if !hn {
+			a.DraftTokens = 12
+			warnings = append(warnings, "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. You can override this by explicitly setting --speculative-num-draft-tokens.")
+		}
+		if a.TopK < 1 || a.DraftTokens < 1 {
+			return nil, &PyError{Type: "ZeroDivisionError", Func: "_handle_ngram", Msg: "integer division or modulo by zero"}
+		}
+		a.Steps = steps
+		if !hs {
+			a.Steps = a.DraftTokens / a.TopK
+		}
+		if era.Rules == "v0510" {
+			warnings = append(warnings, "The overlap scheduler and mixed chunked prefill are disabled because of using ngram speculative decoding.")
+		} else {
+			warnings = append(warnings, "The mixed chunked prefill are disabled because of using ngram speculative decoding.")
+		}
+		return warnings, nil
+	}
+
+	// The EAGLE family (EAGLE, EAGLE3, STANDALONE, plugin names).
+	reset()
+	if era.Rules == "v05" {
+		warnings = append(warnings, "Overlap scheduler is disabled because of using eagle speculative decoding.")
+	}
+	if !hs {
+		if hk || hn {
+			return nil, &AssertionError{Where: "speculative"}
+		}
+		auto := era.AutoDefault
+		if algo == "STANDALONE" {
+			auto = [3]int{3, 1, 4}
+		}
+		steps, topk, draft = auto[0], auto[1], auto[2]
+		hk, hn = true, true
+	}
+	if !hk && o.CompatAssert {
+		return nil, &AssertionError{Where: "speculative"}
+	}
+	if !hk {
+		return nil, &PyError{Type: "TypeError", Func: "_handle_speculative_decoding", Msg: "'>' not supported between instances of 'NoneType' and 'int'"}
+	}
+	if era.Rules == "v0510" {
+		if topk > 1 {
+			warnings = append(warnings, "Spec v1 is used for eagle/eagle3/standalone speculative decoding because spec v2 currently only supports topk = 1.")
+		} else {
+			warnings = append(warnings, "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.")
 		}
 	}
-	if a.MaxRunning == 0 {
-		a.MaxRunning = 48
-		warnings = append(warnings, "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests.")
+	a.Steps, a.TopK, a.DraftTokens = steps, topk, draft
+	if topk == 1 && (!hn || draft != steps+1) {
+		warnings = append(warnings, "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
+		a.DraftTokens = steps + 1
+		hn = true
 	}
-	return a, warnings, nil
+	if !hn && o.CompatAssert {
+		return nil, &AssertionError{Where: "speculative"}
+	}
+	if !hn {
+		return nil, &PyError{Type: "TypeError", Func: "_handle_speculative_decoding", Msg: "unsupported operand type(s) for -: 'NoneType' and 'int'"}
+	}
+	if topk > 1 {
+		if ps, ok := num("page_size"); ok && ps > 1 {
+			be, _ := raw["attention_backend"].(string)
+			allowed := map[string]bool{"flashinfer": true}
+			if era.Rules == "v0510" {
+				allowed["fa3"] = true
+			}
+			if era.Rules == "main" {
+				allowed["fa3"], allowed["triton"] = true, true
+			}
+			if !allowed[be] {
+				return nil, &PyError{Type: "ValueError", Func: "_handle_speculative_decoding",
+					Msg: "speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results for paged attention backends. This combination is only supported for the 'flashinfer' backend."}
+			}
+		}
+	}
+	return warnings, a.checkPositive()
 }
 
-// assertionTraceback is what Python prints for the bare assert in
-// ServerArgs._handle_speculative_decoding (or another __post_init__ check).
-func assertionTraceback(e *AssertionError) string {
-	line := map[string]string{
-		"speculative":         "    assert (\n",
-		"tp_size":             "    assert self.tp_size > 0\n",
-		"mem_fraction_static": "    assert 0 < self.mem_fraction_static < 1\n",
-	}[e.Where]
-	fn := map[string]string{"speculative": "_handle_speculative_decoding", "tp_size": "_handle_other_validations", "mem_fraction_static": "_handle_gpu_memory_settings"}[e.Where]
+func (a *Args) checkPositive() error {
+	if a.Steps < 1 || a.TopK < 1 || a.DraftTokens < 1 {
+		return &AssertionError{Where: "speculative"}
+	}
+	return nil
+}
+
+// startTraceback is what Python prints for an exception raised while the
+// server arguments are processed at start.
+func startTraceback(err error, era *Era) string {
+	fn, line, last := "_handle_speculative_decoding", "    assert (\n", "AssertionError\n"
+	switch e := err.(type) {
+	case *AssertionError:
+		fn = map[string]string{"speculative": "_handle_speculative_decoding", "tp_size": "_handle_other_validations", "mem_fraction_static": "_handle_gpu_memory_settings"}[e.Where]
+		line = map[string]string{
+			"speculative":         "    assert (\n",
+			"tp_size":             "    assert self.tp_size > 0\n",
+			"mem_fraction_static": "    assert 0 < self.mem_fraction_static < 1\n",
+		}[e.Where]
+	case *PyError:
+		fn, line, last = e.Func, "    raise "+e.Type+"(\n", e.Type+": "+e.Msg+"\n"
+		if e.Type == "TypeError" || e.Type == "ZeroDivisionError" {
+			line = "    if server_args.speculative_eagle_topk > 1:\n"
+		}
+	}
+	file := "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py"
+	if era.Rules == "main" && (fn == "_handle_speculative_decoding" || strings.HasPrefix(fn, "_handle_d") || fn == "_handle_ngram") {
+		file = "/usr/local/lib/python3.12/dist-packages/sglang/srt/arg_groups/speculative_hook.py"
+	}
 	return "Traceback (most recent call last):\n" +
 		"  File \"<frozen runpy>\", line 198, in _run_module_as_main\n" +
 		"  File \"<frozen runpy>\", line 88, in _run_code\n" +
@@ -450,24 +764,20 @@ func assertionTraceback(e *AssertionError) string {
 		"    return cls(**{attr: getattr(args, attr) for attr in attrs})\n" +
 		"  File \"<string>\", line 301, in __init__\n" +
 		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 652, in __post_init__\n" +
-		"    self." + fn + "()\n" +
-		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 1493, in " + fn + "\n" +
-		line +
-		"AssertionError\n"
+		"    self." + strings.TrimPrefix(fn, "self.") + "()\n" +
+		"  File \"" + file + "\", line 1493, in " + fn + "\n" +
+		line + last
 }
 
-// ServerInfo returns the effective arguments as SGLang's flat server_args dict.
+// ServerInfo returns the effective arguments as SGLang's flat server_args
+// dict: every dest of the era's table, its default unless given or decided.
 func (a *Args) ServerInfo(plan *MemPlan) map[string]any {
-	m := map[string]any{}
-	for i := range flagDefs {
-		d := &flagDefs[i]
-		if v, ok := a.Raw[d.dest]; ok {
-			m[d.dest] = v
-		} else if d.kind == kindBool {
-			m[d.dest] = false
-		} else {
-			m[d.dest] = nil
-		}
+	m := make(map[string]any, len(a.defaults)+8)
+	for k, v := range a.defaults {
+		m[k] = v
+	}
+	for k, v := range a.Raw {
+		m[k] = v
 	}
 	var algo any
 	if a.Spec() {
@@ -490,17 +800,20 @@ func (a *Args) ServerInfo(plan *MemPlan) map[string]any {
 		"speculative_num_steps": nilIfZero(a.Steps), "speculative_eagle_topk": nilIfZero(a.TopK),
 		"speculative_num_draft_tokens": nilIfZero(a.DraftTokens),
 		"mem_fraction_static":          plan.MemFraction, "max_running_requests": plan.MaxRunning,
-		"cuda_graph_max_bs": plan.CudaGraphMaxBS, "context_length": plan.ContextLen,
-		"max_total_tokens": plan.MaxTotalTokens, "decode_log_interval": a.DecodeLogInterval,
-		"random_seed": a.RandomSeed, "enable_metrics": a.EnableMetrics, "skip_server_warmup": a.SkipWarmup,
+		"context_length": plan.ContextLen, "max_total_tokens": plan.MaxTotalTokens,
+		"decode_log_interval": a.DecodeLogInterval, "random_seed": a.RandomSeed,
+		"enable_metrics": a.EnableMetrics, "skip_server_warmup": a.SkipWarmup,
 		"dp_size": intOr(a.Raw, "dp_size", 1), "pp_size": intOr(a.Raw, "pp_size", 1), "ep_size": intOr(a.Raw, "ep_size", 1),
-		"dtype": strOr(a.Raw, "dtype", "auto"), "kv_cache_dtype": strOr(a.Raw, "kv_cache_dtype", "auto"),
 		"chunked_prefill_size": intOr(a.Raw, "chunked_prefill_size", 8192), "max_prefill_tokens": intOr(a.Raw, "max_prefill_tokens", 16384),
-		"schedule_policy": strOr(a.Raw, "schedule_policy", "fcfs"), "stream_interval": intOr(a.Raw, "stream_interval", 1),
-		"log_level": strOr(a.Raw, "log_level", "info"), "attention_backend": strOr(a.Raw, "attention_backend", "fa3"),
-		"api_key": nil,
+		"stream_interval": intOr(a.Raw, "stream_interval", 1), "attention_backend": strOr(a.Raw, "attention_backend", "fa3"),
+		"api_key": nil, "disable_cuda_graph": a.DisableCudaGraph,
 	} {
 		m[k] = v
+	}
+	if _, ok := a.defaults["cuda_graph_max_bs_decode"]; ok {
+		m["cuda_graph_max_bs_decode"] = plan.CudaGraphMaxBS
+	} else {
+		m["cuda_graph_max_bs"] = plan.CudaGraphMaxBS
 	}
 	return m
 }
@@ -548,9 +861,21 @@ func pyRepr(v any) string {
 		}
 		return "False"
 	case string:
-		return "'" + x + "'"
+		if strings.Contains(x, "'") && !strings.Contains(x, `"`) {
+			return `"` + x + `"`
+		}
+		return "'" + strings.ReplaceAll(x, "'", `\'`) + "'"
 	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e16 {
+			return strconv.FormatFloat(x, 'f', 1, 64)
+		}
 		return strconv.FormatFloat(x, 'g', -1, 64)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = pyRepr(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
 	default:
 		return fmt.Sprint(x)
 	}

@@ -8,7 +8,7 @@ import (
 
 // FailMode is a parsed SGLANGSIM_FAIL value.
 type FailMode struct {
-	Kind    string  // "", "oom", "crash-during-load", "exit-during-start", "hang-after", "ignore-sigterm", "slow-drain"
+	Kind    string  // "", "oom", "oom-kv", "oom-weights", "crash-during-load", "exit-during-start", "hang-after", "ignore-sigterm", "slow-drain"
 	N       int     // requests, for crash-during-load and hang-after
 	Seconds float64 // for slow-drain
 }
@@ -22,7 +22,7 @@ func ParseFail(s string) (FailMode, error) {
 	kind, arg, hasArg := strings.Cut(s, ":")
 	f := FailMode{Kind: kind}
 	switch kind {
-	case "oom", "exit-during-start", "ignore-sigterm":
+	case "oom", "oom-kv", "oom-weights", "exit-during-start", "ignore-sigterm":
 		if hasArg {
 			return f, fmt.Errorf("SGLANGSIM_FAIL=%s takes no argument", kind)
 		}
@@ -39,7 +39,7 @@ func ParseFail(s string) (FailMode, error) {
 		}
 		f.Seconds = v
 	default:
-		return f, fmt.Errorf("unknown SGLANGSIM_FAIL %q (oom, crash-during-load:N, exit-during-start, hang-after:N, ignore-sigterm, slow-drain:S)", s)
+		return f, fmt.Errorf("unknown SGLANGSIM_FAIL %q (oom, oom-kv, oom-weights, crash-during-load:N, exit-during-start, hang-after:N, ignore-sigterm, slow-drain:S)", s)
 	}
 	return f, nil
 }
@@ -57,11 +57,14 @@ type Config struct {
 	// DraftCaptureShare is the extra load time of speculative methods
 	// (draft model load + draft CUDA graph capture) as a share of LoadSeconds.
 	DraftCaptureShare float64
+	// HealthGenerate is SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION (default
+	// true): false makes /health answer 200 without a generation.
+	HealthGenerate bool
 }
 
 // LoadConfig reads the knobs from the environment.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	c := Config{LoadSeconds: 20, WarmupSeconds: 2, TimeScale: 1, GPUMemGB: 96, DraftCaptureShare: 0.5}
+	c := Config{LoadSeconds: 20, WarmupSeconds: 2, TimeScale: 1, GPUMemGB: 96, DraftCaptureShare: 0.5, HealthGenerate: true}
 	num := func(name string, dst *float64, positive bool) error {
 		v := strings.TrimSpace(getenv(name))
 		if v == "" {
@@ -95,6 +98,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	c.Profile = strings.TrimSpace(getenv("SGLANGSIM_PROFILE"))
 	c.TruthPath = getenv("SGLANGSIM_TRUTH")
+	switch strings.ToLower(strings.TrimSpace(getenv("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"))) {
+	case "0", "false", "no", "off":
+		c.HealthGenerate = false
+	}
 	switch strings.ToLower(strings.TrimSpace(getenv("SGL_FORCE_SHUTDOWN"))) {
 	case "1", "true", "yes", "on":
 		c.ForceShutdown = true

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,12 @@ type Request struct {
 	Prompt  int    // prompt tokens
 	MaxNew  int
 	Arrival time.Time
+	// Temperature is the request's sampling temperature: above 0 the
+	// verifier samples (rejection sampling) and accepts fewer draft tokens.
+	Temperature float64
+	// Internal requests (health checks) stay out of the statistics.
+	Internal bool
+	accept   []float64 // per-position acceptance at this temperature; set by the scheduler
 
 	target int    // tokens to produce before finishing
 	stop   string // finish reason when target is reached: "length" or "stop"
@@ -103,7 +110,8 @@ func (r *Request) push(n int, at time.Time, finish string) {
 // Stats are the scheduler's counters and the gauges of its last log line.
 type Stats struct {
 	PromptTokens, GenTokens, VerifyCalls, Requests int64
-	// accept length since start or the last flush_cache
+	// accept length since start or the last flush_cache, added at each
+	// decode log line as SGLang does
 	CumAccepted, CumVerifyReqSteps int64
 	// gauges, refreshed at each prefill/decode log
 	Running, Queued, Tokens   int
@@ -133,6 +141,8 @@ type Engine struct {
 
 	mu sync.Mutex
 	st Stats
+
+	progress atomic.Int64 // unix ns of the last batch end: the scheduler is alive
 }
 
 // NewEngine returns an idle scheduler for model m.
@@ -175,24 +185,33 @@ func (e *Engine) Snapshot() Stats {
 	return s
 }
 
-// AvgAcceptLen is the accept length since start or the last flush.
-func (e *Engine) AvgAcceptLen() float64 {
+// AvgAcceptLen is the accept length since start or the last flush, as of
+// the last decode log line; false before any.
+func (e *Engine) AvgAcceptLen() (float64, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.st.CumVerifyReqSteps == 0 {
-		return 0
+		return 0, false
 	}
-	return float64(e.st.CumAccepted) / float64(e.st.CumVerifyReqSteps)
+	return float64(e.st.CumAccepted) / float64(e.st.CumVerifyReqSteps), true
 }
 
-// FlushCache resets the accept-length counters when idle, like /flush_cache.
-func (e *Engine) FlushCache() bool {
+// LastProgress is when the scheduler last finished a batch.
+func (e *Engine) LastProgress() time.Time { return time.Unix(0, e.progress.Load()) }
+
+// FlushCache is the scheduler side of /flush_cache: refused unless idle;
+// resetCounters also clears the decode log window, its batch count and the
+// lifetime accept length (releases with internal_states do).
+func (e *Engine) FlushCache(resetCounters bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.st.Running > 0 || e.st.Queued > 0 {
 		return false
 	}
-	e.st.CumAccepted, e.st.CumVerifyReqSteps = 0, 0
+	if resetCounters {
+		e.st.CumAccepted, e.st.CumVerifyReqSteps = 0, 0
+		e.winTokens, e.winAccept, e.winReqSt, e.decodeIters = 0, 0, 0, 0
+	}
 	return true
 }
 
@@ -281,6 +300,9 @@ func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time
 	for _, r := range admitted {
 		r.generated = 1
 		r.lastSched = end
+		if r.Internal {
+			continue
+		}
 		e.st.PromptTokens += int64(r.Prompt)
 		e.st.GenTokens++
 		e.st.TTFT.observe(end.Sub(r.Arrival).Seconds(), 1)
@@ -296,8 +318,13 @@ func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time
 	e.refreshGauges()
 	usage := e.tokenUsage()
 	e.mu.Unlock()
-	e.Log("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, #running-req: %d, #queue-req: %d, ",
-		len(admitted), newTokens, usage, len(e.running)-len(admitted), len(e.waiting))
+	if e.A().Era.Rules == "v041" {
+		e.Log("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, cache hit rate: 0.00%%, token usage: %.2f, #running-req: %d, #queue-req: %d",
+			len(admitted), newTokens, usage, len(e.running)-len(admitted), len(e.waiting))
+	} else {
+		e.Log("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, #running-req: %d, #queue-req: %d, ",
+			len(admitted), newTokens, usage, len(e.running)-len(admitted), len(e.waiting))
+	}
 	e.removeFinished()
 }
 
@@ -310,14 +337,17 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 	for _, r := range e.running {
 		l := 1
 		if spec {
-			l = m.SampleAccept(r.rng)
+			if r.accept == nil {
+				r.accept = m.AcceptAt(r.Temperature)
+			}
+			l = sampleChain(r.rng, r.accept)
 		}
 		n := min(l, r.target-r.generated)
 		accepted += int64(l)
 		produced += int64(n)
 		r.generated += n
 		r.verify++
-		if n > 0 {
+		if n > 0 && !r.Internal {
 			e.st.ITL.observe(end.Sub(r.lastSched).Seconds()/float64(n), n)
 			r.lastSched = end
 		}
@@ -331,8 +361,6 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 	e.st.GenTokens += produced
 	if spec {
 		e.st.VerifyCalls += int64(bs)
-		e.st.CumAccepted += accepted
-		e.st.CumVerifyReqSteps += int64(bs)
 	}
 	e.winTokens += produced
 	e.winAccept += accepted
@@ -348,14 +376,13 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 		e.st.GenThroughput = float64(e.winTokens) / el
 		e.refreshGauges()
 		e.st.Tokens = ctx + int(produced)
-		line = fmt.Sprintf("Decode batch. #running-req: %d, #token: %d, token usage: %.2f, ", bs, ctx+int(produced), e.tokenUsage())
 		if spec {
 			al := float64(e.winAccept) / float64(e.winReqSt)
-			e.st.AcceptLen, e.st.AcceptRate = al, al/float64(e.A().DraftTokens)
-			line += fmt.Sprintf("accept len: %.2f, accept rate: %.2f, ", al, e.st.AcceptRate)
+			e.st.AcceptLen, e.st.AcceptRate = al, acceptRate(e.A(), al)
+			e.st.CumAccepted += e.winAccept
+			e.st.CumVerifyReqSteps += e.winReqSt
 		}
-		line += fmt.Sprintf("cuda graph: %s, gen throughput (token/s): %.2f, #queue-req: %d, ",
-			pyBool(!e.A().DisableCudaGraph && bs <= e.M.Plan.CudaGraphMaxBS), e.st.GenThroughput, len(e.waiting))
+		line = e.decodeLine(bs, ctx+int(produced), spec)
 		e.winTokens, e.winAccept, e.winReqSt, e.winStart = 0, 0, 0, end
 	}
 	if e.winStart.IsZero() {
@@ -366,6 +393,45 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 		e.Log("%s", line)
 	}
 	e.removeFinished()
+}
+
+// acceptRate is the era's accept rate of an interval with accept length al:
+// accepted over verified tokens, or (2026) accepted drafts over proposed ones.
+func acceptRate(a *Args, al float64) float64 {
+	if a.Era.RateDraftMinus1 {
+		if a.DraftTokens <= 1 {
+			return 0
+		}
+		return (al - 1) / float64(a.DraftTokens-1)
+	}
+	return al / float64(a.DraftTokens)
+}
+
+// decodeLine formats the era's "Decode batch" log line; caller holds e.mu.
+func (e *Engine) decodeLine(bs, tokens int, spec bool) string {
+	era := e.A().Era
+	var b strings.Builder
+	b.WriteString("Decode batch")
+	if era.DecodeComma {
+		b.WriteString(",")
+	} else {
+		b.WriteString(".")
+	}
+	fmt.Fprintf(&b, " #running-req: %d, #token: %d, token usage: %.2f, ", bs, tokens, e.tokenUsage())
+	if spec && era.AcceptLen {
+		fmt.Fprintf(&b, "accept len: %.2f, ", e.st.AcceptLen)
+		if era.AcceptRate {
+			fmt.Fprintf(&b, "accept rate: %.2f, ", e.st.AcceptRate)
+		}
+	}
+	if era.CudaGraph {
+		fmt.Fprintf(&b, "cuda graph: %s, ", pyBool(!e.A().DisableCudaGraph && bs <= e.M.Plan.CudaGraphMaxBS))
+	}
+	fmt.Fprintf(&b, "gen throughput (token/s): %.2f, #queue-req: %d", e.st.GenThroughput, len(e.waiting))
+	if era.TrailingComma {
+		b.WriteString(", ")
+	}
+	return b.String()
 }
 
 func pyBool(b bool) string {
@@ -382,6 +448,9 @@ func (e *Engine) A() *Args { return e.M.A }
 // holding e.mu.
 func (e *Engine) finishReq(r *Request, end time.Time) {
 	e.used -= e.M.Footprint(r.Prompt, r.MaxNew)
+	if r.Internal {
+		return
+	}
 	e.st.Requests++
 	e.st.E2E.observe(end.Sub(r.Arrival).Seconds(), 1)
 }
@@ -449,5 +518,6 @@ func (e *Engine) Run(stop <-chan struct{}, check func()) {
 			}
 		}
 		commit(deadline)
+		e.progress.Store(deadline.UnixNano())
 	}
 }

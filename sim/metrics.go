@@ -41,8 +41,9 @@ func (h *histogram) clone() *histogram {
 
 func promFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// renderMetrics writes the Prometheus text exposition of s.
-func renderMetrics(s Stats, model string, spec bool) string {
+// renderMetrics writes the Prometheus text exposition of s with the metrics
+// the era has.
+func renderMetrics(s Stats, model string, spec bool, era *Era) string {
 	var b strings.Builder
 	lbl := fmt.Sprintf(`engine_type="unified",model_name=%q,pp_rank="0",tp_rank="0"`, model)
 	gauge := func(name, help string, v float64) {
@@ -71,12 +72,18 @@ func renderMetrics(s Stats, model string, spec bool) string {
 	if spec {
 		al, ar = s.AcceptLen, s.AcceptRate
 	}
-	gauge("spec_accept_length", "The average acceptance length of speculative decoding.", al)
-	gauge("spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", ar)
+	if era.SpecLengthGauge {
+		gauge("spec_accept_length", "The average acceptance length of speculative decoding.", al)
+	}
+	if era.SpecRateGauge {
+		gauge("spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", ar)
+	}
 	counter("prompt_tokens_total", "Number of prefill tokens processed.", s.PromptTokens)
 	counter("generation_tokens_total", "Number of generation tokens processed.", s.GenTokens)
 	counter("num_requests_total", "Number of requests processed.", s.Requests)
-	counter("spec_verify_calls_total", "Number of speculative verify calls (one per request per verify step).", s.VerifyCalls)
+	if era.VerifyCounter {
+		counter("spec_verify_calls_total", "Number of speculative decoding verification calls.", s.VerifyCalls)
+	}
 	hist("time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.TTFT)
 	hist("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.ITL)
 	hist("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", s.E2E)

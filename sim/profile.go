@@ -36,6 +36,9 @@ type Profile struct {
 	// of a table reuse its last value.
 	Accept   map[string][]float64
 	TopKBeta float64 // a tree with branching b turns p into 1-(1-p)*b^-TopKBeta
+	// TempAlpha is how fast acceptance falls with the sampling temperature
+	// (see Model.AcceptAt).
+	TempAlpha float64
 
 	// Memory model (per the whole model; divided by tp per GPU).
 	WeightsGB       float64
@@ -67,7 +70,7 @@ var Profiles = map[string]*Profile{
 			"NGRAM":      {0.55, 0.45, 0.40, 0.35, 0.30},
 			"DFLASH":     {0.93, 0.88, 0.83, 0.78, 0.72, 0.66, 0.60, 0.54, 0.48, 0.42},
 		},
-		TopKBeta:  0.7,
+		TopKBeta: 0.7, TempAlpha: 1.5,
 		WeightsGB: 244, DraftGB: map[string]float64{"EAGLE3": 2, "EAGLE": 3, "STANDALONE": 1.2, "DFLASH": 2},
 		KVBytesPerToken: 32768, StateMBPerReq: 200,
 		ActGB: 3, GraphBaseGB: 1, GraphPerTokGB: 0.004,
@@ -88,7 +91,7 @@ var Profiles = map[string]*Profile{
 			"NGRAM":      {0.50, 0.40, 0.35, 0.30},
 			"DFLASH":     {0.85, 0.80, 0.75, 0.70, 0.65, 0.60, 0.55, 0.50, 0.45, 0.40},
 		},
-		TopKBeta:  0.7,
+		TopKBeta: 0.7, TempAlpha: 1.5,
 		WeightsGB: 54, DraftGB: map[string]float64{"EAGLE3": 1, "EAGLE": 1.6, "STANDALONE": 1.2, "DFLASH": 1.5},
 		KVBytesPerToken: 65536, StateMBPerReq: 100,
 		ActGB: 2.5, GraphBaseGB: 0.8, GraphPerTokGB: 0.003,
@@ -232,7 +235,7 @@ func (m *Model) plan(gpuMemGB float64) MemPlan {
 	pl.CudaGraphMaxBS = a.CudaGraphMaxBS
 	if pl.CudaGraphMaxBS == 0 {
 		pl.CudaGraphMaxBS = 256
-		if m.kind != "" {
+		if m.kind != "" && a.MaxRunning > 0 {
 			pl.CudaGraphMaxBS = min(a.MaxRunning, 256)
 		}
 	}
@@ -261,6 +264,10 @@ func (m *Model) plan(gpuMemGB float64) MemPlan {
 		pl.MaxRunning = max(1, min(2048, pl.MaxTotalTokens/(pl.StateTokens+2048)))
 	}
 	free := gpuMemGB*(1-pl.MemFraction) - p.ActGB
+	if pl.MaxTotalTokens <= 0 {
+		pl.OOM = "kv" // "Not enough memory": the static fraction does not even hold the weights
+		return pl
+	}
 	if pl.MaxTotalTokens < pl.StateTokens+4096 || (a.MemFraction > 0 && free < pl.GraphGB) {
 		pl.OOM = "graph"
 		pl.OOMAllocGB = math.Max(0.5, math.Round(pl.GraphGB*0.37*100)/100)
@@ -309,17 +316,35 @@ func (m *Model) PrefillTime(newTokens int) time.Duration {
 	return time.Duration(ms * m.tpFactor * float64(time.Millisecond))
 }
 
-// SampleAccept draws the accepted length of one verify step (bonus token
-// included): 1 plus the run of accepted draft positions.
-func (m *Model) SampleAccept(r *rand.Rand) int {
+// SampleAccept draws the accepted length of one greedy verify step (bonus
+// token included): 1 plus the run of accepted draft positions.
+func (m *Model) SampleAccept(r *rand.Rand) int { return sampleChain(r, m.accept) }
+
+func sampleChain(r *rand.Rand, accept []float64) int {
 	n := 1
-	for _, p := range m.accept {
+	for _, p := range accept {
 		if r.Float64() >= p {
 			break
 		}
 		n++
 	}
 	return n
+}
+
+// AcceptAt is the per-position acceptance at sampling temperature t. Greedy
+// (t below 1e-5, SGLang's sampling epsilon) keeps the profile's table;
+// above it the verifier samples and accepts a draft token with the overlap
+// of the two distributions, modelled as p^(1 + TempAlpha*min(t, 2)).
+func (m *Model) AcceptAt(t float64) []float64 {
+	if t < 1e-5 || len(m.accept) == 0 {
+		return m.accept
+	}
+	k := 1 + m.P.TempAlpha*math.Min(t, 2)
+	out := make([]float64, len(m.accept))
+	for i, p := range m.accept {
+		out[i] = math.Pow(p, k)
+	}
+	return out
 }
 
 // ExpectedAccept is the mean of SampleAccept.

@@ -16,23 +16,52 @@ import (
 // exit code. Fatal paths (out of memory, scheduler crash, end of a drain)
 // do not return: like SGLang, the process SIGKILLs itself.
 func Main(argv []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	a, warnings, err := ParseArgs(argv)
+	ver := strings.TrimSpace(getenv("SGLANGSIM_VERSION"))
+	if ver == "list" {
+		fmt.Fprintln(stdout, strings.Join(EraNames(), "\n"))
+		return 0
+	}
+	era, err := LookupEra(ver)
+	if err != nil {
+		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
+		return 2
+	}
+	parser, err := NewParser(era)
+	if err != nil {
+		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
+		return 1
+	}
+	var plugins []string
+	for _, n := range strings.Split(getenv("SGLANGSIM_SPEC_PLUGINS"), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			plugins = append(plugins, n)
+		}
+	}
+	a, warnings, err := ParseArgsEra(ParseOptions{Era: era, Plugins: plugins, CompatAssert: ver == ""}, argv)
 	var ue *UsageError
 	var ae *AssertionError
+	var pe *PyError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprint(stderr, Usage())
-		fmt.Fprintf(stderr, "%s: error: %s\n", Prog, ue.Msg)
+		fmt.Fprint(stderr, parser.Usage())
+		fmt.Fprintf(stderr, "%s: error: %s\n", parser.Prog, ue.Msg)
 		return 2
 	case errors.Is(err, HelpRequested{}):
-		fmt.Fprint(stdout, Help())
+		fmt.Fprint(stdout, parser.Help())
 		return 0
-	case errors.As(err, &ae):
-		fmt.Fprint(stderr, assertionTraceback(ae))
+	case errors.As(err, &ae), errors.As(err, &pe):
+		fmt.Fprint(stderr, startTraceback(err, era))
 		return 1
 	case err != nil:
-		fmt.Fprintf(stderr, "%s: error: %v\n", Prog, err)
-		return 2
+		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
+		return 1
+	}
+	if getenv("SGLANGSIM_CHECK_ARGS") == "1" {
+		// Check only: the era's argparse and post-init rules, then exit.
+		for _, w := range warnings {
+			fmt.Fprintln(stderr, w)
+		}
+		return 0
 	}
 	cfg, err := LoadConfig(getenv)
 	if err != nil {
@@ -119,7 +148,7 @@ func (s *Server) run(warnings []string) int {
 		s.truth.Exit(time.Now(), "exit_during_start")
 		return 1
 	}
-	if pl.OOM == "weights" {
+	if pl.OOM == "weights" || s.C.Fail.Kind == "oom-weights" {
 		wait(0.3 * load)
 		log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("torch.OutOfMemoryError: "+cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.4)))
 		log.Warn("Received sigquit from a child process. It usually means the child failed.")
@@ -132,6 +161,13 @@ func (s *Server) run(warnings []string) int {
 		log.TP("Load weight begin. avail mem=%.2f GB", avail)
 		log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", draftArch(a.SpecAlgo), avail-pl.DraftGB, pl.DraftGB)
 		avail -= pl.DraftGB
+	}
+	if pl.OOM == "kv" || s.C.Fail.Kind == "oom-kv" {
+		// The KV pool sizing finds no room left after the weights (model_runner).
+		wait(0.62 * load)
+		log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."))
+		log.Warn("Received sigquit from a child process. It usually means the child failed.")
+		s.die("oom")
 	}
 	kvGB := max(0, pl.PoolGB)
 	log.TP("Using KV cache dtype: torch.bfloat16")

@@ -5,17 +5,16 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// Version is the SGLang version the simulator reports.
-const Version = "0.5.9"
 
 const (
 	phaseWarmup int32 = iota
@@ -93,20 +92,26 @@ func (s *Server) Handler() http.Handler {
 		methods string
 		h       func(http.ResponseWriter, *http.Request)
 	}
+	era := s.A.Era
 	routes := map[string]route{
 		"/health":              {"GET POST", s.health},
 		"/health_generate":     {"GET POST", s.health},
 		"/v1/models":           {"GET", s.models},
 		"/get_model_info":      {"GET", s.modelInfo},
-		"/model_info":          {"GET", s.modelInfo},
 		"/get_server_info":     {"GET", s.serverInfo},
-		"/server_info":         {"GET", s.serverInfo},
 		"/metrics":             {"GET", s.metrics},
 		"/flush_cache":         {"GET POST", s.flushCache},
 		"/abort_request":       {"POST", s.abortRequest},
 		"/generate":            {"GET POST PUT", s.generateNative},
 		"/v1/completions":      {"POST", s.completions},
 		"/v1/chat/completions": {"POST", s.chatCompletions},
+	}
+	if era.NewInfoPath {
+		routes["/server_info"] = route{"GET", s.serverInfo}
+		routes["/model_info"] = route{"GET", s.modelInfo}
+	}
+	if !era.FlushStatus {
+		routes["/flush_cache"] = route{"POST", s.flushCache}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w, s: s, r: r}
@@ -119,12 +124,18 @@ func (s *Server) Handler() http.Handler {
 			writeJSON(sw, http.StatusMethodNotAllowed, map[string]any{"detail": "Method Not Allowed"})
 			return
 		}
-		if s.A.APIKey != "" && r.URL.Path != "/health" && r.URL.Path != "/metrics" && r.Header.Get("Authorization") != "Bearer "+s.A.APIKey {
+		if s.A.APIKey != "" && !s.keyExempt(r.URL.Path) && r.Header.Get("Authorization") != "Bearer "+s.A.APIKey {
 			writeJSON(sw, http.StatusUnauthorized, map[string]any{"error": "Unauthorized"})
 			return
 		}
 		rt.h(sw, r)
 	})
+}
+
+// keyExempt reports whether a path is served without the API key: /health*
+// always, /metrics in releases that exempt it.
+func (s *Server) keyExempt(path string) bool {
+	return strings.HasPrefix(path, "/health") || (s.A.Era.MetricsNoKey && strings.HasPrefix(path, "/metrics"))
 }
 
 func containsWord(list, w string) bool {
@@ -172,15 +183,64 @@ func (s *Server) hang(r *http.Request) bool {
 	return true
 }
 
+// health is /health and /health_generate as the era answers them: 503
+// while starting (gated eras) or draining, 200 at once on the fast path,
+// else after a one-token generation shows the scheduler alive.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	if s.hang(r) {
-		return
-	}
-	if s.phase.Load() != phaseReady {
+	era := s.A.Era
+	phase := s.phase.Load()
+	if era.Gate && (phase == phaseDraining || phase == phaseWarmup) {
+		if phase == phaseDraining {
+			s.log.Main("Health check request received during shutdown. Returning 503.")
+		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	w.WriteHeader(http.StatusOK)
+	if r.URL.Path == "/health" && (!era.Generate || !s.C.HealthGenerate) {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if !era.Gate && phase == phaseDraining {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	tic := time.Now()
+	req := NewRequest(fmt.Sprintf("HEALTH_CHECK_%d", s.seq.Add(1)), 1, 1, true, 0, uint64(tic.UnixNano()))
+	req.Internal = true
+	req.Arrival = tic
+	s.E.Submit(req)
+	defer func() { req.Abort(); s.E.Wake() }()
+	if era.HealthTimeout == 0 {
+		// No timeout: the answer waits for the token (for ever when hung).
+		select {
+		case <-req.Notify():
+			w.WriteHeader(http.StatusOK)
+		case <-r.Context().Done():
+		}
+		return
+	}
+	// As SGLang: every second, any scheduler output since tic means healthy.
+	tick := time.NewTicker(max(s.scaled(1), time.Millisecond))
+	defer tick.Stop()
+	deadline := tic.Add(s.scaled(era.HealthTimeout))
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case now := <-tick.C:
+			if s.E.LastProgress().After(tic) {
+				w.WriteHeader(http.StatusOK)
+				return
+			}
+			if now.After(deadline) {
+				last := s.E.LastProgress()
+				s.log.Warn("Health check failed. Server couldn't get a response from detokenizer for last %d seconds. tic start time: %s. last_heartbeat time: %s",
+					int(era.HealthTimeout), tic.Format("15:04:05"), last.Format("15:04:05"))
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+		}
+	}
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
@@ -191,6 +251,13 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
+	if !s.A.Era.NewInfoPath {
+		writeJSON(w, 200, map[string]any{"model_path": s.A.ModelPath, "tokenizer_path": s.A.TokenizerPath, "is_generation": true})
+		return
+	}
+	if r.URL.Path == "/get_model_info" {
+		s.log.Warn("Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.")
+	}
 	writeJSON(w, 200, map[string]any{
 		"model_path": s.A.ModelPath, "tokenizer_path": s.A.TokenizerPath, "is_generation": true,
 		"preferred_sampling_params": nil, "weight_version": "default",
@@ -200,30 +267,40 @@ func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
-	if s.hang(r) {
-		return
+	era := s.A.Era
+	if era.NewInfoPath && r.URL.Path == "/get_server_info" {
+		s.log.Warn("Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.")
 	}
-	st := s.E.Snapshot()
 	pl := &s.M.Plan
-	state := map[string]any{
-		"last_gen_throughput": st.GenThroughput,
-		"memory_usage": map[string]any{
-			"weight": round2(pl.WeightsGB + pl.DraftGB), "kvcache": round2(pl.PoolGB),
-			"token_capacity": pl.MaxTotalTokens, "graph": round2(pl.GraphGB),
-		},
-		"effective_max_running_requests_per_dp": pl.MaxRunning,
-	}
-	if s.A.Spec() {
-		state["avg_spec_accept_length"] = s.E.AvgAcceptLen()
-	}
-	out := make(map[string]any, len(s.info)+4)
+	out := make(map[string]any, len(s.info)+8)
 	for k, v := range s.info {
 		out[k] = v
 	}
-	out["internal_states"] = []any{state}
-	out["version"] = Version
+	// scheduler_info, as the scheduler reports it at start
+	out["status"] = "ready"
 	out["max_total_num_tokens"] = pl.MaxTotalTokens
-	out["simulator"] = "sglangsim (profile " + s.M.P.Name + ")"
+	out["max_req_input_len"] = pl.ContextLen - 1
+	out["version"] = era.Name
+	out["simulator"] = "sglangsim (profile " + s.M.P.Name + ", SGLANGSIM_VERSION " + era.Name + ")"
+	if era.InternalStates {
+		// The internal state comes from the scheduler: a hung one never answers.
+		if s.hang(r) {
+			return
+		}
+		st := s.E.Snapshot()
+		state := map[string]any{
+			"last_gen_throughput": st.GenThroughput,
+			"memory_usage": map[string]any{
+				"weight": round2(pl.WeightsGB + pl.DraftGB), "kvcache": round2(pl.PoolGB),
+				"token_capacity": pl.MaxTotalTokens, "graph": round2(pl.GraphGB),
+			},
+			"effective_max_running_requests_per_dp": pl.MaxRunning,
+		}
+		if al, ok := s.E.AvgAcceptLen(); ok && s.A.Spec() {
+			state["avg_spec_accept_length"] = al
+		}
+		out["internal_states"] = []any{state}
+	}
 	writeJSON(w, 200, out)
 }
 
@@ -232,19 +309,25 @@ func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.WriteHeader(200)
-	_, _ = io.WriteString(w, renderMetrics(s.E.Snapshot(), s.A.ServedModelName, s.A.Spec()))
+	_, _ = io.WriteString(w, renderMetrics(s.E.Snapshot(), s.A.ServedModelName, s.A.Spec(), s.A.Era))
 }
 
 const flushText = "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"
 
+// flushCache is /flush_cache: when idle it empties the caches and resets the
+// accept-length counters (interval and lifetime, releases that keep them);
+// refused while requests run (400, or 200 in releases that always say 200).
 func (s *Server) flushCache(w http.ResponseWriter, r *http.Request) {
-	ok := s.inflight.Load() == 0 && s.E.FlushCache()
+	ok := s.inflight.Load() == 0 && s.E.FlushCache(s.A.Era.InternalStates)
 	code := 200
 	if ok {
 		s.log.TP("Cache flushed successfully!")
 	} else {
-		code = 400
-		s.log.TP("Cache not flushed because there are pending requests. #queue-req: %d, #running-req: %d", s.E.Snapshot().Queued, s.E.Snapshot().Running)
+		if s.A.Era.FlushStatus {
+			code = 400
+		}
+		st := s.E.Snapshot()
+		s.log.Warn("Cache not flushed because there are pending requests. #queue-req: %d, #running-req: %d", st.Queued, st.Running)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
@@ -349,6 +432,7 @@ type genParams struct {
 	includeUsage bool
 	seed         *int64
 	rid          string
+	temperature  *float64
 }
 
 func (s *Server) newRID() string {
@@ -381,12 +465,13 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, api string) {
 		Messages []struct {
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
-		MaxTokens           *int   `json:"max_tokens"`
-		MaxCompletionTokens *int   `json:"max_completion_tokens"`
-		Stream              bool   `json:"stream"`
-		IgnoreEOS           bool   `json:"ignore_eos"`
-		Seed                *int64 `json:"seed"`
-		RID                 string `json:"rid"`
+		MaxTokens           *int     `json:"max_tokens"`
+		MaxCompletionTokens *int     `json:"max_completion_tokens"`
+		Stream              bool     `json:"stream"`
+		IgnoreEOS           bool     `json:"ignore_eos"`
+		Seed                *int64   `json:"seed"`
+		RID                 string   `json:"rid"`
+		Temperature         *float64 `json:"temperature"`
 		StreamOptions       *struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
@@ -395,7 +480,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, api string) {
 		openAIError(w, 400, "Invalid request body: "+err.Error())
 		return
 	}
-	p := genParams{api: api, ignoreEOS: body.IgnoreEOS, stream: body.Stream, seed: body.Seed, rid: body.RID}
+	p := genParams{api: api, ignoreEOS: body.IgnoreEOS, stream: body.Stream, seed: body.Seed, rid: body.RID, temperature: body.Temperature}
 	p.includeUsage = body.StreamOptions != nil && body.StreamOptions.IncludeUsage
 	var err error
 	if api == "chat" {
@@ -438,9 +523,10 @@ func (s *Server) generateNative(w http.ResponseWriter, r *http.Request) {
 		Stream         bool    `json:"stream"`
 		RID            string  `json:"rid"`
 		SamplingParams struct {
-			MaxNewTokens *int   `json:"max_new_tokens"`
-			IgnoreEOS    bool   `json:"ignore_eos"`
-			Seed         *int64 `json:"sampling_seed"`
+			MaxNewTokens *int     `json:"max_new_tokens"`
+			IgnoreEOS    bool     `json:"ignore_eos"`
+			Seed         *int64   `json:"sampling_seed"`
+			Temperature  *float64 `json:"temperature"`
 		} `json:"sampling_params"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -452,7 +538,7 @@ func (s *Server) generateNative(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := genParams{api: "generate", stream: body.Stream, rid: body.RID, ignoreEOS: body.SamplingParams.IgnoreEOS,
-		seed: body.SamplingParams.Seed, maxNew: 128, maxNewSet: true}
+		seed: body.SamplingParams.Seed, maxNew: 128, maxNewSet: true, temperature: body.SamplingParams.Temperature}
 	if body.Text != nil {
 		p.prompt = CountTokens(*body.Text)
 	} else {
@@ -512,6 +598,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genParams, 
 	seed := s.requestSeed(p, n)
 	req := NewRequest(rid, p.prompt, max(p.maxNew, 1), p.ignoreEOS, s.M.P.NaturalLen, seed)
 	req.Arrival = arrival
+	req.Temperature = 1 // SGLang's SamplingParams default
+	if p.temperature != nil {
+		if *p.temperature < 0 || math.IsNaN(*p.temperature) {
+			s.errorOut(w, p, 400, fmt.Sprintf("temperature must be non-negative, got %v.", *p.temperature))
+			return
+		}
+		req.Temperature = *p.temperature
+	}
 	s.reqMu.Lock()
 	s.reqs[rid] = req
 	s.reqMu.Unlock()

@@ -2,10 +2,12 @@
 // speculative num_steps (1..10) at concurrency 1, 16 and 64 for a profile,
 // computed by the scheduler the server runs (in virtual time); then it checks
 // two points over real HTTP against the sglangsim binary, and measures the
-// simulator's own CPU while it serves 256 concurrent streams.
+// simulator's own CPU while it serves 256 concurrent streams. First it prints
+// the flag-table coverage of every SGLang era the simulator models.
 //
 //	go run ./bench/sim_speed                # everything
 //	go run ./bench/sim_speed -http=false -cpu=0
+//	go run ./bench/sim_speed -flags         # the flag-table coverage per era only
 //
 // Only 127.0.0.1 is contacted.
 package main
@@ -39,7 +41,14 @@ func main() {
 	doHTTP := flag.Bool("http", true, "verify two points over real HTTP")
 	cpuSec := flag.Float64("cpu", 10, "seconds of the 256-stream CPU measurement (0: skip)")
 	cpuInput := flag.Int("cpu-input", 256, "prompt tokens per stream in the CPU measurement")
+	flagsOnly := flag.Bool("flags", false, "print only the flag-table coverage per era")
 	flag.Parse()
+
+	flagCoverage(os.Stdout)
+	if *flagsOnly {
+		return
+	}
+	fmt.Println()
 
 	p := sim.Profiles[*profile]
 	if p == nil {
@@ -173,7 +182,7 @@ var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 51
 // (words) it receives to tokens as they arrive.
 func stream(ctx context.Context, base, prompt string, maxTokens int, tokens *atomic.Int64) {
 	body, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"role": "user", "content": prompt}},
-		"max_tokens": maxTokens, "ignore_eos": true, "stream": true, "stream_options": map[string]any{"include_usage": true}})
+		"max_tokens": maxTokens, "ignore_eos": true, "temperature": 0, "stream": true, "stream_options": map[string]any{"include_usage": true}})
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/chat/completions", bytes.NewReader(body))
 	resp, err := httpClient.Do(req)
 	if err != nil {

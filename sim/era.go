@@ -1,0 +1,124 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Era is how one SGLang release behaves where a client, supervisor or log
+// reader can see it. docs/sglangsim.md cites the source of every field.
+type Era struct {
+	Name  string // SGLANGSIM_VERSION value; also the reported "version"
+	Table string // file under flags/ holding the launch flag table
+
+	// Health: Gate makes /health and /health_generate answer 503 until the
+	// warmup is done (ServerStatus.Starting); without it /health answers 200
+	// as soon as the port is open. Generate makes /health run a one-token
+	// generation like /health_generate (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION
+	// defaults to true; false gives the 200 fast path). HealthTimeout bounds the
+	// generation (seconds; 0: wait for ever).
+	Gate, Generate bool
+	HealthTimeout  float64
+
+	// ServerInfo: NewInfoPath serves /server_info with /get_server_info as a
+	// deprecated alias that logs a warning per call; InternalStates adds the
+	// per-DP internal_states list; FlushStatus answers 400 when the flush was
+	// refused (older releases always answer 200).
+	NewInfoPath, InternalStates, FlushStatus bool
+
+	// MetricsNoKey exempts /metrics from --api-key (/health* always is).
+	MetricsNoKey bool
+	// Metrics present with --enable-metrics.
+	SpecLengthGauge, SpecRateGauge, VerifyCounter bool
+
+	// Decode batch line: DecodeComma ("Decode batch," vs "Decode batch."),
+	// AcceptLen (accept len under speculation), AcceptRate ("accept rate"),
+	// RateDraftMinus1 (rate = (len-1)/(draft-1), else len/draft), CudaGraph
+	// ("cuda graph: B, "), TrailingComma (the line ends with ", ").
+	DecodeComma, AcceptLen, AcceptRate, RateDraftMinus1, CudaGraph, TrailingComma bool
+
+	// Speculative rules.
+	Algorithms  []string // built-in names
+	AnyAlgo     bool     // argparse takes any name; unknown ones fail at start
+	Rules       string   // "v041", "v05", "v0510", "main"
+	AutoDefault [3]int   // (steps, topk, draft) chosen for the simulator's models
+	Reset48Warn bool     // the "Max running requests is reset to 48" warning
+}
+
+// knownEras returns the known releases, oldest first; the last is the default.
+func knownEras() []Era {
+	return []Era{
+		{
+			Name: "0.4.1", Table: "0_4_1.json",
+			Gate: false, Generate: false, HealthTimeout: 0,
+			NewInfoPath: false, InternalStates: false, FlushStatus: false,
+			MetricsNoKey: false,
+			DecodeComma:  false, AcceptLen: false, TrailingComma: false,
+			Algorithms: []string{"EAGLE"}, Rules: "v041",
+		},
+		{
+			Name: "0.5.2", Table: "0_5_2.json",
+			Gate: true, Generate: true, HealthTimeout: 20,
+			NewInfoPath: false, InternalStates: true, FlushStatus: true,
+			MetricsNoKey: true, SpecLengthGauge: true,
+			DecodeComma: false, AcceptLen: true, CudaGraph: true, TrailingComma: true,
+			Algorithms: []string{"EAGLE", "EAGLE3", "NEXTN"}, Rules: "v05", AutoDefault: [3]int{5, 4, 8},
+		},
+		{
+			Name: "0.5.10", Table: "0_5_10.json",
+			Gate: true, Generate: true, HealthTimeout: 20,
+			NewInfoPath: true, InternalStates: true, FlushStatus: true,
+			MetricsNoKey: true, SpecLengthGauge: true, SpecRateGauge: true,
+			DecodeComma: true, AcceptLen: true, AcceptRate: true, CudaGraph: true,
+			Algorithms: []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH"},
+			AnyAlgo:    true, Rules: "v0510", AutoDefault: [3]int{3, 1, 4}, Reset48Warn: true,
+		},
+		{
+			Name: "main", Table: "2026-main.json",
+			Gate: true, Generate: true, HealthTimeout: 20,
+			NewInfoPath: true, InternalStates: true, FlushStatus: true,
+			MetricsNoKey: true, SpecLengthGauge: true, SpecRateGauge: true, VerifyCounter: true,
+			DecodeComma: true, AcceptLen: true, AcceptRate: true, RateDraftMinus1: true, CudaGraph: true,
+			Algorithms: []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK"},
+			AnyAlgo:    true, Rules: "main", AutoDefault: [3]int{3, 1, 4}, Reset48Warn: true,
+		},
+	}
+}
+
+// EraNames lists the known releases, oldest first.
+func EraNames() []string {
+	eras := knownEras()
+	n := make([]string, len(eras))
+	for i := range eras {
+		n[i] = eras[i].Name
+	}
+	return n
+}
+
+// DefaultEra is the release simulated without SGLANGSIM_VERSION: the newest.
+func DefaultEra() string { e := knownEras(); return e[len(e)-1].Name }
+
+// LookupEra returns the named release ("" is the default).
+func LookupEra(name string) (*Era, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		name = DefaultEra()
+	}
+	eras := knownEras()
+	for i := range eras {
+		if eras[i].Name == name {
+			return &eras[i], nil
+		}
+	}
+	return nil, fmt.Errorf("unknown SGLANGSIM_VERSION %q (known, oldest first: %s; SGLANGSIM_VERSION=list prints them)", name, strings.Join(EraNames(), ", "))
+}
+
+// builtin reports whether algo is one of the era's built-in algorithms.
+func (e *Era) builtin(algo string) bool {
+	for _, a := range e.Algorithms {
+		if a == algo {
+			return true
+		}
+	}
+	return false
+}
