@@ -221,8 +221,17 @@ func TestEraHealth(t *testing.T) {
 				resp.Body.Close()
 			}
 		}()
-		time.Sleep(100 * time.Millisecond) // settle: the scheduler takes the request and hangs
 		quick := &http.Client{Timeout: 3 * time.Second}
+		// The hang shows once the generation probe stops answering 200 (a
+		// probe taken before the request arrived still answers).
+		for i := 0; ; i++ {
+			if code, err := getStatus(quick, p.base+"/health_generate", nil); err != nil || code != 200 {
+				break
+			}
+			if i == 50 {
+				t.Fatalf("%s: the scheduler never hung", c.era)
+			}
+		}
 		for path, want := range map[string]int{"/health": c.hungHealth, "/health_generate": c.hungGenerate} {
 			got, err := getStatus(quick, p.base+path, nil)
 			if want == 0 {
