@@ -343,7 +343,10 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 			l = sampleChain(r.rng, r.accept)
 		}
 		n := min(l, r.target-r.generated)
-		accepted += int64(l)
+		// SGLang counts the tokens it kept: a request finishing mid-step drops the accepted tokens
+		// after its last one before the step's accept length is taken (the EAGLE verify loop sets
+		// accept_index[i, j+1:] = -1 at req.finished(), then recounts accept_length).
+		accepted += int64(n)
 		produced += int64(n)
 		r.generated += n
 		r.verify++

@@ -48,6 +48,9 @@ type shard struct {
 	ttft, itl, tpot, e2e *dist
 	in, out              int64
 	usageMissing         int
+	// Speculative tokens per streamed step: the completion tokens after the first (from prefill)
+	// and the content chunks after the first, of requests with usage.
+	stepTokens, steps int64
 }
 
 func newShard() *shard {
@@ -159,7 +162,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			info2 = r.serverInfo(ctx)
 		}
-		res.AcceptLength, res.AcceptLengthSource = acceptLength(info, before, after, decode, info2)
+		res.AcceptLength, res.AcceptLengthSource = acceptLength(info, before, after, decode, info2,
+			int64(res.Completed), res.tokensPerChunk)
 	}
 	if r.saveErr != nil {
 		return res, fmt.Errorf("save requests: %w", r.saveErr)
@@ -184,10 +188,15 @@ func (r *runner) fill(res *Result) {
 		all.in += s.in
 		all.out += s.out
 		all.usageMissing += s.usageMissing
+		all.stepTokens += s.stepTokens
+		all.steps += s.steps
 		s.mu.Unlock()
 	}
 	res.TTFT, res.ITL, res.TPOT, res.E2E = all.ttft.summary(), all.itl.summary(), all.tpot.summary(), all.e2e.summary()
 	res.TotalInputTokens, res.TotalOutputTokens, res.UsageMissing = all.in, all.out, all.usageMissing
+	if all.steps > 0 {
+		res.tokensPerChunk = float64(all.stepTokens) / float64(all.steps)
+	}
 	if sec := res.Duration.Seconds(); sec > 0 {
 		res.RequestThroughput = float64(res.Completed) / sec
 		res.InputThroughput = float64(res.TotalInputTokens) / sec
@@ -325,6 +334,9 @@ func (r *runner) record(sh *shard, i int, o *outcome) {
 		sh.out += o.completion
 		if !o.usage {
 			sh.usageMissing++
+		} else if o.chunks > 1 && o.completion > 1 {
+			sh.stepTokens += o.completion - 1
+			sh.steps += int64(o.chunks - 1)
 		}
 		sh.mu.Unlock()
 	}

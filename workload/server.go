@@ -204,14 +204,18 @@ func parseCounters(b []byte) counters {
 // server exports both counters and verified anything, else the Decode-batch lines of the window
 // (decode), else the server info's lifetime average; nil for a server without speculative decoding
 // (or when nothing tells).
-func acceptLength(info serverInfo, before, after counters, decode *float64, after2 serverInfo) (*float64, string) {
+//
+// The counters: generation_tokens_total grows by a request's completion tokens when it finishes,
+// the first of which came from prefill, not from a verify step; finished is the number of requests
+// that finished in the window, one such token each.
+func acceptLength(info serverInfo, before, after counters, decode *float64, after2 serverInfo, finished int64, perChunk float64) (*float64, string) {
 	if info.specKnown && !info.spec {
 		return nil, ""
 	}
 	if before.ok && after.ok && before.hasVerify && after.hasVerify && before.hasGen && after.hasGen {
 		dv, dg := after.verify-before.verify, after.gen-before.gen
-		if dv > 0 && dg > 0 {
-			a := dg / dv
+		if dv > 0 && dg > float64(finished) {
+			a := (dg - float64(finished)) / dv
 			return &a, AcceptMetrics
 		}
 		if dv == 0 && !info.specKnown {
@@ -220,6 +224,9 @@ func acceptLength(info serverInfo, before, after counters, decode *float64, afte
 	}
 	if decode != nil {
 		return decode, AcceptDecodeLog
+	}
+	if perChunk > 0 && info.spec {
+		return &perChunk, AcceptStream
 	}
 	if after2.hasAccept {
 		a := after2.accept
@@ -238,8 +245,8 @@ var reDecodeBatch = regexp.MustCompile(`Decode batch(?: \[\d+\])?[.,] #running-r
 // DecodeAcceptLength is the accept length of a window of a server's log: the mean of the "accept
 // len" of its Decode-batch lines, each weighted by its running requests (the batch size: SGLang's
 // forward count grows by it at every batch), or nil when the window has none. The first line
-// covers batches from before the window (the interval it reports began earlier), so it is left
-// out when there are three lines or more.
+// covers batches from before the window (the interval it reports began at the previous line, before
+// the window: the previous level's tail, or its warmup), so it is left out when there are more.
 func DecodeAcceptLength(lines []string) *float64 {
 	type entry struct{ w, a float64 }
 	var es []entry
@@ -255,7 +262,7 @@ func DecodeAcceptLength(lines []string) *float64 {
 		}
 		es = append(es, entry{float64(n), a})
 	}
-	if len(es) >= 3 {
+	if len(es) >= 2 {
 		es = es[1:]
 	}
 	var sw, sa float64

@@ -307,23 +307,34 @@ sglang:spec_accept_length{model_name="m"} 3.2
 	spec := serverInfo{ok: true, spec: true, specKnown: true}
 	before, after := counters{ok: true, gen: 100, verify: 50, hasGen: true, hasVerify: true},
 		counters{ok: true, gen: 500, verify: 150, hasGen: true, hasVerify: true}
-	if a, src := acceptLength(spec, before, after, nil, serverInfo{}); a == nil || *a != 4 || src != "metrics" {
+	if a, src := acceptLength(spec, before, after, nil, serverInfo{}, 0, 0); a == nil || *a != 4 || src != "metrics" {
 		t.Errorf("counters: %v %s", a, src)
 	}
-	if a, _ := acceptLength(serverInfo{ok: true, specKnown: true}, before, after, nil, serverInfo{}); a != nil {
+	if a, _ := acceptLength(serverInfo{ok: true, specKnown: true}, before, after, nil, serverInfo{}, 0, 0); a != nil {
 		t.Error("baseline got an accept length")
 	}
 	fallback := serverInfo{ok: true, hasAccept: true, accept: 2.5}
-	if a, src := acceptLength(spec, counters{}, counters{}, nil, fallback); a == nil || *a != 2.5 || src != "server_info" {
+	if a, src := acceptLength(spec, counters{}, counters{}, nil, fallback, 0, 0); a == nil || *a != 2.5 || src != "server_info" {
 		t.Errorf("fallback: %v %s", a, src)
 	}
-	if a, _ := acceptLength(serverInfo{}, before, before, nil, serverInfo{}); a != nil {
+	if a, _ := acceptLength(serverInfo{}, before, before, nil, serverInfo{}, 0, 0); a != nil {
 		t.Error("no verify calls and no server info: want nil")
 	}
 	// Without the verify counter, the window's Decode-batch lines come before the lifetime average.
 	d := 3.25
-	if a, src := acceptLength(spec, counters{ok: true, hasGen: true}, counters{ok: true, hasGen: true}, &d, fallback); a == nil || *a != 3.25 || src != AcceptDecodeLog {
+	if a, src := acceptLength(spec, counters{ok: true, hasGen: true}, counters{ok: true, hasGen: true}, &d, fallback, 4, 2.5); a == nil || *a != 3.25 || src != AcceptDecodeLog {
 		t.Errorf("decode log: %v %s", a, src)
+	}
+	// The counters count each request's first token, which came from prefill, not a verify step.
+	if a, src := acceptLength(spec, before, after, nil, serverInfo{}, 20, 0); a == nil || *a != 3.8 || src != AcceptMetrics {
+		t.Errorf("counters less the prefill tokens: %v %s", a, src)
+	}
+	// No counter, no Decode-batch accept length (older releases): tokens per streamed step.
+	if a, src := acceptLength(spec, counters{}, counters{}, nil, fallback, 4, 2.75); a == nil || *a != 2.75 || src != AcceptStream {
+		t.Errorf("stream: %v %s", a, src)
+	}
+	if a, _ := acceptLength(serverInfo{ok: true, specKnown: true}, counters{}, counters{}, nil, serverInfo{}, 4, 1); a != nil {
+		t.Error("a baseline got an accept length from the stream")
 	}
 }
 
@@ -341,8 +352,11 @@ func TestDecodeAcceptLength(t *testing.T) {
 	if want := (2*3.0 + 6*4 + 1*2) / 9; got == nil || math.Abs(*got-want) > 1e-9 {
 		t.Fatalf("got %v, want %v", got, want)
 	}
-	if got := DecodeAcceptLength(lines[:2]); got == nil || math.Abs(*got-(4*1+2*3.0)/6) > 1e-9 {
-		t.Fatalf("two lines: %v", got)
+	if got := DecodeAcceptLength(lines[:2]); got == nil || *got != 3 {
+		t.Fatalf("two lines: %v, want the second's", got)
+	}
+	if got := DecodeAcceptLength(lines[:1]); got == nil || *got != 1 {
+		t.Fatalf("one line: %v", got)
 	}
 	if DecodeAcceptLength(lines[2:3]) != nil || DecodeAcceptLength(nil) != nil {
 		t.Fatal("no Decode-batch line: want nil")

@@ -31,6 +31,7 @@ import (
 const (
 	AcceptMetrics    = "metrics"
 	AcceptDecodeLog  = "decode_log"
+	AcceptStream     = "stream"
 	AcceptServerInfo = "server_info"
 )
 
@@ -157,12 +158,16 @@ type Result struct {
 
 	// AcceptLength is the level's mean accepted length (bonus token included), from the first
 	// source that is per level: the delta of generation_tokens_total over the delta of
-	// spec_verify_calls_total around the measured window ("metrics"); else the "Decode batch"
-	// lines of the server's log during the window ("decode_log", with Config.ServerLog); else the
-	// server info's avg_spec_accept_length, a lifetime average ("server_info": not per level, kept
-	// only as a last resort and labelled so). Nil for a server without speculation.
+	// spec_verify_calls_total around the measured window, less one prefill token per request
+	// ("metrics"); else the "Decode batch" lines of the server's log during the window
+	// ("decode_log", with Config.ServerLog); else the tokens per streamed chunk after the first
+	// ("stream": SGLang streams one chunk per verify step at stream_interval 1, so a chunk carries
+	// the step's accepted tokens; releases whose log has no accept length); else the server info's
+	// avg_spec_accept_length, a lifetime average ("server_info": not per level). Nil for a server
+	// without speculation.
 	AcceptLength       *float64
-	AcceptLengthSource string // AcceptMetrics, AcceptDecodeLog, AcceptServerInfo or ""
+	AcceptLengthSource string // AcceptMetrics, AcceptDecodeLog, AcceptStream, AcceptServerInfo or ""
+	tokensPerChunk     float64 // completion tokens per content chunk after the first (0: unknown)
 }
 
 // ErrorSample is one distinct failure cause.

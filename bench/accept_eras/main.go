@@ -108,7 +108,7 @@ func measureEra(era string, levels []level, requests int) ([]row, error) {
 	launch := hostctl.Launch{
 		Argv: []string{*simBin, "--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--host", "127.0.0.1",
 			"--port", strconv.Itoa(port), "--enable-metrics",
-			"--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
+			"--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/models/eagle",
 			"--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"},
 		Env: map[string]string{"SGLANGSIM_VERSION": era, "SGLANGSIM_TRUTH": truth, "SGLANGSIM_TIME_SCALE": "0.05",
 			"SGLANGSIM_LOAD_SECONDS": "0", "SGLANGSIM_WARMUP_SECONDS": "0"},
