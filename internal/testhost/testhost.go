@@ -182,6 +182,20 @@ func SimBinary(t testing.TB) string {
 	return simPath
 }
 
+// SimEras lists the SGLang release profiles the simulator knows (SGLANGSIM_VERSION=list), oldest
+// first: tests run against the oldest and the newest.
+func SimEras(t testing.TB) []string {
+	t.Helper()
+	cmd := exec.Command(SimBinary(t))
+	cmd.Env = append(os.Environ(), "SGLANGSIM_VERSION=list")
+	out, err := cmd.Output()
+	eras := strings.Fields(string(out))
+	if err != nil || len(eras) == 0 {
+		t.Fatalf("testhost: SGLANGSIM_VERSION=list: %v (%q)", err, out)
+	}
+	return eras
+}
+
 func moduleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// TestSweepOnEveryAcceptLengthSource runs a sweep on a real test host against three SGLang release
+// profiles of the simulator: the oldest, the last without the verify counter, and the newest. On
+// each: every level ok, the effective speculative parameters and the engine version read back (from
+// /get_server_info or /server_info), and a per-level accept length within 0.05 of the simulator's
+// truth, from the source that exists there: the verify counter on the newest; the journal's
+// Decode-batch lines on the release without the counter (its lifetime average would blend the
+// levels); the tokens per streamed step on the oldest, whose log lines have no accept length.
+// EAGLE is the algorithm every release knows.
+func TestSweepOnEveryAcceptLengthSource(t *testing.T) {
+	eras := testhost.SimEras(t)
+	for _, c := range []struct{ era, source string }{{eras[0], "stream"}, {eras[len(eras)-2], "decode_log"}, {eras[len(eras)-1], "metrics"}} {
+		t.Run(c.era, func(t *testing.T) {
+			hosts := testhost.Boot(t, 1, testhost.Options{})
+			h := hosts[0]
+			const truth = "/var/tmp/sglangsim-truth.jsonl"
+			f := writeSpec(t, fmt.Sprintf(`version: 1
+name: e2e-era
+%s
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 0.0.0.0, --port, "30000", --enable-metrics]
+  env: {%s, SGLANGSIM_VERSION: %q, SGLANGSIM_TRUTH: %s}
+  port: 30000
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE, --speculative-draft-model-path, /models/eagle]
+matrix: {method: [baseline, eagle3], num_steps: [2, 4], topk: [1], tp: [4]}
+workload: {concurrency: [1, 4], requests: 16, warmup_requests: 1, input_tokens: 32, output_tokens: 96}
+`, hostsYAML(hosts, []int{4}), testhost.SimPath, fastEnv, c.era, truth))
+			r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
+			if r.code != 0 {
+				t.Fatalf("run failed:\n%s", r)
+			}
+			db := openDB(t, f.db)
+			if n := scalar[int](t, db, "SELECT count(*) FROM run_summary WHERE status = 'ok'"); n != 3*2 {
+				t.Fatalf("%d ok runs, want 6\n%s", n, r)
+			}
+			if n := scalar[int](t, db, `SELECT count(*) FROM point_summary WHERE method = 'eagle3'
+				AND effective_num_steps = num_steps AND effective_num_draft_tokens = num_steps + 1`); n != 2 {
+				t.Errorf("%d of 2 eagle3 points have their effective parameters read back", n)
+			}
+			if v := scalar[string](t, db, `SELECT json_extract(provenance, '$.engine_version') FROM point_summary
+				WHERE method = 'eagle3' LIMIT 1`); v != c.era {
+				t.Errorf("engine version %q, want the release profile %q", v, c.era)
+			}
+			raw, err := h.ReadFile(truth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := db.Query(`SELECT num_steps, concurrency, accept_length, accept_length_source, started_at, finished_at
+				FROM run_summary WHERE method = 'eagle3' ORDER BY started_at`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			n := 0
+			for rows.Next() {
+				var steps, conc int
+				var al float64
+				var src string
+				var from, to int64
+				if err := rows.Scan(&steps, &conc, &al, &src, &from, &to); err != nil {
+					t.Fatal(err)
+				}
+				n++
+				want := truthAccept(t, raw, float64(from), float64(to))
+				if src != c.source || math.Abs(al-want) > 0.05 {
+					t.Errorf("steps %d c=%d: accept length %.3f from %q, truth %.3f (want within 0.05, from %q)",
+						steps, conc, al, src, want, c.source)
+				}
+			}
+			if n != 4 {
+				t.Errorf("%d eagle3 runs, want 4", n)
+			}
+		})
+	}
+}
+
+// truthAccept is the simulator's accept length over the requests that arrived in [from, to] (unix
+// ms): sum(completion_tokens - 1) / sum(verify_steps), the first token coming from prefill.
+func truthAccept(t *testing.T, raw []byte, from, to float64) float64 {
+	t.Helper()
+	var tokens, verify int
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var r struct {
+			Event   string  `json:"event"`
+			Arrival float64 `json:"arrival_unix_ms"`
+			Tokens  int     `json:"completion_tokens"`
+			Verify  int     `json:"verify_steps"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Event != "request" || r.Arrival < from || r.Arrival > to || r.Verify == 0 {
+			continue
+		}
+		tokens, verify = tokens+r.Tokens-1, verify+r.Verify
+	}
+	if verify == 0 {
+		t.Fatalf("no request of the window [%.0f, %.0f] in the truth file:\n%s", from, to, strings.TrimSpace(string(raw[:min(len(raw), 500)])))
+	}
+	return float64(tokens) / float64(verify)
+}
