@@ -392,7 +392,13 @@ func TestHTMLReport(t *testing.T) {
 	}
 	checkTables(t, strings.ReplaceAll(text, " | ", ""), levels, "–")
 	// Failures with their evidence lines, provenance.
-	for _, want := range []string{"<h2>Failures</h2>", "oom", "CUDA out of memory", "<br>", "spec hash", "engine version", "0.5.9", "Pareto front"} {
+	// The engine version the server reported (sglangsim reports its release profile).
+	var engine string
+	if err := raw.QueryRow(`SELECT json_extract(provenance, '$.engine_version') FROM point_summary
+		WHERE sweep = 'rep-a' AND json_extract(provenance, '$.engine_version') <> '' LIMIT 1`).Scan(&engine); err != nil || engine == "" {
+		t.Fatalf("no engine version recorded: %v", err)
+	}
+	for _, want := range []string{"<h2>Failures</h2>", "oom", "CUDA out of memory", "<br>", "spec hash", "engine version", engine, "Pareto front"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
