@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -359,5 +360,45 @@ func TestCancel(t *testing.T) {
 	}
 	if res == nil || res.Sent == 0 || res.Completed != 0 {
 		t.Errorf("partial result %+v", res)
+	}
+}
+
+// TestTemperatureAndAcceptSources: the level's temperature reaches the server (sampling accepts
+// fewer draft tokens than greedy), and each release's accept-length source gives the level's own
+// figure, checked against the simulator's truth: the counters (2026 main), the tokens per streamed
+// step (0.4, whose log has no accept length and no verify counter); a level at temperature 1
+// follows one at temperature 0 on the same server, with no warmup between them.
+func TestTemperatureAndAcceptSources(t *testing.T) {
+	for _, c := range []struct{ era, source string }{{"main", workload.AcceptMetrics}, {"0.4.1", workload.AcceptStream}} {
+		t.Run(c.era, func(t *testing.T) {
+			sim := startSim(t, simOpts{env: map[string]string{"SGLANGSIM_VERSION": c.era}, args: []string{
+				"--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/models/eagle",
+				"--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"}})
+			var got [2]float64
+			for i, temp := range []float64{0, 1} {
+				res, err := workload.Run(t.Context(), workload.Config{URL: sim.URL, Concurrency: 2, Requests: 12,
+					InputTokens: 32, OutputTokens: 96, Temperature: temp, Seed: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkClean(t, res, 12)
+				if res.AcceptLength == nil || res.AcceptLengthSource != c.source {
+					t.Fatalf("T=%g: accept length %v from %q, want from %q", temp, res.AcceptLength, res.AcceptLengthSource, c.source)
+				}
+				got[i] = *res.AcceptLength
+				var tokens, verify int
+				for _, r := range waitTruth(t, sim, 12*(i+1)) {
+					if r.Arrival >= float64(res.Start.UnixMicro())/1000-1 && r.Verify > 0 {
+						tokens, verify = tokens+r.Tokens-1, verify+r.Verify
+					}
+				}
+				if truth := float64(tokens) / float64(verify); math.Abs(got[i]-truth) > 0.05 {
+					t.Errorf("T=%g: accept length %.3f, truth %.3f", temp, got[i], truth)
+				}
+			}
+			if got[1] >= got[0] {
+				t.Errorf("accept length at temperature 1 (%.3f) not below greedy (%.3f)", got[1], got[0])
+			}
+		})
 	}
 }
