@@ -9,3 +9,6 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/sglangsim" ./cmd/sglangsim
 go build -o "$tmp/accept_eras" ./bench/accept_eras
 "$tmp/accept_eras" -sim "$tmp/sglangsim" "$@"
+echo
+echo "## Flag-table coverage per release profile"
+go run ./bench/sim_speed -flags
