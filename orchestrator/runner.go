@@ -561,6 +561,9 @@ func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hos
 	switch {
 	case err != nil:
 		detail = fmt.Sprintf("server hung: %s and /health_generate did not answer within %s (%v)", why, r.cfg.LivenessTimeout, err)
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		// SGLang answers 503 when its health generation got no answer from the scheduler in time.
+		detail = fmt.Sprintf("server hung: %s and /health_generate answered HTTP 503 (its generation got no answer)", why)
 	case resp.StatusCode != http.StatusOK:
 		detail = fmt.Sprintf("server unhealthy: %s and /health_generate answered HTTP %d", why, resp.StatusCode)
 	}

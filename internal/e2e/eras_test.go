@@ -116,3 +116,44 @@ func truthAccept(t *testing.T, raw []byte, from, to float64) float64 {
 	}
 	return float64(tokens) / float64(verify)
 }
+
+// TestHungServerIsNamedQuickly is the issue's reproduction as a user would try it: the local
+// driver, a server whose scheduler hangs after 3 requests (SGLANGSIM_FAIL=hang-after:3; on 2026 main
+// /health still answers while /health_generate does not), 12 requests at c=1. Before, the sweep took
+// minutes and recorded the point done with an ok run of 2 completed and 4 failed requests; now the
+// point fails as crash_during_load saying the server hung, and no run of it is ok.
+func TestHungServerIsNamedQuickly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end sweep")
+	}
+	sim := testhost.SimBinary(t)
+	f := writeSpec(t, fmt.Sprintf(`version: 1
+name: e2e-hang
+hosts: [{name: here, driver: local, gpus: 4}]
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 127.0.0.1, --port, "31779", --enable-metrics]
+  env: {%s}
+  port: 31779
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  hangs: {args: [--speculative-algorithm, EAGLE3, --speculative-draft-model-path, /models/eagle3], env: {SGLANGSIM_FAIL: "hang-after:3"}}
+matrix: {method: [baseline, hangs], num_steps: [2], topk: [1], tp: [4]}
+workload: {concurrency: [1], requests: 12, warmup_requests: 0, input_tokens: 32, output_tokens: 64}
+`, sim, fastEnv))
+	r := specsweep(t, 3*time.Minute, "run", "--db", f.db, f.spec)
+	db := openDB(t, f.db)
+	class := scalar[string](t, db, "SELECT coalesce(failure_class, '') FROM point_summary WHERE method = 'hangs'")
+	detail := scalar[string](t, db, "SELECT coalesce(failure_detail, '') FROM point_summary WHERE method = 'hangs'")
+	if class != "crash_during_load" || !strings.Contains(detail, "hung") || !strings.Contains(detail, "/health_generate") {
+		t.Fatalf("the hung point: %q %q\n%s", class, detail, r)
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM run_summary WHERE method = 'hangs' AND status = 'ok'"); n != 0 {
+		t.Errorf("%d ok runs of the hung point", n)
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM run_summary WHERE method = 'baseline' AND status = 'ok'"); n != 1 {
+		t.Errorf("the baseline: %d ok runs, want 1", n)
+	}
+}
