@@ -46,8 +46,9 @@ type DaemonConfig struct {
 	Observe func(sweepID int64, u Update)
 	// LockSweep, when set, takes the per-name lock that `specsweep run` takes too, so a foreground
 	// run cannot resume a sweep the daemon runs (nor the reverse). A sweep whose lock is held is put
-	// back in the queue and tried again later.
-	LockSweep func(name string) (unlock func(), err error)
+	// back in the queue and tried again later. A schedule's instances (ScheduleID set) are never
+	// resumed by `specsweep run`.
+	LockSweep func(sw store.Sweep) (unlock func(), err error)
 }
 
 // MachineKey identifies the machine (and unit) a spec host drives: the SSH user, address and unit,
@@ -106,10 +107,16 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	if cfg.Runner.Log == nil {
 		cfg.Runner.Log = cfg.Log
 	}
+	if cfg.Runner.Clock == nil {
+		cfg.Runner.Clock = realClock{}
+	}
 	return &Daemon{cfg: cfg, leases: newLeases(), reload: make(chan struct{}, 1),
 		active: map[int64]*activeSweep{}, users: map[string]int{}, schedules: map[int64]cron.EntryID{},
 		activity: map[int64]map[string]Update{}, changed: make(chan struct{}), lockedUntil: map[int64]time.Time{}}, nil
 }
+
+// now is the daemon's clock: the Runner template's, as the runners use it.
+func (d *Daemon) now() time.Time { return d.cfg.Runner.Clock.Now() }
 
 // Reload makes the daemon read its schedules again now (SIGHUP).
 func (d *Daemon) Reload() {
@@ -128,7 +135,8 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	}
 	d.cron = cron.New(cron.WithLocation(time.UTC))
 	d.cron.Start()
-	defer d.cron.Stop()
+	// A firing still creating its sweep finishes before Run returns (and the store is closed).
+	defer func() { <-d.cron.Stop().Done() }()
 	d.loadSchedules(ctx)
 	d.startQueued(ctx)
 	if ready != nil {
@@ -227,7 +235,7 @@ func (d *Daemon) startQueued(ctx context.Context) {
 		var skip []int64
 		d.mu.Lock()
 		for id, until := range d.lockedUntil {
-			if time.Now().Before(until) {
+			if d.now().Before(until) {
 				skip = append(skip, id)
 			} else {
 				delete(d.lockedUntil, id)
@@ -257,11 +265,11 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 	}
 	unlock := func() {}
 	if d.cfg.LockSweep != nil {
-		if unlock, err = d.cfg.LockSweep(sw.Name); err != nil {
+		if unlock, err = d.cfg.LockSweep(sw); err != nil {
 			d.cfg.Log.Warn("sweep is locked by another process: retrying later", "sweep", sw.ID, "err", err)
 			_ = d.cfg.Store.SetSweepState(ctx, sw.ID, store.SweepQueued, "locked by another process: "+err.Error())
 			d.mu.Lock()
-			d.lockedUntil[sw.ID] = time.Now().Add(lockRetry)
+			d.lockedUntil[sw.ID] = d.now().Add(lockRetry)
 			d.mu.Unlock()
 			return
 		}
@@ -394,7 +402,7 @@ func (d *Daemon) waitOlder(ctx context.Context, id int64, key string) error {
 
 // waitWindow blocks until the quiet window is open.
 func (d *Daemon) waitWindow(ctx context.Context, id int64, host string, w sweep.Window) error {
-	now := time.Now()
+	now := d.now()
 	next := w.Next(now)
 	if !next.After(now) {
 		return nil
@@ -463,7 +471,7 @@ func (d *Daemon) loadSchedules(ctx context.Context) {
 			continue
 		}
 		d.schedules[id] = d.cron.Schedule(sched, cron.FuncJob(func() { d.fire(ctx, id) }))
-		d.cfg.Log.Info("schedule loaded", "sweep", id, "name", t.Name, "cron", t.Schedule, "next", sched.Next(time.Now()).UTC().Format(time.RFC3339))
+		d.cfg.Log.Info("schedule loaded", "sweep", id, "name", t.Name, "cron", t.Schedule, "next", sched.Next(d.now()).UTC().Format(time.RFC3339))
 	}
 }
 
@@ -474,7 +482,7 @@ func (d *Daemon) fire(ctx context.Context, templateID int64) {
 	if err != nil || tmpl.State != store.SweepScheduled {
 		return
 	}
-	now := time.Now().UTC()
+	now := d.now().UTC()
 	if last, err := st.LatestInstance(ctx, templateID); err == nil && !last.State.Terminal() {
 		d.cfg.Log.Info("schedule fired while its previous sweep runs: skipped", "schedule", templateID, "previous", last.ID)
 		_ = st.AddEvent(ctx, store.Event{SweepID: templateID, Kind: "schedule_skipped",

@@ -311,3 +311,54 @@ func TestDaemonGoesOnPastAStoredBadSchedule(t *testing.T) {
 		t.Errorf("the bad schedule: %+v %v, want it left scheduled", sw, err)
 	}
 }
+
+// blockingStore holds a schedule's firing inside LatestInstance until released.
+type blockingStore struct {
+	*store.DB
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+	order   chan string
+}
+
+func (b *blockingStore) LatestInstance(ctx context.Context, id int64) (store.Sweep, error) {
+	b.once.Do(func() { close(b.entered) })
+	<-b.release
+	defer func() { b.order <- "firing done" }()
+	return b.DB.LatestInstance(ctx, id)
+}
+
+// TestDaemonWaitsForAFiringAtShutdown: a schedule firing when the daemon is stopped finishes before
+// Run returns (the caller closes the store next): robfig/cron's Stop does not wait for running jobs,
+// its Done channel does.
+func TestDaemonWaitsForAFiringAtShutdown(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := Submit(ctx, db, daemonSpec(t, "nightly", "m4.example", ""), SubmitOptions{Cron: "@every 1s"}); err != nil {
+		t.Fatal(err)
+	}
+	bs := &blockingStore{DB: db, entered: make(chan struct{}), release: make(chan struct{}), order: make(chan string, 4)}
+	d, err := NewDaemon(DaemonConfig{Store: bs, Poll: 10 * time.Millisecond,
+		Hosts: func(*sweep.Spec, int64) []Host { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = d.Run(rctx, nil); bs.order <- "run returned"; close(done) }()
+	<-bs.entered // a firing is running
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second): // Run still waits: let the firing finish
+	}
+	close(bs.release)
+	<-done
+	if first := <-bs.order; first != "firing done" {
+		t.Fatalf("Run returned before the firing ended (%q came first)", first)
+	}
+}

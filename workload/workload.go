@@ -180,7 +180,7 @@ type ErrorSample struct {
 // maxErrorSamples is how many distinct causes a Result keeps; later ones count under the last.
 const maxErrorSamples = 8
 
-// BenchServing is one level in the JSON form of SGLang's bench_serving (ARCHITECTURE.md, `bench
+// BenchServing is one level in the JSON form of SGLang's bench_serving (docs/bench.md, `bench
 // --json`): the same field names, in the same order.
 type BenchServing struct {
 	MaxConcurrency     int      `json:"max_concurrency"`

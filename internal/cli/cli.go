@@ -13,7 +13,7 @@ import (
 	"strings"
 )
 
-// Exit codes of the specsweep command (ARCHITECTURE.md: 0 ok, 1 failure, 2 usage).
+// Exit codes of the specsweep command (docs/cli.md: 0 ok, 1 failure, 2 usage).
 const (
 	ExitOK      = 0
 	ExitFailure = 1

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -64,11 +63,11 @@ func daemonCmd() command {
 				metrics := orchestrator.NewMetrics(st)
 				d, err := orchestrator.NewDaemon(orchestrator.DaemonConfig{
 					Store: st, Log: log, Observe: metrics.Observe,
-					LockSweep: func(name string) (func(), error) {
-						if strings.Contains(name, "@") {
+					LockSweep: func(sw store.Sweep) (func(), error) {
+						if sw.ScheduleID != 0 {
 							return func() {}, nil // a schedule's sweep: `specsweep run` never resumes it
 						}
-						return lockSweep(dbFile, name)
+						return lockSweep(dbFile, sw.Name)
 					},
 					Runner: orchestrator.Config{Log: log},
 					Hosts: func(spec *sweep.Spec, sweepID int64) []orchestrator.Host {
