@@ -1,23 +1,72 @@
-package workload_test
+package cli
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/specsweep/specsweep/internal/cli"
+	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/workload"
 )
+
+// benchSim is a running sglangsim for the bench command's tests.
+type benchSim struct{ URL string }
+
+// startBenchSim starts the real simulator (EAGLE3 steps 3 when spec) on a free loopback port and
+// waits for /health; it is killed, by pid, at cleanup.
+func startBenchSim(t *testing.T, spec bool) *benchSim {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (runs sglangsim)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	args := []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--host", "127.0.0.1",
+		"--port", strconv.Itoa(port), "--log-level", "warning", "--enable-metrics"}
+	if spec {
+		args = append(args, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
+			"--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4")
+	}
+	cmd := exec.Command(testhost.SimBinary(t), args...)
+	cmd.Env = append(os.Environ(), "SGLANGSIM_LOAD_SECONDS=0", "SGLANGSIM_WARMUP_SECONDS=0", "SGLANGSIM_TIME_SCALE=0.02")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	s := &benchSim{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(s.URL + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+	}
+	t.Fatal("sglangsim did not answer /health")
+	return nil
+}
 
 func runBench(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var o, e bytes.Buffer
-	code = cli.Main(context.Background(), append([]string{"bench"}, args...),
-		cli.Env{Stdout: &o, Stderr: &e, Getenv: func(string) string { return "" }})
+	code = Main(context.Background(), append([]string{"bench"}, args...),
+		Env{Stdout: &o, Stderr: &e, Getenv: func(string) string { return "" }})
 	return o.String(), e.String(), code
 }
 
@@ -44,11 +93,11 @@ func jsonKeys(t *testing.T, line string) []string {
 }
 
 func TestBenchCLIJSON(t *testing.T) {
-	sim := startSim(t, simOpts{spec: true})
+	sim := startBenchSim(t, true)
 	save := filepath.Join(t.TempDir(), "reqs.jsonl")
 	out, errs, code := runBench(t, "--url", sim.URL, "--concurrency", "1,3", "--requests", "6", "--warmup", "1",
 		"--input-tokens", "32", "--output-tokens", "20", "--json", "--save-requests", save, "--api", "completions")
-	if code != cli.ExitOK {
+	if code != ExitOK {
 		t.Fatalf("code %d\n%s\n%s", code, out, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -85,10 +134,10 @@ func TestBenchCLIJSON(t *testing.T) {
 }
 
 func TestBenchCLITableAndFailures(t *testing.T) {
-	sim := startSim(t, simOpts{})
+	sim := startBenchSim(t, false)
 	out, errs, code := runBench(t, "--url", sim.URL, "--request-rate", "200", "--requests", "5", "--warmup", "0",
 		"--input-tokens", "8", "--output-tokens", "8")
-	if code != cli.ExitOK {
+	if code != ExitOK {
 		t.Fatalf("code %d\n%s\n%s", code, out, errs)
 	}
 	if !strings.HasPrefix(out, "request_rate  concurrency  completed") || !strings.Contains(out, "200") {
@@ -97,7 +146,7 @@ func TestBenchCLITableAndFailures(t *testing.T) {
 	// A level of HTTP errors: exit 1, the causes on stderr.
 	out, errs, code = runBench(t, "--url", sim.URL, "--requests", "3", "--warmup", "0", "--input-tokens", "8",
 		"--output-tokens", "300000", "--json")
-	if code != cli.ExitFailure || !strings.Contains(errs, "HTTP 400") || !strings.Contains(out, `"completed":0`) {
+	if code != ExitFailure || !strings.Contains(errs, "HTTP 400") || !strings.Contains(out, `"completed":0`) {
 		t.Errorf("code %d\n%s\n%s", code, out, errs)
 	}
 }
@@ -110,13 +159,13 @@ func TestBenchCLIUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{}, cli.ExitUsage, "--url is required"},
-		{[]string{"--url", "http://127.0.0.1:1", "--api", "grpc"}, cli.ExitUsage, "unknown --api"},
-		{[]string{"--url", "http://127.0.0.1:1", "--concurrency", "1,x"}, cli.ExitUsage, "bad --concurrency"},
-		{[]string{"--url", "http://127.0.0.1:1", "--requests", "3", "--duration", "1s"}, cli.ExitUsage, "not both"},
-		{[]string{"--url", "http://127.0.0.1:1", "--dataset", "alpaca"}, cli.ExitUsage, "unknown --dataset"},
-		{[]string{"--url", "http://127.0.0.1:1", "--dataset", "sharegpt:" + bad}, cli.ExitFailure, "not JSON"},
-		{[]string{"--url", "http://127.0.0.1:1"}, cli.ExitFailure, "connection refused"},
+		{[]string{}, ExitUsage, "--url is required"},
+		{[]string{"--url", "http://127.0.0.1:1", "--api", "grpc"}, ExitUsage, "unknown --api"},
+		{[]string{"--url", "http://127.0.0.1:1", "--concurrency", "1,x"}, ExitUsage, "bad --concurrency"},
+		{[]string{"--url", "http://127.0.0.1:1", "--requests", "3", "--duration", "1s"}, ExitUsage, "not both"},
+		{[]string{"--url", "http://127.0.0.1:1", "--dataset", "alpaca"}, ExitUsage, "unknown --dataset"},
+		{[]string{"--url", "http://127.0.0.1:1", "--dataset", "sharegpt:" + bad}, ExitFailure, "not JSON"},
+		{[]string{"--url", "http://127.0.0.1:1"}, ExitFailure, "connection refused"},
 	} {
 		_, errs, code := runBench(t, c.args...)
 		if code != c.code || !strings.Contains(errs, c.want) {
