@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 )
 
@@ -31,26 +29,56 @@ func (db *DB) Query(ctx context.Context, query string, args ...any) (*Rows, erro
 }
 
 func (db *DB) query1(ctx context.Context, query string, args ...any) (*Rows, error) {
-	if err := singleStatement(query); err != nil {
+	var out *Rows
+	var chunk []any // rows are carved from chunks: fewer allocations
+	err := db.scan(ctx, query, args, func(cols []string, dest []driver.Value) error {
+		n := len(cols)
+		if len(chunk) < n {
+			chunk = make([]any, n*256)
+		}
+		row := chunk[:n:n]
+		chunk = chunk[n:]
+		for i, v := range dest {
+			if b, ok := v.([]byte); ok {
+				v = bytes.Clone(b)
+			}
+			row[i] = v
+		}
+		out.Values = append(out.Values, row)
+		return nil
+	}, func(cols []string) {
+		out = &Rows{Columns: cols}
+	})
+	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// scan runs one read-only statement on the query connection and hands each row to fn (the
+// slice is reused between rows; []byte values must be copied to be kept). start, if given, is
+// called once with the column names before the first row.
+func (db *DB) scan(ctx context.Context, query string, args []any, fn func(cols []string, row []driver.Value) error,
+	start ...func(cols []string)) error {
+	if err := singleStatement(query); err != nil {
+		return err
 	}
 	conn, err := db.query.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer conn.Close()
 	named := make([]driver.NamedValue, len(args))
 	for i, a := range args {
 		v, err := driver.DefaultParameterConverter.ConvertValue(a)
 		if err != nil {
-			return nil, fmt.Errorf("argument %d: %w", i+1, err)
+			return fmt.Errorf("argument %d: %w", i+1, err)
 		}
 		named[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
 	}
-	var out *Rows
 	// The driver's rows are read directly: for large results, database/sql's
 	// per-value Scan doubles the cost of reading them.
-	err = conn.Raw(func(dc any) error {
+	return conn.Raw(func(dc any) error {
 		qc, ok := dc.(driver.QueryerContext)
 		if !ok {
 			return fmt.Errorf("driver %T cannot query", dc)
@@ -60,10 +88,11 @@ func (db *DB) query1(ctx context.Context, query string, args ...any) (*Rows, err
 			return err
 		}
 		defer rows.Close()
-		out = &Rows{Columns: rows.Columns()}
-		n := len(out.Columns)
-		dest := make([]driver.Value, n)
-		var chunk []any // rows are carved from chunks: fewer allocations
+		cols := rows.Columns()
+		for _, f := range start {
+			f(cols)
+		}
+		dest := make([]driver.Value, len(cols))
 		for {
 			if err := rows.Next(dest); err != nil {
 				if err == io.EOF {
@@ -71,24 +100,11 @@ func (db *DB) query1(ctx context.Context, query string, args ...any) (*Rows, err
 				}
 				return err
 			}
-			if len(chunk) < n {
-				chunk = make([]any, n*256)
+			if err := fn(cols, dest); err != nil {
+				return err
 			}
-			row := chunk[:n:n]
-			chunk = chunk[n:]
-			for i, v := range dest {
-				if b, ok := v.([]byte); ok {
-					v = bytes.Clone(b)
-				}
-				row[i] = v
-			}
-			out.Values = append(out.Values, row)
 		}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // RunsQuery selects rows of run_summary.
@@ -96,6 +112,10 @@ type RunsQuery struct {
 	// Sweep restricts to one sweep: its id or name (the latest of that
 	// name); "" for all sweeps.
 	Sweep string
+	// SweepID restricts to one sweep by id (instead of Sweep); 0 for none.
+	SweepID int64
+	// OK keeps only the ok runs (those that count: docs/schema.md).
+	OK bool
 	// Where is a user SQL expression over run_summary's columns, e.g.
 	// "concurrency = 16 AND status = 'ok'".
 	Where string
@@ -117,43 +137,27 @@ var runSummaryColumns = []string{"sweep", "sweep_id", "point_id", "host", "metho
 // naming the expression. The expressions may also use the extra columns of
 // the run_detail view (docs/schema.md).
 func (db *DB) QueryRuns(ctx context.Context, q RunsQuery) (*Rows, error) {
-	var b strings.Builder
-	b.WriteString("SELECT " + strings.Join(runSummaryColumns, ", ") + " FROM run_detail WHERE 1")
-	var args []any
-	if q.Sweep != "" {
-		s, err := db.FindSweep(ctx, q.Sweep)
-		if err != nil {
-			return nil, fmt.Errorf("store: query runs: %w", err)
+	out := &Rows{Columns: runSummaryColumns}
+	var chunk []any // rows are carved from chunks: fewer allocations
+	n := len(runSummaryColumns)
+	err := db.runsQuery(ctx, q, runSummaryColumns, func(dest []driver.Value) {
+		if len(chunk) < n {
+			chunk = make([]any, n*256)
 		}
-		b.WriteString(" AND sweep_id = ?")
-		args = append(args, s.ID)
-	}
-	if strings.TrimSpace(q.Where) != "" {
-		if err := singleStatement(q.Where); err != nil {
-			return nil, fmt.Errorf("store: query runs: where %q: %w", q.Where, err)
+		row := chunk[:n:n]
+		chunk = chunk[n:]
+		for i, v := range dest {
+			if b, ok := v.([]byte); ok {
+				v = bytes.Clone(b)
+			}
+			row[i] = v
 		}
-		// The newline ends a trailing "--" comment of the user's text.
-		b.WriteString(" AND (\n" + q.Where + "\n)")
-	}
-	b.WriteString(" ORDER BY ")
-	if strings.TrimSpace(q.OrderBy) != "" {
-		if err := singleStatement(q.OrderBy); err != nil {
-			return nil, fmt.Errorf("store: query runs: order by %q: %w", q.OrderBy, err)
-		}
-		b.WriteString(q.OrderBy + "\n, ")
-	}
-	b.WriteString("sweep_id, plan_order, concurrency, repeat, attempt")
-	if q.Limit > 0 {
-		b.WriteString(" LIMIT " + strconv.Itoa(q.Limit))
-	}
-	rows, err := db.query1(ctx, b.String(), args...)
+		out.Values = append(out.Values, row)
+	})
 	if err != nil {
-		if errors.Is(err, ErrBadQuery) {
-			return nil, fmt.Errorf("store: query runs: %w", err)
-		}
-		return nil, fmt.Errorf("store: query runs (where %q, order by %q): %w: %w", q.Where, q.OrderBy, ErrBadQuery, err)
+		return nil, err
 	}
-	return rows, nil
+	return out, nil
 }
 
 // singleStatement refuses SQL text holding a ";" outside string literals,
