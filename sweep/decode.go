@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/specsweep/specsweep/internal/argparse"
 )
 
 // maxCombinations bounds the matrix cross product, so a typo cannot make a
@@ -253,21 +255,30 @@ func (p *parser) server(n *yaml.Node, srv *Server) {
 			}
 		}},
 	})
-	// Readiness is probed on server.port: SGLang must listen there.
-	for i, a := range srv.Args {
-		val, found := "", false
-		switch name, v, hasValue := splitFlag(a); {
-		case name == flagPort && hasValue:
-			val, found = v, true
-		case name == flagPort && i+1 < len(srv.Args):
-			val, found = srv.Args[i+1], true
+	// Readiness is probed on server.port: SGLang must listen there. argparse takes the last --port
+	// (or an unambiguous abbreviation of it, such as --po).
+	last, val := -1, ""
+	for i := 0; i < len(srv.Args); i++ {
+		name, v, hasValue := splitFlag(srv.Args[i])
+		if argparse.Resolve(name, flagPort) == "" {
+			continue
 		}
-		if found && val != strconv.Itoa(srv.Port) && i < len(argNodes) {
-			p.errf(argNodes[i], "server.args[%d]: --port %s differs from server.port %d (readiness is probed on server.port)", i, clip(val), srv.Port)
+		if !hasValue {
+			if i+1 >= len(srv.Args) {
+				break
+			}
+			v = srv.Args[i+1]
 		}
-		if found {
-			return
+		last, val = i, v
+		if !hasValue {
+			i++
 		}
+	}
+	if last >= 0 {
+		if val != strconv.Itoa(srv.Port) && last < len(argNodes) {
+			p.errf(argNodes[last], "server.args[%d]: --port %s differs from server.port %d (readiness is probed on server.port)", last, clip(val), srv.Port)
+		}
+		return
 	}
 	if srv.Port != DefaultPort && portNode != nil {
 		p.errf(portNode, "server.port: %d, but server.args has no --port (SGLang would listen on %d)", srv.Port, DefaultPort)

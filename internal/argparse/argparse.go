@@ -1,0 +1,78 @@
+// Package argparse reads SGLang's launch_server command line the way Python's argparse does, so
+// that every part of specsweep that looks into a point's argv (the port to probe, the host it
+// binds, the API key, the flags the matrix sets) agrees with the server: the last occurrence of an
+// option wins, "--opt value" and "--opt=value" are the same, and any unambiguous prefix of a long
+// option names it (argparse's allow_abbrev, on by default in every release).
+//
+// An abbreviation is taken as ambiguous when it is a prefix of two long options of any release
+// SGLang has had (options.go): specsweep does not know which release a host runs before it starts,
+// and a prefix that release found ambiguous would make the server exit with a usage error anyway.
+package argparse
+
+import (
+	"slices"
+	"strings"
+)
+
+// Resolve names the long option token tok (without "=value") stands for, among names (an option
+// and its aliases, e.g. "--tp-size", "--tensor-parallel-size"): tok itself, or an abbreviation
+// that no other known option shares. It returns "" when tok is none of them.
+func Resolve(tok string, names ...string) string {
+	if !strings.HasPrefix(tok, "--") || len(tok) < 3 {
+		return ""
+	}
+	if slices.Contains(names, tok) {
+		return tok
+	}
+	var match string
+	for _, o := range strings.Fields(knownOptions) {
+		if strings.HasPrefix(o, tok) {
+			if match != "" && match != o {
+				return "" // ambiguous
+			}
+			match = o
+		}
+	}
+	if slices.Contains(names, match) {
+		return match
+	}
+	return ""
+}
+
+// Last returns the value of the last occurrence of the option names (an option and its aliases)
+// in argv, and whether it occurs with a value. Tokens after a lone "--" are not options.
+func Last(argv []string, names ...string) (string, bool) {
+	value, found := "", false
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		if a == "--" {
+			break
+		}
+		tok, v, hasValue := strings.Cut(a, "=")
+		if Resolve(tok, names...) == "" {
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(argv) {
+				break
+			}
+			i++
+			v = argv[i]
+		}
+		value, found = v, true
+	}
+	return value, found
+}
+
+// Has reports whether a store_true option (or an abbreviation of it) is given.
+func Has(argv []string, names ...string) bool {
+	for _, a := range argv {
+		if a == "--" {
+			return false
+		}
+		if tok, _, _ := strings.Cut(a, "="); Resolve(tok, names...) != "" {
+			return true
+		}
+	}
+	return false
+}

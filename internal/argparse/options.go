@@ -1,0 +1,176 @@
+// Code generated from sim/flags/*.json (the long options of SGLang's server_args.py in every
+// release sglangsim models: 0.4.1 (qingquansong/sglang@b9054d4cbc78), 0.5.2 (reflectionai/sglang@444f5d21685b), 0.5.10 (lucifer1004/sglang@0197665e2882), 2026-main (sgl-project/sglang@001067fffe33)); DO NOT EDIT.
+
+package argparse
+
+// knownOptions are the long options of launch_server across the releases, one per field.
+const knownOptions = `
+--abort-on-priority-when-disabled --admin-api-key --allow-auto-truncate --allowed-media-domains
+--api-key --asr-max-buffer-seconds --asr-max-concurrent-sessions --attention-backend
+--attention-context-parallel-size --attn-cp-kv-chunk-size --attn-cp-mode --attn-cp-size
+--base-gpu-id --batch-notify-size --bf16-gemm-backend --bucket-e2e-request-latency
+--bucket-inter-token-latency --bucket-time-to-first-token --c128-page-size --chat-template
+--checkpoint-engine-wait-weights-before-ready --chunked-prefill-size --collect-tokens-histogram
+--completion-template --config --constrained-json-disable-any-whitespace
+--constrained-json-whitespace-pattern --context-length --cp-strategy --cpu-offload-gb
+--crash-dump-folder --cuda-graph-backend-decode --cuda-graph-backend-prefill --cuda-graph-bs
+--cuda-graph-bs-decode --cuda-graph-bs-prefill --cuda-graph-config --cuda-graph-max-bs
+--cuda-graph-max-bs-decode --cuda-graph-max-bs-prefill --cuda-graph-tc-compiler
+--custom-sigquit-handler --custom-weight-loader --data-parallel-size --dcp-comm-backend
+--dcp-replicate-q-proj --dcp-size --debug-cuda-graph --debug-tensor-dump-inject
+--debug-tensor-dump-input-file --debug-tensor-dump-layers --debug-tensor-dump-output-folder
+--debug-tensor-dump-prefill-only --decode-attention-backend --decode-context-parallel-size
+--decode-log-interval --decoupled-spec-bind-endpoint --decoupled-spec-connect-endpoints
+--decoupled-spec-rank --decoupled-spec-role --decrypted-config-file
+--decrypted-draft-config-file --deepep-config --deepep-dispatcher-output-dtype --deepep-mode
+--deepep-v2-mode --default-chat-template-kwargs --default-priority-value
+--delete-ckpt-after-loading --detokenizer-worker-num --device --disable-attn-tp-gather
+--disable-chunked-prefix-cache --disable-cuda-graph --disable-cuda-graph-padding
+--disable-custom-all-reduce --disable-decode-cuda-graph --disable-fast-image-processor
+--disable-flashinfer-autotune --disable-flashinfer-cutlass-moe-fp4-allgather
+--disable-hybrid-swa-memory --disable-jump-forward --disable-mla --disable-outlines-disk-cache
+--disable-overlap-schedule --disable-piecewise-cuda-graph --disable-prefill-cuda-graph
+--disable-priority-preemption --disable-radix-cache --disable-shared-experts-fusion
+--disable-tokenizer-batch-decode --disaggregation-bootstrap-port --disaggregation-decode-dp
+--disaggregation-decode-enable-offload-kvcache --disaggregation-decode-enable-radix-cache
+--disaggregation-decode-extra-slots --disaggregation-decode-polling-interval
+--disaggregation-decode-retraction-backup --disaggregation-decode-tp --disaggregation-ib-device
+--disaggregation-mode --disaggregation-prefill-pp --disaggregation-transfer-backend
+--dist-init-addr --dist-timeout --dllm-algorithm --dllm-algorithm-config --dllm-fdfo
+--download-dir --dp-size --ds-channel-config-path --ds-heavy-channel-num
+--ds-heavy-channel-type --ds-heavy-token-num --ds-sparse-decode-threshold --dsa-decode-backend
+--dsa-paged-mqa-logits-backend --dsa-prefill-backend --dsa-prefill-cp-mode --dsa-topk-backend
+--dsv4-prefill-backend --dtype --dwdp-size --dynamic-batch-tokenizer-batch-size
+--dynamic-batch-tokenizer-batch-timeout --elastic-ep-backend --elastic-ep-initial-size
+--elastic-ep-join-mode --elastic-ep-join-rank-offset --elastic-ep-rejoin
+--elastic-ep-scale-timeout --enable-adaptive-dispatch-to-encoder
+--enable-aiter-allreduce-fusion --enable-attn-tp-input-scattered --enable-breakable-cuda-graph
+--enable-broadcast-mm-inputs-process --enable-cache-report --enable-cp-decode-attn-tp
+--enable-cudagraph-gc --enable-custom-logit-processor --enable-deepep-moe
+--enable-deepep-waterfill --enable-deepseek-v4-fp4-indexer --enable-dense-mlp-attn-tp
+--enable-deterministic-inference --enable-double-sparsity --enable-dp-attention
+--enable-dp-attention-local-control-broadcast --enable-dp-lm-head
+--enable-draft-weights-cpu-backup --enable-dsa-cache-layer-split
+--enable-dsa-prefill-context-parallel --enable-dynamic-batch-tokenizer
+--enable-dynamic-chunking --enable-elastic-expert-backup --enable-ep-moe --enable-eplb
+--enable-expert-distribution-metrics --enable-flashinfer-allreduce-fusion
+--enable-flashinfer-cutlass-moe --enable-flashinfer-mxfp4-moe --enable-flashinfer-trtllm-moe
+--enable-flexkv --enable-forward-pass-metrics --enable-fp32-lm-head
+--enable-fused-moe-sum-all-reduce --enable-fused-qk-norm-rope --enable-gdn-replayssm-spec
+--enable-hierarchical-cache --enable-hisparse --enable-http2 --enable-int8-mamba-checkpoint
+--enable-layerwise-nvtx-marker --enable-linear-replayssm --enable-linear-replayssm-spec
+--enable-lmcache --enable-lora --enable-lora-overlap-loading
+--enable-mamba-cache-stochastic-rounding --enable-memory-saver --enable-metrics
+--enable-metrics-for-all-schedulers --enable-mfu-metrics --enable-mis --enable-mixed-chunk
+--enable-mm-global-cache --enable-moe-router-replay --enable-mscclpp --enable-multi-layer-eagle
+--enable-multimodal --enable-nan-detection --enable-nccl-nvls
+--enable-nsa-prefill-context-parallel --enable-p2p-check --enable-page-major-kv-layout
+--enable-pdmux --enable-piecewise-cuda-graph --enable-precise-embedding-interpolation
+--enable-prefill-context-parallel --enable-prefill-cp --enable-prefill-delayer
+--enable-prefix-mm-cache --enable-priority-scheduling --enable-profile-cuda-graph
+--enable-quant-communications --enable-request-time-stats-logging --enable-return-hidden-states
+--enable-return-indexer-topk --enable-return-routed-experts --enable-scattered-sconv
+--enable-session-radix-cache --enable-shared-experts-attn-tp --enable-single-batch-overlap
+--enable-ssl-refresh --enable-streaming-session --enable-strict-thinking --enable-symm-mem
+--enable-tf32-matmul --enable-tokenizer-batch-encode --enable-torch-compile
+--enable-torch-compile-debug-mode --enable-torch-symm-mem --enable-tp-lm-head-all-to-all
+--enable-trace --enable-triton-kernel-moe --enable-two-batch-overlap --enable-unified-memory
+--enable-w4a4-mxfp4-megamoe --enable-waterfill --enable-weights-cpu-backup
+--encoder-bootstrap-port --encoder-only --encoder-register-urls --encoder-transfer-backend
+--encoder-urls --enforce-disable-flashinfer-allreduce-fusion --enforce-piecewise-cuda-graph
+--enforce-shared-experts-fusion --engine-info-bootstrap-port --ep --ep-dispatch-algorithm
+--ep-num-redundant-experts --ep-size --eplb-algorithm
+--eplb-min-rebalancing-utilization-threshold --eplb-rebalance-layers-per-chunk
+--eplb-rebalance-num-iterations --expert-balancedness-report-mode
+--expert-distribution-recorder-buffer-size --expert-distribution-recorder-mode
+--expert-parallel-size --experts-shared-outer-loras --export-metrics-to-file
+--export-metrics-to-file-dir --extra-metric-labels --fastapi-root-path --file-storage-path
+--file-storage-pth --flashinfer-allreduce-fusion-backend --flashinfer-autotune-skip-ops
+--flashinfer-mla-disable-ragged --flashinfer-mxfp4-moe-precision --flexkv-config-file
+--forward-hooks --forward-pass-metrics-ipc-name --forward-pass-metrics-worker-id
+--fp4-gemm-backend --fp8-gemm-backend --fuseep-mode --gated-launch-port --gc-threshold
+--gc-warning-threshold-secs --generation-tokens-buckets --gpu-id-step --grammar-backend
+--grpc-http-sidecar-port --grpc-mode --grpc-port --hf-chat-template-name
+--hicache-host-memory-mode --hicache-io-backend --hicache-mem-layout --hicache-ratio
+--hicache-size --hicache-storage-backend --hicache-storage-backend-extra-config
+--hicache-storage-prefetch-policy --hicache-write-policy
+--hierarchical-sparse-attention-extra-config --hisparse-config --host
+--http2-max-concurrent-streams --hybrid-kvcache-ratio --image-processor-backend
+--incremental-streaming-output --init-expert-location --int8-mamba-ckpt-size --is-embedding
+--json-model-override-args --keep-mm-feature-on-device --kt-cpuinfer
+--kt-max-deferred-experts-per-token --kt-method --kt-num-gpu-experts --kt-threadpool-count
+--kt-weight-path --kv-cache-dtype --kv-canary --kv-canary-real-data --kv-canary-sweep-interval
+--kv-events-config --language-model-only --language-only --limit-mm-data-per-request
+--linear-attn-backend --linear-attn-decode-backend --linear-attn-prefill-backend
+--linear-attn-verify-backend --linear-replayssm-cache-len --lmcache-config-file
+--load-balance-method --load-format --load-snapshot-publish-interval --log-level
+--log-level-http --log-requests --log-requests-format --log-requests-level
+--log-requests-target --lora-backend --lora-drain-wait-threshold --lora-eviction-policy
+--lora-paths --lora-strict-loading --lora-target-modules --lora-use-virtual-experts
+--mamba-backend --mamba-cache-philox-rounds --mamba-full-memory-ratio
+--mamba-max-states-per-path --mamba-radix-cache-strategy --mamba-scheduler-strategy
+--mamba-ssm-dtype --mamba-track-interval --max-ep-size --max-loaded-loras --max-lora-chunk-size
+--max-lora-rank --max-loras-per-batch --max-mamba-cache-size --max-micro-batch-size
+--max-prefill-tokens --max-queued-requests --max-running-requests --max-total-tokens
+--media-url-max-file-size-mb --mem-fraction-static --min-free-slots-delay --mlx-enable-sampling
+--mm-attention-backend --mm-enable-dp-encoder --mm-feature-transport --mm-global-cache-backend
+--mm-io-worker-num --mm-preprocess-cache-size-mb --mm-process-config --mm-processor-worker-num
+--model --model-checksum --model-config-parser --model-impl --model-loader-extra-config
+--model-path --modelexpress-config --modelopt-checkpoint-restore-path
+--modelopt-checkpoint-save-path --modelopt-export-path --modelopt-quant --moe-a2a-backend
+--moe-data-parallel-size --moe-dense-tp-size --moe-dp-size --moe-runner-backend
+--mooncake-ib-device --msprobe-dump-config --nccl-init-addr --nccl-port --nnodes --node-rank
+--nsa-decode-backend --nsa-prefill-backend --nsa-prefill-cp-mode --num-continuous-decode-steps
+--num-reserved-decode-tokens --numa-node --offload-group-size --offload-mode
+--offload-num-in-group --offload-prefetch-step --optimistic-prefill-attempts
+--otlp-traces-endpoint --page-size --pdlb-url --pdmux-config-path
+--piecewise-cuda-graph-compiler --piecewise-cuda-graph-max-tokens --piecewise-cuda-graph-tokens
+--pipeline-parallel-size --port --pp-async-batch-depth --pp-max-micro-batch-size --pp-size
+--pre-warm-nccl --preferred-sampling-params --prefill-attention-backend --prefill-cp-mode
+--prefill-decode-interval --prefill-delayer-forward-passes-buckets
+--prefill-delayer-max-delay-ms --prefill-delayer-max-delay-passes
+--prefill-delayer-queue-min-ratio --prefill-delayer-token-usage-low-watermark
+--prefill-delayer-wait-seconds-buckets --prefill-max-requests --prefill-only-disable-kv-cache
+--prefill-only-one-req --prefill-round-robin-balance --priority-scheduling-preemption-threshold
+--prompt-tokens-buckets --quantization --quantization-param-path --quantize-and-serve
+--radix-cache-backend --radix-eviction-policy --random-seed --reasoning-parser
+--record-nolora-graph --remote-instance-weight-loader-backend
+--remote-instance-weight-loader-seed-instance-ip
+--remote-instance-weight-loader-seed-instance-service-port
+--remote-instance-weight-loader-send-weights-group-ports
+--remote-instance-weight-loader-start-seed-via-transfer-engine --request-trace-backup-count
+--request-trace-max-bytes --request-trace-record-dir --retraction-policy
+--return-hidden-states-mode --revision --rl-on-policy-target --rl-quant-profile
+--routed-experts-store-dsn --sampling-backend --sampling-defaults --schedule-conservativeness
+--schedule-low-priority-values-first --schedule-policy --scheduler-recv-interval
+--served-model-name --show-time-cost --sidecar --sidecar-args --skip-server-warmup
+--skip-tokenizer-init --sleep-on-idle --sm-group-num --smg-grpc-mode --smg-http-sidecar-port
+--soft-watchdog-timeout --spec-trace-dir --speculative-accept-threshold-acc
+--speculative-accept-threshold-single --speculative-adaptive --speculative-adaptive-config
+--speculative-algorithm --speculative-attention-mode --speculative-dflash-block-size
+--speculative-dflash-draft-window-size --speculative-draft-attention-backend
+--speculative-draft-kv-cache-dtype --speculative-draft-load-format --speculative-draft-model
+--speculative-draft-model-path --speculative-draft-model-quantization
+--speculative-draft-model-revision --speculative-draft-window-size
+--speculative-dsa-topk-backend --speculative-dspark-align-verify-tokens-to-graph-tier
+--speculative-dspark-block-size --speculative-dspark-confidence-sts-path
+--speculative-dspark-sps-table-path --speculative-eagle-topk --speculative-moe-a2a-backend
+--speculative-moe-runner-backend --speculative-ngram-capacity
+--speculative-ngram-external-corpus-max-tokens --speculative-ngram-external-corpus-path
+--speculative-ngram-external-sam-budget --speculative-ngram-match-type
+--speculative-ngram-max-bfs-breadth --speculative-ngram-max-trie-depth
+--speculative-ngram-min-bfs-breadth --speculative-num-draft-tokens --speculative-num-steps
+--speculative-skip-dp-mlp-sync --speculative-token-map --speculative-use-rejection-sampling
+--ssl-ca-certs --ssl-certfile --ssl-keyfile --ssl-keyfile-password --startup-weight-load-mode
+--stream-interval --stream-output --stream-response-default-include-usage
+--strip-thinking-cache --swa-full-tokens-ratio --tbo-token-distribution-threshold
+--tensor-parallel-size --tokenizer-backend --tokenizer-metrics-allowed-custom-labels
+--tokenizer-metrics-custom-labels-header --tokenizer-mode --tokenizer-path
+--tokenizer-worker-num --tool-call-parser --tool-server --torch-compile-max-bs --torchao-config
+--tp-size --trace-modules --triton-attention-num-kv-splits --triton-attention-reduce-in-fp32
+--triton-attention-split-tile-size --trust-mm-content-hashes --trust-remote-code --use-ray
+--uvicorn-access-log-exclude-prefixes --warmups --watchdog-timeout --weight-cache-mode
+--weight-cache-socket --weight-cache-timeout --weight-loader-disable-mmap
+--weight-loader-drop-cache-after-load --weight-loader-prefetch-checkpoints
+--weight-loader-prefetch-num-threads --weight-version
+`
