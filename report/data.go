@@ -4,7 +4,8 @@
 // (gonum/plot, SVG and PDF) and self-contained HTML, Markdown and LaTeX documents.
 //
 // It reads only the store's public views (run_summary, point_summary; run_detail for the export's
-// extra bench_serving figures) through store.DB.Query, which is read-only.
+// extra bench_serving figures) through the store's typed readers (store.DB.RunSummaries,
+// PointSummaries, RunDetails), on its read-only connection; it writes no SQL of its own.
 package report
 
 import (
@@ -73,6 +74,9 @@ type Point struct {
 	LoadS         float64
 	Provenance    map[string]any
 	EffectiveArgs map[string]any
+	// Requested holds the speculative parameters the plan asked for, as stored (nil: not given,
+	// or a baseline), in the order steps, topk, draft tokens.
+	Requested [3]*int
 	// Effective holds the speculative parameters the server reports it ran (nil: not reported),
 	// in the order steps, topk, draft tokens; they may differ from the requested ones.
 	Effective [3]*int
@@ -148,6 +152,19 @@ func Load(ctx context.Context, db *store.DB, ref string) (*Sweep, error) {
 	if err != nil {
 		return nil, err
 	}
+	return load(ctx, db, sw)
+}
+
+// LoadID reads the sweep of that id from the store.
+func LoadID(ctx context.Context, db *store.DB, id int64) (*Sweep, error) {
+	sw, err := db.Sweep(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return load(ctx, db, sw)
+}
+
+func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	hosts, err := db.Hosts(ctx, sw.ID)
 	if err != nil {
 		return nil, err
@@ -156,28 +173,19 @@ func Load(ctx context.Context, db *store.DB, ref string) (*Sweep, error) {
 		Started: sw.StartedAt, Finished: sw.FinishedAt, Hosts: hosts}
 
 	// point_summary returns the points in plan order.
-	pr, err := db.Query(ctx, `SELECT point_id, coalesce(host, ''), method, num_steps, topk, num_draft_tokens, tp,
-		state, attempts, coalesce(failure_class, ''), coalesce(failure_detail, ''), coalesce(load_s, 0),
-		effective_args, provenance, started_at, finished_at,
-		effective_num_steps, effective_topk, effective_num_draft_tokens
-		FROM point_summary WHERE sweep_id = ?`, sw.ID)
+	pts, err := db.PointSummaries(ctx, sw.ID)
 	if err != nil {
 		return nil, err
 	}
 	byID := map[string]*Point{}
 	tps := map[int]bool{}
-	for _, v := range pr.Values {
-		p := &Point{ID: str(v[0]), Host: str(v[1]), Config: Config{Method: str(v[2]), NumSteps: int(num(v[3])),
-			TopK: int(num(v[4])), NumDraftTokens: int(num(v[5])), TP: int(num(v[6])), Baseline: v[3] == nil},
-			State: str(v[7]), Attempts: int(num(v[8])), FailureClass: str(v[9]), FailureDetail: str(v[10]),
-			LoadS: num(v[11]), EffectiveArgs: jsonObject(v[12]), Provenance: jsonObject(v[13]),
-			Started: msTime(v[14]), Finished: msTime(v[15]), Cells: map[int]*Cell{}}
-		for i := range p.Effective {
-			if x := v[16+i]; x != nil {
-				n := int(num(x))
-				p.Effective[i] = &n
-			}
-		}
+	for _, ps := range pts {
+		p := &Point{ID: ps.PointID, Host: ps.Host, Config: configOf(ps.Method, ps.NumSteps, ps.TopK, ps.NumDraftTokens, ps.TP),
+			State: string(ps.State), Attempts: ps.Attempts, FailureClass: string(ps.FailureClass),
+			FailureDetail: ps.FailureDetail, LoadS: ps.LoadS, EffectiveArgs: jsonObject(ps.EffectiveArgs),
+			Provenance: jsonObject(ps.Provenance), Started: ps.StartedAt, Finished: ps.FinishedAt, Cells: map[int]*Cell{},
+			Requested: [3]*int{ps.NumSteps, ps.TopK, ps.NumDraftTokens},
+			Effective: [3]*int{ps.EffectiveNumSteps, ps.EffectiveTopK, ps.EffectiveNumDraftTokens}}
 		s.Points = append(s.Points, p)
 		byID[p.ID] = p
 		tps[p.TP] = true
@@ -187,60 +195,54 @@ func Load(ctx context.Context, db *store.DB, ref string) (*Sweep, error) {
 	}
 	sort.Ints(s.TPs)
 
-	rr, err := db.Query(ctx, `SELECT point_id, concurrency, repeat, status, output_tok_s, speedup, accept_length,
-		ttft_p99_ms, ttft_p50_ms, tpot_p50_ms, itl_p50_ms FROM run_summary WHERE sweep_id = ?`, sw.ID)
+	runs, err := db.RunSummaries(ctx, store.RunsQuery{SweepID: sw.ID, OK: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.addRuns(rr, func(_ []any, id string) *Point { return byID[id] }); err != nil {
-		return nil, err
-	}
+	s.addRuns(runs, func(r *store.RunSummary) *Point { return byID[r.PointID] })
 	return s, nil
 }
 
-// runColumns are the run_summary columns addRuns needs.
-var runColumns = []string{"point_id", "concurrency", "repeat", "status", "output_tok_s", "speedup", "accept_length",
-	"ttft_p99_ms", "ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms"}
+// configOf is the configuration of a row of the views (nil speculative parameters: a baseline).
+func configOf(method string, steps, topk, draft *int, tp int) Config {
+	return Config{Method: method, NumSteps: deref(steps), TopK: deref(topk), NumDraftTokens: deref(draft), TP: tp,
+		Baseline: steps == nil}
+}
 
-// addRuns aggregates the ok runs among rows (run_summary columns, by name) into cells of the points
-// that point returns (nil: skip the row), and sets Levels and Repeats.
-func (s *Sweep) addRuns(rows *store.Rows, point func(row []any, id string) *Point) error {
-	idx := map[string]int{}
-	for i, c := range rows.Columns {
-		idx[c] = i
+func deref(p *int) int {
+	if p == nil {
+		return 0
 	}
-	for _, c := range runColumns {
-		if _, ok := idx[c]; !ok {
-			return fmt.Errorf("report: runs lack column %q", c)
-		}
-	}
+	return *p
+}
+
+// addRuns aggregates the ok runs among runs into cells of the points that point returns (nil:
+// skip the run), and sets Levels and Repeats. This is the one aggregation over repeats: every
+// figure of a cell is the median of its ok runs, with their range (newStat).
+func (s *Sweep) addRuns(runs []store.RunSummary, point func(r *store.RunSummary) *Point) {
 	type acc struct{ tok, sp, al, t99, t50, tpot, itl []float64 }
 	accs := map[*Cell]*acc{}
 	levels := map[int]bool{}
 	for _, c := range s.Levels {
 		levels[c] = true
 	}
-	add := func(dst *[]float64, x any) {
-		switch f := x.(type) {
-		case float64:
-			if !math.IsNaN(f) {
-				*dst = append(*dst, f)
-			}
-		case int64:
-			*dst = append(*dst, float64(f))
+	add := func(dst *[]float64, x *float64) {
+		if x != nil && !math.IsNaN(*x) {
+			*dst = append(*dst, *x)
 		}
 	}
-	for _, v := range rows.Values {
-		if str(v[idx["status"]]) != "ok" || v[idx["output_tok_s"]] == nil {
+	for i := range runs {
+		r := &runs[i]
+		if r.Status != store.RunOK || r.OutputTokS == nil {
 			continue
 		}
-		p := point(v, str(v[idx["point_id"]]))
+		p := point(r)
 		if p == nil {
 			continue
 		}
-		c := int(num(v[idx["concurrency"]]))
-		if r := int(num(v[idx["repeat"]])); r > s.Repeats {
-			s.Repeats = r
+		c := r.Concurrency
+		if r.Repeat > s.Repeats {
+			s.Repeats = r.Repeat
 		}
 		levels[c] = true
 		cell := p.Cells[c]
@@ -253,13 +255,13 @@ func (s *Sweep) addRuns(rows *store.Rows, point func(row []any, id string) *Poin
 			a = &acc{}
 			accs[cell] = a
 		}
-		add(&a.tok, v[idx["output_tok_s"]])
-		add(&a.sp, v[idx["speedup"]])
-		add(&a.al, v[idx["accept_length"]])
-		add(&a.t99, v[idx["ttft_p99_ms"]])
-		add(&a.t50, v[idx["ttft_p50_ms"]])
-		add(&a.tpot, v[idx["tpot_p50_ms"]])
-		add(&a.itl, v[idx["itl_p50_ms"]])
+		add(&a.tok, r.OutputTokS)
+		add(&a.sp, r.Speedup)
+		add(&a.al, r.AcceptLength)
+		add(&a.t99, r.TTFTP99Ms)
+		add(&a.t50, r.TTFTP50Ms)
+		add(&a.tpot, r.TPOTP50Ms)
+		add(&a.itl, r.ITLP50Ms)
 	}
 	for cell, a := range accs {
 		cell.TokS, cell.Speedup, cell.Accept = newStat(a.tok), newStat(a.sp), newStat(a.al)
@@ -270,30 +272,20 @@ func (s *Sweep) addRuns(rows *store.Rows, point func(row []any, id string) *Poin
 		s.Levels = append(s.Levels, c)
 	}
 	sort.Ints(s.Levels)
-	return nil
 }
 
-// FromRuns builds one Sweep per sweep_id found in rows of run_summary (as store.QueryRuns returns
-// them), with the points that have runs among the rows, in order of first appearance. Only what
-// the rows tell is known: no hosts, states or provenance.
-func FromRuns(rows *store.Rows) ([]*Sweep, error) {
-	idx := map[string]int{}
-	for i, c := range rows.Columns {
-		idx[c] = i
-	}
-	for _, c := range []string{"sweep", "sweep_id", "method", "num_steps", "topk", "num_draft_tokens", "tp"} {
-		if _, ok := idx[c]; !ok {
-			return nil, fmt.Errorf("report: runs lack column %q", c)
-		}
-	}
+// FromRuns builds one Sweep per sweep id found in runs of run_summary (as store.RunSummaries
+// returns them), with the points that have runs among them, in order of first appearance. Only
+// what the runs tell is known: no hosts, states or provenance.
+func FromRuns(runs []store.RunSummary) []*Sweep {
 	var out []*Sweep
 	sweeps := map[int64]*Sweep{}
 	points := map[*Sweep]map[string]*Point{}
 	tps := map[*Sweep]map[int]bool{}
-	for _, v := range rows.Values {
-		id := int64(num(v[idx["sweep_id"]]))
+	for i := range runs {
+		id := runs[i].SweepID
 		if sweeps[id] == nil {
-			s := &Sweep{ID: id, Name: str(v[idx["sweep"]])}
+			s := &Sweep{ID: id, Name: runs[i].Sweep}
 			sweeps[id] = s
 			points[s] = map[string]*Point{}
 			tps[s] = map[int]bool{}
@@ -301,17 +293,16 @@ func FromRuns(rows *store.Rows) ([]*Sweep, error) {
 		}
 	}
 	for _, s := range out {
-		err := s.addRuns(rows, func(v []any, pid string) *Point {
-			if int64(num(v[idx["sweep_id"]])) != s.ID {
+		s.addRuns(runs, func(r *store.RunSummary) *Point {
+			if r.SweepID != s.ID {
 				return nil
 			}
-			p := points[s][pid]
+			p := points[s][r.PointID]
 			if p == nil {
-				p = &Point{ID: pid, State: "done", Cells: map[int]*Cell{}, Config: Config{Method: str(v[idx["method"]]),
-					NumSteps: int(num(v[idx["num_steps"]])), TopK: int(num(v[idx["topk"]])),
-					NumDraftTokens: int(num(v[idx["num_draft_tokens"]])), TP: int(num(v[idx["tp"]])),
-					Baseline: v[idx["num_steps"]] == nil}}
-				points[s][pid] = p
+				p = &Point{ID: r.PointID, State: "done", Cells: map[int]*Cell{},
+					Config:    configOf(r.Method, r.NumSteps, r.TopK, r.NumDraftTokens, r.TP),
+					Requested: [3]*int{r.NumSteps, r.TopK, r.NumDraftTokens}}
+				points[s][r.PointID] = p
 				s.Points = append(s.Points, p)
 				if !tps[s][p.TP] {
 					tps[s][p.TP] = true
@@ -320,12 +311,9 @@ func FromRuns(rows *store.Rows) ([]*Sweep, error) {
 			}
 			return p
 		})
-		if err != nil {
-			return nil, err
-		}
 		sort.Ints(s.TPs)
 	}
-	return out, nil
+	return out
 }
 
 // Cells returns every cell of the sweep, in plan order then concurrency.
@@ -339,6 +327,18 @@ func (s *Sweep) Cells() []*Cell {
 		}
 	}
 	return out
+}
+
+// Accept is the point's accept length over the levels: the median (and range) of its cells'
+// median accept lengths.
+func (p *Point) Accept() Stat {
+	var acc []float64
+	for _, cell := range p.Cells {
+		if cell.Accept.OK() {
+			acc = append(acc, cell.Accept.Median)
+		}
+	}
+	return newStat(acc)
 }
 
 // Failures are the points that failed or whose last attempt was cut short, in plan order.
@@ -361,44 +361,12 @@ func (p *Point) Evidence() (cause string, lines []string) {
 	return all[0], all[1:]
 }
 
-func str(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	default:
-		return fmt.Sprint(x)
-	}
-}
-
-func num(v any) float64 {
-	switch x := v.(type) {
-	case int64:
-		return float64(x)
-	case float64:
-		return x
-	default:
-		return 0
-	}
-}
-
-func msTime(v any) time.Time {
-	if i, ok := v.(int64); ok {
-		return time.UnixMilli(i).UTC()
-	}
-	return time.Time{}
-}
-
-func jsonObject(v any) map[string]any {
-	s := str(v)
-	if s == "" {
+func jsonObject(raw []byte) map[string]any {
+	if len(raw) == 0 {
 		return nil
 	}
 	var m map[string]any
-	if json.Unmarshal([]byte(s), &m) != nil {
+	if json.Unmarshal(raw, &m) != nil {
 		return nil
 	}
 	return m

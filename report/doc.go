@@ -242,7 +242,6 @@ func resultsTable(s *Sweep) Table {
 	for _, p := range s.Points {
 		row := []string{p.Method, ranAs(p.NumSteps, p.Effective[0], p.Baseline), ranAs(p.TopK, p.Effective[1], p.Baseline),
 			ranAs(p.NumDraftTokens, p.Effective[2], p.Baseline), fmt.Sprint(p.TP)}
-		var acc []float64
 		for _, c := range s.Levels {
 			cell := p.Cells[c]
 			if cell == nil {
@@ -254,12 +253,9 @@ func resultsTable(s *Sweep) Table {
 				v += fmt.Sprintf(" (%.2f×)", cell.Speedup.Median)
 			}
 			row = append(row, v)
-			if cell.Accept.OK() {
-				acc = append(acc, cell.Accept.Median)
-			}
 		}
-		if len(acc) > 0 {
-			row = append(row, fmt.Sprintf("%.2f", newStat(acc).Median))
+		if acc := p.Accept(); acc.OK() {
+			row = append(row, fmt.Sprintf("%.2f", acc.Median))
 		} else {
 			row = append(row, "-")
 		}

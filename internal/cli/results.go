@@ -10,135 +10,102 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/store"
 )
 
 // printResults writes a sweep's results: one row per point with output tok/s and speedup at each
-// concurrency level (mean over repeats of the ok runs) and the mean accept length, then the failed
-// points with their class and first line of evidence, then where the data is.
+// concurrency level and the accept length, each the median over repeats of the ok runs as the
+// report aggregates them (report.LoadID), then the failed points with their class and first line
+// of evidence, then where the data is.
 func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64, dbFile string) error {
-	rows, err := st.Query(ctx, `SELECT point_id, method, num_steps, topk, num_draft_tokens, tp, concurrency,
-			avg(output_tok_s), avg(speedup), avg(accept_length)
-		FROM run_detail WHERE sweep_id = ? AND status = 'ok'
-		GROUP BY point_id, concurrency ORDER BY min(plan_order), concurrency`, sweepID)
+	s, err := report.LoadID(ctx, st, sweepID)
 	if err != nil {
 		return err
 	}
-	type cell struct{ tok, speedup any }
-	type row struct {
-		label    []string
-		byLevel  map[int64]cell
-		accept   float64
-		accepts  int
-		pointID  string
-		hasLevel bool
+	label := func(p *report.Point) []string {
+		return []string{p.Method, optional(p.Requested[0]), optional(p.Requested[1]), optional(p.Requested[2]), strconv.Itoa(p.TP)}
 	}
-	var (
-		order  []*row
-		byID   = map[string]*row{}
-		levels []int64
-		seen   = map[int64]bool{}
-	)
-	for _, v := range rows.Values {
-		id := v[0].(string)
-		r, ok := byID[id]
-		if !ok {
-			r = &row{pointID: id, byLevel: map[int64]cell{},
-				label: []string{fmt.Sprint(v[1]), nullable(v[2]), nullable(v[3]), nullable(v[4]), fmt.Sprint(v[5])}}
-			byID[id] = r
-			order = append(order, r)
-		}
-		c := v[6].(int64)
-		if !seen[c] {
-			seen[c] = true
-			levels = append(levels, c)
-		}
-		r.byLevel[c] = cell{v[7], v[8]}
-		if a, ok := v[9].(float64); ok {
-			r.accept += a
-			r.accepts++
-		}
-	}
-	slices.Sort(levels)
 	fmt.Fprintln(w, "Results (output tok/s and speedup over the baseline at the same tp and concurrency):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"METHOD", "STEPS", "TOPK", "DRAFT", "TP"}
-	for _, c := range levels {
+	for _, c := range s.Levels {
 		head = append(head, fmt.Sprintf("c=%d tok/s", c), "speedup")
 	}
 	head = append(head, "ACCEPT", "")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for _, r := range order {
-		cells := append([]string(nil), r.label...)
-		for _, c := range levels {
-			x, ok := r.byLevel[c]
+	for _, p := range s.Points {
+		if len(p.Cells) == 0 {
+			continue
+		}
+		cells := label(p)
+		for _, c := range s.Levels {
+			x, ok := p.Cells[c]
 			if !ok {
 				cells = append(cells, "-", "-")
 				continue
 			}
-			cells = append(cells, fmtFloat(x.tok, 1), fmtSpeedup(x.speedup))
+			cells = append(cells, fmtStat(x.TokS, 1), fmtSpeedup(x.Speedup))
 		}
-		if r.accepts > 0 {
-			cells = append(cells, strconv.FormatFloat(r.accept/float64(r.accepts), 'f', 2, 64))
-		} else {
-			cells = append(cells, "-")
-		}
+		cells = append(cells, fmtStat(p.Accept(), 2))
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	failed, err := st.Query(ctx, `SELECT method, num_steps, topk, num_draft_tokens, tp, failure_class, failure_detail
-		FROM point_summary WHERE sweep_id = ? AND state = 'failed' ORDER BY point_id`, sweepID)
-	if err != nil {
-		return err
+	var failed []*report.Point
+	for _, p := range s.Points {
+		if p.State == string(store.PointFailed) {
+			failed = append(failed, p)
+		}
 	}
-	if len(failed.Values) > 0 {
-		fmt.Fprintf(w, "\nFailed points (%d):\n", len(failed.Values))
+	slices.SortStableFunc(failed, func(a, b *report.Point) int { return strings.Compare(a.ID, b.ID) })
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "\nFailed points (%d):\n", len(failed))
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "METHOD\tSTEPS\tTOPK\tDRAFT\tTP\tCLASS\tWHY")
-		for _, v := range failed.Values {
-			fmt.Fprintf(tw, "%v\t%s\t%s\t%s\t%v\t%v\t%s\n", v[0], nullable(v[1]), nullable(v[2]), nullable(v[3]), v[4], v[5],
-				firstLine(fmt.Sprint(nullable(v[6]))))
+		for _, p := range failed {
+			why := firstLine(p.FailureDetail)
+			if why == "" {
+				why = "-"
+			}
+			fmt.Fprintln(tw, strings.Join(append(label(p), p.FailureClass, why), "\t"))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
+	last := 1
+	if len(s.Levels) > 0 {
+		last = s.Levels[len(s.Levels)-1]
+	}
 	fmt.Fprintf(w, "\nStored in %s (sweep id %d). Query it, e.g.:\n  specsweep runs --db %s --sweep %d --where \"concurrency = %d\" --sort \"output_tok_s DESC\"\n",
-		dbFile, sweepID, dbFile, sweepID, lastOr(levels, 1))
+		dbFile, sweepID, dbFile, sweepID, last)
 	return nil
 }
 
-func nullable(v any) string {
-	if v == nil {
+// optional is a nullable parameter: "-" when not given.
+func optional(p *int) string {
+	if p == nil {
 		return "-"
 	}
-	return fmt.Sprint(v)
+	return strconv.Itoa(*p)
 }
 
-func fmtFloat(v any, digits int) string {
-	f, ok := v.(float64)
-	if !ok {
+// fmtStat is a median over repeats, "-" when nothing was recorded.
+func fmtStat(s report.Stat, digits int) string {
+	if !s.OK() {
 		return "-"
 	}
-	return strconv.FormatFloat(f, 'f', digits, 64)
+	return strconv.FormatFloat(s.Median, 'f', digits, 64)
 }
 
-func fmtSpeedup(v any) string {
-	f, ok := v.(float64)
-	if !ok {
+func fmtSpeedup(s report.Stat) string {
+	if !s.OK() {
 		return "-"
 	}
-	return strconv.FormatFloat(f, 'f', 2, 64) + "x"
-}
-
-func lastOr(s []int64, def int64) int64 {
-	if len(s) == 0 {
-		return def
-	}
-	return s[len(s)-1]
+	return strconv.FormatFloat(s.Median, 'f', 2, 64) + "x"
 }
 
 func writeIndentedJSON(w io.Writer, v any) error {

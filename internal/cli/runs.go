@@ -44,21 +44,24 @@ func runsCmd() command {
 				}
 				defer st.Close()
 				q := store.RunsQuery{Sweep: *sw, Where: *where, OrderBy: *sortBy, Limit: *limit}
+				var cols []string
+				var vals [][]any
 				if *best {
 					q.Limit = 0
-				}
-				rows, err := st.QueryRuns(ctx, q)
-				if err != nil {
-					return err
-				}
-				cols, vals := rows.Columns, rows.Values
-				if *best {
-					if cols, vals, err = bestRows(rows); err != nil {
+					runs, err := st.RunSummaries(ctx, q)
+					if err != nil {
 						return err
 					}
+					cols, vals = bestRows(runs)
 					if *limit > 0 && len(vals) > *limit {
 						vals = vals[:*limit]
 					}
+				} else {
+					rows, err := st.QueryRuns(ctx, q)
+					if err != nil {
+						return err
+					}
+					cols, vals = rows.Columns, rows.Values
 				}
 				if *columns != "" {
 					if cols, vals, err = selectColumns(cols, vals, *columns); err != nil {
@@ -76,13 +79,10 @@ var bestColumns = []string{"sweep", "sweep_id", "tp", "concurrency", "point_id",
 	"num_draft_tokens", "output_tok_s", "output_tok_s_min", "output_tok_s_max", "repeats", "speedup",
 	"runner_up", "runner_up_tok_s", "margin_pct", "noise", "candidates"}
 
-// bestRows ranks the configurations of each sweep, tp and concurrency level among rows of
-// run_summary (report.BestPerLevel) and returns one row per level.
-func bestRows(rows *store.Rows) ([]string, [][]any, error) {
-	sweeps, err := report.FromRuns(rows)
-	if err != nil {
-		return nil, nil, err
-	}
+// bestRows ranks the configurations of each sweep, tp and concurrency level among runs of
+// run_summary (report.BestPerLevel: medians over repeats) and returns one row per level.
+func bestRows(runs []store.RunSummary) ([]string, [][]any) {
+	sweeps := report.FromRuns(runs)
 	opt := func(v int, baseline bool) any {
 		if baseline {
 			return nil
@@ -105,7 +105,7 @@ func bestRows(rows *store.Rows) ([]string, [][]any, error) {
 			vals = append(vals, row)
 		}
 	}
-	return bestColumns, vals, nil
+	return bestColumns, vals
 }
 
 // selectColumns keeps the named columns (comma-separated), in the order given.
