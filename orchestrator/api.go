@@ -29,7 +29,7 @@ type APIStore interface {
 	StatusStore
 	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
 	CancelSweep(ctx context.Context, id int64, reason string) error
-	Query(ctx context.Context, query string, args ...any) (*store.Rows, error)
+	StateCounts(ctx context.Context) (store.StateCounts, error)
 }
 
 // Metrics are the daemon's Prometheus metrics: sweeps by state and points by state and failure
@@ -91,34 +91,17 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sweepsDesc
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	counts := map[string]float64{}
+	counts, err := c.st.StateCounts(ctx)
+	if err != nil {
+		counts = store.StateCounts{Sweeps: map[store.SweepState]int{}}
+	}
 	for _, s := range []store.SweepState{store.SweepScheduled, store.SweepQueued, store.SweepRunning,
 		store.SweepInterrupted, store.SweepDone, store.SweepFailed, store.SweepCancelled} {
-		counts[string(s)] = 0
+		ch <- prometheus.MustNewConstMetric(sweepsDesc, prometheus.GaugeValue, float64(counts.Sweeps[s]), string(s))
 	}
-	if rows, err := c.st.Query(ctx, "SELECT state, count(*) FROM sweeps GROUP BY state"); err == nil {
-		for _, v := range rows.Values {
-			counts[fmt.Sprint(v[0])] = toFloat(v[1])
-		}
+	for _, p := range counts.Points {
+		ch <- prometheus.MustNewConstMetric(pointsDesc, prometheus.GaugeValue, float64(p.N), string(p.State), string(p.FailureClass))
 	}
-	for s, n := range counts {
-		ch <- prometheus.MustNewConstMetric(sweepsDesc, prometheus.GaugeValue, n, s)
-	}
-	if rows, err := c.st.Query(ctx, "SELECT state, coalesce(failure_class, ''), count(*) FROM points GROUP BY 1, 2"); err == nil {
-		for _, v := range rows.Values {
-			ch <- prometheus.MustNewConstMetric(pointsDesc, prometheus.GaugeValue, toFloat(v[2]), fmt.Sprint(v[0]), fmt.Sprint(v[1]))
-		}
-	}
-}
-
-func toFloat(v any) float64 {
-	switch x := v.(type) {
-	case int64:
-		return float64(x)
-	case float64:
-		return x
-	}
-	return 0
 }
 
 // MaxBodyBytes caps a request body (a spec is far smaller).

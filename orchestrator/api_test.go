@@ -274,3 +274,23 @@ func TestAPIHostNames(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsCountTheStore: /metrics reports the sweeps by state (every state, 0 when none) and
+// the points by state and failure class, read from the store at the scrape.
+func TestMetricsCountTheStore(t *testing.T) {
+	a := newAPIHarness(t, APIConfig{})
+	if w := a.do("POST", "/api/sweeps", apiSpec(""), nil); w.Code != http.StatusCreated {
+		t.Fatalf("submit: %d %s", w.Code, w.Body)
+	}
+	w := a.do("GET", "/metrics", "", nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d", w.Code)
+	}
+	body := w.Body.String()
+	for _, want := range []string{`specsweep_sweeps{state="queued"} 1`, `specsweep_sweeps{state="done"} 0`,
+		`specsweep_sweeps{state="scheduled"} 0`, `specsweep_points{failure_class="",state="pending"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}
