@@ -1,0 +1,138 @@
+// The persistent remote shell: one long-lived sh running every systemctl/journalctl script, framed by end markers.
+
+package hostctl
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// shell is one long-lived remote `sh` reading commands from stdin: a poll
+// costs a round trip instead of a new session (sshd forks and starts the
+// login shell for each session, ~100 ms on a busy host).
+type shell struct {
+	sess  *ssh.Session
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	gen   int
+}
+
+// RunShell runs script in the persistent shell (as root: `sudo -n sh` for a
+// non-root login) and returns its output, stdout and stderr each bounded by
+// maxOut bytes, like Run. Any trouble with the shell falls back to Run.
+func (c *Conn) RunShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (Output, error) {
+	c.shMu.Lock()
+	defer c.shMu.Unlock()
+	out, sent, err := c.runShell(ctx, script, timeout, maxOut)
+	if err == nil || ctx.Err() != nil {
+		return out, err
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return out, err
+	}
+	if c.sh != nil {
+		c.sh.sess.Close()
+		c.sh = nil
+	}
+	if sent {
+		// The command may have run: never run it twice. The connection (or the shell) broke.
+		return out, &UnreachableError{Addr: c.t.addr, Err: fmt.Errorf("remote shell: %w", err)}
+	}
+	return c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: timeout, MaxOutput: maxOut})
+}
+
+func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (out Output, sent bool, err error) {
+	cl, gen, err := c.Client(ctx)
+	if err != nil {
+		return Output{}, sent, err
+	}
+	if c.sh != nil && c.sh.gen != gen {
+		c.sh.sess.Close()
+		c.sh = nil
+	}
+	if c.sh == nil {
+		s, err := cl.NewSession()
+		if err != nil {
+			return Output{}, sent, err
+		}
+		w, err := s.StdinPipe()
+		if err != nil {
+			s.Close()
+			return Output{}, sent, err
+		}
+		r, err := s.StdoutPipe()
+		if err != nil {
+			s.Close()
+			return Output{}, sent, err
+		}
+		cmd := "exec sh"
+		if c.t.user != "root" {
+			cmd = "exec sudo -n sh"
+		}
+		if err := s.Start(cmd); err != nil {
+			s.Close()
+			return Output{}, sent, err
+		}
+		c.sh = &shell{sess: s, stdin: w, out: bufio.NewReaderSize(r, 64<<10), gen: gen}
+	}
+	sh := c.sh
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	marker := "@@specsweep-end-" + hex.EncodeToString(nonce[:])
+	// stderr goes to a temp file printed after stdout, between markers.
+	line := "e=$(mktemp); " + Cmd{Args: []string{"sh", "-c", script}, Timeout: timeout}.CommandLine("root") +
+		" </dev/null 2>\"$e\"; r=$?; printf '\\n" + marker + "-stderr\\n'; head -c " + strconv.Itoa(maxOut) +
+		" \"$e\"; rm -f \"$e\"; printf '\\n" + marker + " %s\\n' $r\n"
+	stop := context.AfterFunc(ctx, func() { sh.sess.Close() })
+	defer stop()
+	timer := time.AfterFunc(timeout+10*time.Second, func() { sh.sess.Close() })
+	defer timer.Stop()
+	if _, err := io.WriteString(sh.stdin, line); err != nil {
+		return Output{}, false, err
+	}
+	sent = true
+	var buf bytes.Buffer
+	var stdout []byte
+	truncated := false
+	full := false // this stream reached maxOut: keep a prefix, never later pieces of it
+	for {
+		l, err := sh.out.ReadSlice('\n')
+		if err != nil && err != bufio.ErrBufferFull {
+			if ctx.Err() != nil {
+				return Output{}, sent, ctx.Err()
+			}
+			return Output{}, sent, err
+		}
+		if bytes.Equal(l, []byte(marker+"-stderr\n")) {
+			stdout = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			buf, full = bytes.Buffer{}, false
+			continue
+		}
+		if rest, ok := bytes.CutPrefix(l, []byte(marker+" ")); ok {
+			code, _ := strconv.Atoi(strings.TrimSpace(string(rest)))
+			stderr := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+			out := Output{Stdout: stdout, Stderr: stderr, Code: code, Truncated: truncated}
+			if code != 0 {
+				return out, true, &ExitError{Line: script, Out: out}
+			}
+			return out, true, nil
+		}
+		if !full && buf.Len()+len(l) <= maxOut {
+			buf.Write(l)
+		} else {
+			full, truncated = true, true
+		}
+	}
+}
