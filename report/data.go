@@ -195,11 +195,16 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	}
 	sort.Ints(s.TPs)
 
-	runs, err := db.RunSummaries(ctx, store.RunsQuery{SweepID: sw.ID, OK: true})
+	agg := newAggregator()
+	err = db.EachRunSummary(ctx, store.RunsQuery{SweepID: sw.ID, OK: true}, func(r *store.RunSummary) {
+		if p := byID[r.PointID]; p != nil {
+			agg.add(s, p, r)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.addRuns(runs, func(r *store.RunSummary) *Point { return byID[r.PointID] })
+	agg.finish()
 	return s, nil
 }
 
@@ -216,104 +221,113 @@ func deref(p *int) int {
 	return *p
 }
 
-// addRuns aggregates the ok runs among runs into cells of the points that point returns (nil:
-// skip the run), and sets Levels and Repeats. This is the one aggregation over repeats: every
-// figure of a cell is the median of its ok runs, with their range (newStat).
-func (s *Sweep) addRuns(runs []store.RunSummary, point func(r *store.RunSummary) *Point) {
-	type acc struct{ tok, sp, al, t99, t50, tpot, itl []float64 }
-	accs := map[*Cell]*acc{}
-	levels := map[int]bool{}
-	for _, c := range s.Levels {
-		levels[c] = true
+// aggregator is the one aggregation over repeats: it collects the ok runs of each cell, and finish
+// sets every figure of a cell to the median of its ok runs, with their range (newStat), and each
+// sweep's Levels and Repeats.
+type aggregator struct {
+	accs   map[*Cell]*acc
+	levels map[*Sweep]map[int]bool
+}
+
+type acc struct{ tok, sp, al, t99, t50, tpot, itl []float64 }
+
+func newAggregator() *aggregator {
+	return &aggregator{accs: map[*Cell]*acc{}, levels: map[*Sweep]map[int]bool{}}
+}
+
+// add counts run r (skipped unless ok and measured) in point p of sweep s.
+func (g *aggregator) add(s *Sweep, p *Point, r *store.RunSummary) {
+	if r.Status != store.RunOK || r.OutputTokS == nil {
+		return
+	}
+	c := r.Concurrency
+	if r.Repeat > s.Repeats {
+		s.Repeats = r.Repeat
+	}
+	lv := g.levels[s]
+	if lv == nil {
+		lv = map[int]bool{}
+		g.levels[s] = lv
+	}
+	lv[c] = true
+	cell := p.Cells[c]
+	if cell == nil {
+		cell = &Cell{Point: p, Concurrency: c}
+		p.Cells[c] = cell
+	}
+	a := g.accs[cell]
+	if a == nil {
+		a = &acc{}
+		g.accs[cell] = a
 	}
 	add := func(dst *[]float64, x *float64) {
 		if x != nil && !math.IsNaN(*x) {
 			*dst = append(*dst, *x)
 		}
 	}
-	for i := range runs {
-		r := &runs[i]
-		if r.Status != store.RunOK || r.OutputTokS == nil {
-			continue
-		}
-		p := point(r)
-		if p == nil {
-			continue
-		}
-		c := r.Concurrency
-		if r.Repeat > s.Repeats {
-			s.Repeats = r.Repeat
-		}
-		levels[c] = true
-		cell := p.Cells[c]
-		if cell == nil {
-			cell = &Cell{Point: p, Concurrency: c}
-			p.Cells[c] = cell
-		}
-		a := accs[cell]
-		if a == nil {
-			a = &acc{}
-			accs[cell] = a
-		}
-		add(&a.tok, r.OutputTokS)
-		add(&a.sp, r.Speedup)
-		add(&a.al, r.AcceptLength)
-		add(&a.t99, r.TTFTP99Ms)
-		add(&a.t50, r.TTFTP50Ms)
-		add(&a.tpot, r.TPOTP50Ms)
-		add(&a.itl, r.ITLP50Ms)
-	}
-	for cell, a := range accs {
+	add(&a.tok, r.OutputTokS)
+	add(&a.sp, r.Speedup)
+	add(&a.al, r.AcceptLength)
+	add(&a.t99, r.TTFTP99Ms)
+	add(&a.t50, r.TTFTP50Ms)
+	add(&a.tpot, r.TPOTP50Ms)
+	add(&a.itl, r.ITLP50Ms)
+}
+
+func (g *aggregator) finish() {
+	for cell, a := range g.accs {
 		cell.TokS, cell.Speedup, cell.Accept = newStat(a.tok), newStat(a.sp), newStat(a.al)
 		cell.TTFTP99, cell.TTFTP50, cell.TPOTP50, cell.ITLP50 = newStat(a.t99), newStat(a.t50), newStat(a.tpot), newStat(a.itl)
 	}
-	s.Levels = s.Levels[:0]
-	for c := range levels {
-		s.Levels = append(s.Levels, c)
+	for s, lv := range g.levels {
+		s.Levels = s.Levels[:0]
+		for c := range lv {
+			s.Levels = append(s.Levels, c)
+		}
+		sort.Ints(s.Levels)
 	}
-	sort.Ints(s.Levels)
 }
 
-// FromRuns builds one Sweep per sweep id found in runs of run_summary (as store.RunSummaries
-// returns them), with the points that have runs among them, in order of first appearance. Only
-// what the runs tell is known: no hosts, states or provenance.
-func FromRuns(runs []store.RunSummary) []*Sweep {
+// FromRuns builds one Sweep per sweep id found among the run_summary rows q selects (the user's
+// --where), with the points that have runs among them, in order of first appearance, reading the
+// runs once without keeping them. Only what the runs tell is known: no hosts, states or provenance.
+func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, error) {
 	var out []*Sweep
 	sweeps := map[int64]*Sweep{}
 	points := map[*Sweep]map[string]*Point{}
-	tps := map[*Sweep]map[int]bool{}
-	for i := range runs {
-		id := runs[i].SweepID
-		if sweeps[id] == nil {
-			s := &Sweep{ID: id, Name: runs[i].Sweep}
-			sweeps[id] = s
+	agg := newAggregator()
+	err := db.EachRunSummary(ctx, q, func(r *store.RunSummary) {
+		s := sweeps[r.SweepID]
+		if s == nil {
+			s = &Sweep{ID: r.SweepID, Name: r.Sweep}
+			sweeps[r.SweepID] = s
 			points[s] = map[string]*Point{}
-			tps[s] = map[int]bool{}
 			out = append(out, s)
 		}
+		if r.Status != store.RunOK || r.OutputTokS == nil {
+			return
+		}
+		p := points[s][r.PointID]
+		if p == nil {
+			p = &Point{ID: r.PointID, State: "done", Cells: map[int]*Cell{},
+				Config:    configOf(r.Method, r.NumSteps, r.TopK, r.NumDraftTokens, r.TP),
+				Requested: [3]*int{r.NumSteps, r.TopK, r.NumDraftTokens}}
+			points[s][r.PointID] = p
+			s.Points = append(s.Points, p)
+			if !slices.Contains(s.TPs, p.TP) {
+				s.TPs = append(s.TPs, p.TP)
+			}
+		}
+		agg.add(s, p, r)
+	})
+	if err != nil {
+		return nil, err
 	}
+	agg.finish()
 	for _, s := range out {
-		s.addRuns(runs, func(r *store.RunSummary) *Point {
-			if r.SweepID != s.ID {
-				return nil
-			}
-			p := points[s][r.PointID]
-			if p == nil {
-				p = &Point{ID: r.PointID, State: "done", Cells: map[int]*Cell{},
-					Config:    configOf(r.Method, r.NumSteps, r.TopK, r.NumDraftTokens, r.TP),
-					Requested: [3]*int{r.NumSteps, r.TopK, r.NumDraftTokens}}
-				points[s][r.PointID] = p
-				s.Points = append(s.Points, p)
-				if !tps[s][p.TP] {
-					tps[s][p.TP] = true
-					s.TPs = append(s.TPs, p.TP)
-				}
-			}
-			return p
-		})
 		sort.Ints(s.TPs)
 	}
-	return out
+	return out, nil
 }
 
 // Cells returns every cell of the sweep, in plan order then concurrency.

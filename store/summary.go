@@ -64,15 +64,21 @@ var runDetailColumns = []string{"run_id", "plan_order", "baseline", "attempt", "
 // QueryRuns), in one query.
 func (db *DB) RunSummaries(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
 	var out []RunSummary
-	err := db.runsQuery(ctx, q, runSummaryColumns, func(v []driver.Value) {
-		var r RunSummary
-		decodeRunSummary(&r, v)
-		out = append(out, r)
-	})
+	err := db.EachRunSummary(ctx, q, func(r *RunSummary) { out = append(out, *r) })
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// EachRunSummary is RunSummaries handing each row to fn as it is read, for callers that aggregate
+// many runs without keeping them (r is reused: copy what is kept).
+func (db *DB) EachRunSummary(ctx context.Context, q RunsQuery, fn func(r *RunSummary)) error {
+	var r RunSummary
+	return db.runsQuery(ctx, q, runSummaryColumns, func(v []driver.Value) {
+		decodeRunSummary(&r, v)
+		fn(&r)
+	})
 }
 
 // RunDetails reads the run_detail rows q selects, in one query.

@@ -48,11 +48,11 @@ func runsCmd() command {
 				var vals [][]any
 				if *best {
 					q.Limit = 0
-					runs, err := st.RunSummaries(ctx, q)
+					sweeps, err := report.FromRuns(ctx, st, q)
 					if err != nil {
 						return err
 					}
-					cols, vals = bestRows(runs)
+					cols, vals = bestRows(sweeps)
 					if *limit > 0 && len(vals) > *limit {
 						vals = vals[:*limit]
 					}
@@ -79,10 +79,9 @@ var bestColumns = []string{"sweep", "sweep_id", "tp", "concurrency", "point_id",
 	"num_draft_tokens", "output_tok_s", "output_tok_s_min", "output_tok_s_max", "repeats", "speedup",
 	"runner_up", "runner_up_tok_s", "margin_pct", "noise", "candidates"}
 
-// bestRows ranks the configurations of each sweep, tp and concurrency level among runs of
-// run_summary (report.BestPerLevel: medians over repeats) and returns one row per level.
-func bestRows(runs []store.RunSummary) ([]string, [][]any) {
-	sweeps := report.FromRuns(runs)
+// bestRows ranks the configurations of each sweep, tp and concurrency level (report.BestPerLevel:
+// medians over repeats) and returns one row per level.
+func bestRows(sweeps []*report.Sweep) ([]string, [][]any) {
 	opt := func(v int, baseline bool) any {
 		if baseline {
 			return nil
