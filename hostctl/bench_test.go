@@ -187,11 +187,7 @@ func benchPointOverhead(b *testing.B, dbus bool) {
 		}
 		write = append(write, ms(time.Since(t0)))
 		t1 := time.Now()
-		if dbus {
-			if err := r.withBus(ctx, func(d *dbusUnit) error { return d.c.ReloadContext(ctx) }); err != nil {
-				b.Fatal(err)
-			}
-		} else if _, err := r.run(ctx, "systemctl daemon-reload", 30*time.Second); err != nil {
+		if err := r.unit.reload(ctx); err != nil { // systemctl daemon-reload, or Reload over D-Bus
 			b.Fatal(err)
 		}
 		reload = append(reload, ms(time.Since(t1)))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
@@ -17,16 +18,29 @@ const SystemBusSocket = "/run/dbus/system_bus_socket"
 // reached through the SSH connection (direct-streamlocal to the bus socket,
 // EXTERNAL auth as the remote uid: root logins only, a non-root caller would
 // need polkit). It replaces systemctl for reload, start, stop, reset-failed
-// and the unit state; the journal is still read with journalctl.
+// and the unit state; the journal is still read with journalctl (in the
+// persistent shell, beside a state read on the bus).
 type dbusUnit struct {
-	c    *sdbus.Conn
+	conn *Conn
 	unit string
+
+	mu sync.Mutex // the bus, re-dialled when the SSH connection under it was
+	c  *sdbus.Conn
 }
 
 func dialDBus(ctx context.Context, conn *Conn, unit string) (*dbusUnit, error) {
 	if conn.User() != "root" {
 		return nil, errors.New("the D-Bus transport needs a root login (systemd would ask polkit for a non-root caller)")
 	}
+	c, err := dialBus(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	return &dbusUnit{conn: conn, unit: unit, c: c}, nil
+}
+
+// dialBus connects to the system bus through the SSH connection.
+func dialBus(ctx context.Context, conn *Conn) (*sdbus.Conn, error) {
 	dial := func() (*godbus.Conn, error) {
 		cl, _, err := conn.Client(ctx)
 		if err != nil {
@@ -51,18 +65,118 @@ func dialDBus(ctx context.Context, conn *Conn, unit string) (*dbusUnit, error) {
 		}
 		return dc, nil
 	}
-	c, err := sdbus.NewConnection(dial)
-	if err != nil {
-		return nil, err
-	}
-	return &dbusUnit{c: c, unit: unit}, nil
+	return sdbus.NewConnection(dial)
 }
 
-func (d *dbusUnit) close() { d.c.Close() }
+// with runs fn on the bus, re-dialling it once when a call fails and the
+// bus is gone (the SSH connection under it may have been re-established).
+func (d *dbusUnit) with(ctx context.Context, fn func(*sdbus.Conn) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := fn(d.c)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	if d.c.Connected() {
+		return err
+	}
+	d.c.Close()
+	nc, derr := dialBus(ctx, d.conn)
+	if derr != nil {
+		return derr
+	}
+	d.c = nc
+	return fn(d.c)
+}
 
-// state reads the same properties as `systemctl show`.
+func (d *dbusUnit) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.c.Close()
+}
+
 func (d *dbusUnit) state(ctx context.Context) (State, error) {
-	u, err := d.c.GetUnitPropertiesContext(ctx, d.unit)
+	var st State
+	err := d.with(ctx, func(c *sdbus.Conn) (err error) { st, err = busState(ctx, c, d.unit); return err })
+	return st, err
+}
+
+// stateAnd reads the state on the bus while script runs in the shell.
+func (d *dbusUnit) stateAnd(ctx context.Context, script string) (State, Output, error) {
+	var st State
+	var serr error
+	done := make(chan struct{})
+	go func() { st, serr = d.state(ctx); close(done) }()
+	_, out, err := readAlongside(ctx, d.conn, "", script)
+	<-done
+	if err != nil {
+		return State{}, Output{}, err
+	}
+	if serr != nil {
+		return State{}, Output{}, serr
+	}
+	return st, out, nil
+}
+
+// start is daemon-reload, reset-failed, start (waiting for the job: for
+// Type=simple, "done" only means the process was started), then the state.
+// Any failure of the start is systemd's refusal (a *startRefused).
+func (d *dbusUnit) start(ctx context.Context) (State, error) {
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err := d.with(sctx, func(c *sdbus.Conn) error { return reloadStart(sctx, c, d.unit) })
+	cancel()
+	st, serr := d.state(ctx)
+	if err != nil {
+		if serr != nil {
+			st = State{}
+		}
+		return st, &startRefused{stderr: err.Error(), code: 1, err: err}
+	}
+	if serr != nil {
+		return State{}, serr
+	}
+	return st, nil
+}
+
+func reloadStart(ctx context.Context, c *sdbus.Conn, unit string) error {
+	if err := c.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("daemon-reload: %w", err)
+	}
+	_ = c.ResetFailedUnitContext(ctx, unit)
+	done := make(chan string, 1) // buffered: go-systemd's dispatcher must never block on it
+	if _, err := c.StartUnitContext(ctx, unit, "replace", done); err != nil {
+		return fmt.Errorf("start %s: %w", unit, err)
+	}
+	select {
+	case r := <-done:
+		if r != "done" {
+			return fmt.Errorf("start %s: job %s", unit, r)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stop queues a stop job and returns (the caller follows the state).
+func (d *dbusUnit) stop(ctx context.Context) error {
+	return d.with(ctx, func(c *sdbus.Conn) error {
+		_, err := c.StopUnitContext(ctx, d.unit, "replace", make(chan string, 1))
+		return err
+	})
+}
+
+func (d *dbusUnit) resetFailed(ctx context.Context) {
+	_ = d.with(ctx, func(c *sdbus.Conn) error { _ = c.ResetFailedUnitContext(ctx, d.unit); return nil })
+}
+
+func (d *dbusUnit) reload(ctx context.Context) error {
+	return d.with(ctx, func(c *sdbus.Conn) error { return c.ReloadContext(ctx) })
+}
+
+// busState reads the same properties as `systemctl show`.
+func busState(ctx context.Context, c *sdbus.Conn, unit string) (State, error) {
+	u, err := c.GetUnitPropertiesContext(ctx, unit)
 	if err != nil {
 		return State{}, err
 	}
@@ -83,7 +197,7 @@ func (d *dbusUnit) state(ctx context.Context) (State, error) {
 	if st.LoadState != "loaded" {
 		return st, nil
 	}
-	s, err := d.c.GetUnitTypePropertiesContext(ctx, d.unit, "Service")
+	s, err := c.GetUnitTypePropertiesContext(ctx, unit, "Service")
 	if err != nil {
 		return st, err
 	}
@@ -105,36 +219,4 @@ func (d *dbusUnit) state(ctx context.Context) (State, error) {
 	}
 	st.ExecMainStart, st.ExecMainExit = usec(s, "ExecMainStartTimestamp"), usec(s, "ExecMainExitTimestamp")
 	return st, nil
-}
-
-// reloadStart is daemon-reload, reset-failed, start (waiting for the job:
-// for Type=simple, "done" only means the process was started).
-func (d *dbusUnit) reloadStart(ctx context.Context) error {
-	if err := d.c.ReloadContext(ctx); err != nil {
-		return fmt.Errorf("daemon-reload: %w", err)
-	}
-	_ = d.c.ResetFailedUnitContext(ctx, d.unit)
-	done := make(chan string, 1) // buffered: go-systemd's dispatcher must never block on it
-	if _, err := d.c.StartUnitContext(ctx, d.unit, "replace", done); err != nil {
-		return fmt.Errorf("start %s: %w", d.unit, err)
-	}
-	select {
-	case r := <-done:
-		if r != "done" {
-			return fmt.Errorf("start %s: job %s", d.unit, r)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// stop queues a stop job and returns (the caller follows the state).
-func (d *dbusUnit) stop(ctx context.Context) error {
-	_, err := d.c.StopUnitContext(ctx, d.unit, "replace", make(chan string, 1))
-	return err
-}
-
-func (d *dbusUnit) resetFailed(ctx context.Context) {
-	_ = d.c.ResetFailedUnitContext(ctx, d.unit)
 }

@@ -23,42 +23,61 @@ var reNearReady = regexp.MustCompile(`max_total_num_tokens=|Capture (draft )?cud
 // maxLines bounds the log lines an instance keeps.
 const maxLines = 10000
 
+// serverProc is the server process an instance follows, as a driver knows
+// it: a systemd unit's invocation on a remote host (unitProc), a child
+// process here (localProc).
+type serverProc interface {
+	// poll reads the state and the log lines that are new since the last poll.
+	poll(ctx context.Context) (State, []string, error)
+	// follow watches the process while WaitReady runs, calling wake on every
+	// sign of news (a new log line, its death, the port opening: a poll then
+	// follows at once); it returns its stop.
+	follow(ctx context.Context, wake func()) (stop func())
+	// sendStop begins the stop (SIGTERM), without waiting for it.
+	sendStop(ctx context.Context) error
+	// afterStop tidies up once the process is gone.
+	afterStop(ctx context.Context)
+}
+
 // instance is the driver-independent half of an Instance: readiness,
-// classification, logs and the stop loop. A driver supplies poll (read the
-// state and append new log lines) and sendStop (SIGTERM, non-blocking).
+// classification, logs and the stop loop, over the driver's serverProc.
 type instance struct {
+	proc      serverProc
 	id        string
-	mainPID   int // at start (remote: for the death watcher)
-	execPID   int // the main process's PID (remote: its journal lines, see journalMatch)
 	launch    Launch
 	startedAt time.Time
 	client    *http.Client
 	baseURL   string
 	addr      string
+	wake      chan struct{} // a send when there is news (see serverProc.follow): WaitReady looks at once
 
-	poll      func(ctx context.Context) (State, error)
-	sendStop  func(ctx context.Context) error
-	afterStop func(ctx context.Context)
-	// follow, if set, streams new log lines while WaitReady runs, each one a
-	// send on wake (a poll then follows at once); it returns its stop.
-	follow func(ctx context.Context) func()
-	wake   chan struct{}
+	pollMu sync.Mutex // one poll at a time: lines are appended in order
 
-	mu       sync.Mutex
-	lines    []string
-	dropped  int
-	ready    bool
-	stopped  bool
-	stopFrom int // index (counting dropped lines) of the first line after the stop began
+	mu      sync.Mutex
+	lines   []string
+	dropped int
+	ready   bool
+}
+
+func newInstance(p serverProc, id string, l Launch, startedAt time.Time, client *http.Client, baseURL, addr string) *instance {
+	return &instance{proc: p, id: id, launch: l, startedAt: startedAt, client: client, baseURL: baseURL, addr: addr,
+		wake: make(chan struct{}, 1)}
 }
 
 func (in *instance) notify() {
-	if in.wake != nil {
-		select {
-		case in.wake <- struct{}{}:
-		default:
-		}
+	select {
+	case in.wake <- struct{}{}:
+	default:
 	}
+}
+
+// poll reads the state and appends the new log lines.
+func (in *instance) poll(ctx context.Context) (State, error) {
+	in.pollMu.Lock()
+	defer in.pollMu.Unlock()
+	st, lines, err := in.proc.poll(ctx)
+	in.appendLines(lines)
+	return st, err
 }
 
 func (in *instance) ID() string               { return in.id }
@@ -142,10 +161,8 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 	wait, limit := backoffStart, backoffCap
 	probes := 0
 	var st State
-	if in.follow != nil && in.wake != nil {
-		stop := in.follow(ctx)
-		defer stop()
-	}
+	stop := in.proc.follow(ctx, in.notify)
+	defer stop()
 	type polled struct {
 		st  State
 		err error
@@ -357,13 +374,11 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 	}
 	if !st.Running() {
 		r := StopResult{Final: st, Already: true, Duration: time.Since(t0)}
-		if in.afterStop != nil {
-			in.afterStop(ctx)
-		}
+		in.proc.afterStop(ctx)
 		return r, nil
 	}
 	from := in.lineCount()
-	if err := in.sendStop(ctx); err != nil {
+	if err := in.proc.sendStop(ctx); err != nil {
 		return StopResult{Final: st}, err
 	}
 	wait := 20 * time.Millisecond
@@ -389,9 +404,7 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 	_, _ = in.poll(ctx)
 	r := stopOutcome(st, in.snapshot(from))
 	r.Duration = time.Since(t0)
-	if in.afterStop != nil {
-		in.afterStop(ctx)
-	}
+	in.proc.afterStop(ctx)
 	return r, nil
 }
 

@@ -113,7 +113,7 @@ func TestUnitNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	b.WriteString((&Remote{o: RemoteOptions{Unit: "x.service"}}).showCmd())
+	b.WriteString(showCmd("x.service"))
 	if !strings.Contains(b.String(), " -- 'x.service'") && !strings.Contains(b.String(), " -- x.service") {
 		t.Fatalf("no -- before the unit: %s", b.String())
 	}

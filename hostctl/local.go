@@ -33,7 +33,7 @@ type LocalOptions struct {
 type Local struct {
 	o       LocalOptions
 	mu      sync.Mutex
-	current *localProc
+	current *instance
 	seq     int
 }
 
@@ -53,10 +53,13 @@ func (l *Local) Name() string { return l.o.Name }
 // Close implements Host (a running child keeps running: use Restore).
 func (l *Local) Close() error { return nil }
 
+// localProc is the server as a child process here (a serverProc), in its
+// own process group; its output lines wait in pending for the next poll.
 type localProc struct {
-	*instance
-	cmd  *exec.Cmd
-	pgid int
+	cmd    *exec.Cmd
+	pgid   int
+	id     string
+	notify func() // wakes readiness polling: a new line
 
 	mu          sync.Mutex
 	exited      chan struct{}
@@ -66,6 +69,8 @@ type localProc struct {
 	timedOut    bool
 	pending     []string
 }
+
+var _ serverProc = (*localProc)(nil)
 
 func (p *localProc) log(line string) {
 	p.mu.Lock()
@@ -178,11 +183,11 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	id := fmt.Sprintf("local-%d-%d", cmd.Process.Pid, l.seq)
 	l.mu.Unlock()
 	host, _ := serverEndpoint(ln.Argv, ln.Port)
-	p := &localProc{cmd: cmd, pgid: cmd.Process.Pid, exited: exited, stopTimeout: ln.StopTimeout}
-	in := &instance{id: id, launch: ln, startedAt: startedAt,
-		client:  &http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}},
-		baseURL: "http://" + hostPort(host, ln.Port), addr: hostPort(host, ln.Port), wake: make(chan struct{}, 1)}
-	p.instance = in
+	p := &localProc{cmd: cmd, pgid: cmd.Process.Pid, id: id, exited: exited, stopTimeout: ln.StopTimeout}
+	in := newInstance(p, id, ln, startedAt,
+		&http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}},
+		"http://"+hostPort(host, ln.Port), hostPort(host, ln.Port))
+	p.notify = in.notify
 	var wg sync.WaitGroup
 	var logMu sync.Mutex
 	for _, r := range []io.Reader{stdout, stderr} {
@@ -203,59 +208,71 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 		if logf != nil {
 			logf.Close()
 		}
-		p.mu.Lock()
-		p.state = cmd.ProcessState
-		if p.state == nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				p.state = ee.ProcessState
-			}
-		}
-		st := p.state.Sys().(syscall.WaitStatus)
-		p.mu.Unlock()
-		// KillMode=control-group: whatever the server left in its group goes too.
-		_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-		exit := fmt.Sprintf("code=exited, status=%d", st.ExitStatus())
-		if st.Signaled() {
-			exit = fmt.Sprintf("code=killed, status=%d/%s", int(st.Signal()), strings.ToUpper(strings.TrimPrefix(unixSignalName(st.Signal()), "SIG")))
-		}
-		p.log("Main process exited, " + exit)
-		close(p.exited)
+		p.exit(err)
 	}()
-	in.poll = func(ctx context.Context) (State, error) {
-		p.mu.Lock()
-		lines := p.pending
-		p.pending = nil
-		p.mu.Unlock()
-		st := p.currentState()
-		in.appendLines(lines)
-		return st, nil
-	}
-	in.sendStop = func(ctx context.Context) error {
-		p.mu.Lock()
-		p.stopping = true
-		p.mu.Unlock()
-		if err := syscall.Kill(-p.pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return err
-		}
-		go func() {
-			select {
-			case <-p.exited:
-			case <-time.After(p.stopTimeout):
-				p.log("State 'stop-sigterm' timed out. Killing.")
-				p.mu.Lock()
-				p.timedOut = true
-				p.mu.Unlock()
-				_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-			}
-		}()
-		return nil
-	}
 	l.mu.Lock()
-	l.current = p
+	l.current = in
 	l.mu.Unlock()
-	return p, nil
+	return in, nil
 }
+
+// exit records the end of the process (err: cmd.Wait's).
+func (p *localProc) exit(err error) {
+	p.mu.Lock()
+	p.state = p.cmd.ProcessState
+	if p.state == nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			p.state = ee.ProcessState
+		}
+	}
+	st := p.state.Sys().(syscall.WaitStatus)
+	p.mu.Unlock()
+	// KillMode=control-group: whatever the server left in its group goes too.
+	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+	exit := fmt.Sprintf("code=exited, status=%d", st.ExitStatus())
+	if st.Signaled() {
+		exit = fmt.Sprintf("code=killed, status=%d/%s", int(st.Signal()), strings.ToUpper(strings.TrimPrefix(unixSignalName(st.Signal()), "SIG")))
+	}
+	p.log("Main process exited, " + exit)
+	close(p.exited)
+}
+
+// poll takes the lines logged since the last poll, then the state.
+func (p *localProc) poll(ctx context.Context) (State, []string, error) {
+	p.mu.Lock()
+	lines := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	return p.currentState(), lines, nil
+}
+
+// follow: every line already wakes readiness polling (see log).
+func (p *localProc) follow(ctx context.Context, wake func()) func() { return func() {} }
+
+// sendStop sends SIGTERM to the process group, then SIGKILL after the stop timeout.
+func (p *localProc) sendStop(ctx context.Context) error {
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
+	if err := syscall.Kill(-p.pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	go func() {
+		select {
+		case <-p.exited:
+		case <-time.After(p.stopTimeout):
+			p.log("State 'stop-sigterm' timed out. Killing.")
+			p.mu.Lock()
+			p.timedOut = true
+			p.mu.Unlock()
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		}
+	}()
+	return nil
+}
+
+func (p *localProc) afterStop(ctx context.Context) {}
 
 // gpuFree waits (bounded) until no compute process holds GPU memory here.
 func (l *Local) gpuFree(ctx context.Context) error {

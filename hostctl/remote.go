@@ -1,8 +1,6 @@
 package hostctl
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,9 +33,7 @@ type RemoteOptions struct {
 type Remote struct {
 	o    RemoteOptions
 	conn *Conn
-
-	busMu sync.Mutex
-	bus   *dbusUnit // with DBus
+	unit unitControl // systemctl, or D-Bus with DBus
 
 	mu      sync.Mutex
 	current *instance
@@ -69,35 +65,14 @@ func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Remote{o: o, conn: c}
+	r := &Remote{o: o, conn: c, unit: &systemctlUnit{conn: c, unit: o.Unit}}
 	if o.DBus {
-		if r.bus, err = dialDBus(ctx, c, o.Unit); err != nil {
+		if r.unit, err = dialDBus(ctx, c, o.Unit); err != nil {
 			c.Close()
 			return nil, err
 		}
 	}
 	return r, nil
-}
-
-// withBus runs fn on the D-Bus connection, re-dialling the bus once when a
-// call fails (the SSH connection under it may have been re-established).
-func (r *Remote) withBus(ctx context.Context, fn func(*dbusUnit) error) error {
-	r.busMu.Lock()
-	defer r.busMu.Unlock()
-	err := fn(r.bus)
-	if err == nil || ctx.Err() != nil {
-		return err
-	}
-	if r.bus.c.Connected() {
-		return err
-	}
-	r.bus.close()
-	nb, derr := dialDBus(ctx, r.conn, r.o.Unit)
-	if derr != nil {
-		return derr
-	}
-	r.bus = nb
-	return fn(r.bus)
 }
 
 // Conn is the host's SSH connection (for doctor and tests).
@@ -108,11 +83,7 @@ func (r *Remote) Name() string { return r.o.Name }
 
 // Close implements Host.
 func (r *Remote) Close() error {
-	r.busMu.Lock()
-	if r.bus != nil {
-		r.bus.close()
-	}
-	r.busMu.Unlock()
+	r.unit.close()
 	return r.conn.Close()
 }
 
@@ -121,235 +92,43 @@ func (r *Remote) run(ctx context.Context, script string, timeout time.Duration) 
 	return r.conn.RunShell(ctx, script, timeout, 1<<20)
 }
 
-var showProps = []string{"ActiveState", "SubState", "Result", "ExecMainCode", "ExecMainStatus", "MainPID", "ExecMainPID",
-	"NRestarts", "InvocationID", "LoadState", "UnitFileState", "ActiveEnterTimestamp", "InactiveEnterTimestamp",
-	"ExecMainStartTimestamp", "ExecMainExitTimestamp"}
-
-func (r *Remote) showCmd() string {
-	return "systemctl show --timestamp=unix -p " + strings.Join(showProps, ",") + " -- " + ShellQuote(r.o.Unit)
-}
-
-// parseShow parses systemctl show's KEY=VALUE lines.
-func parseShow(out []byte) State {
-	st := State{At: time.Now()}
-	for _, line := range strings.Split(string(out), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok {
-			continue
-		}
-		n, _ := strconv.Atoi(v)
-		switch k {
-		case "ActiveState":
-			st.ActiveState = v
-		case "SubState":
-			st.SubState = v
-		case "Result":
-			st.Result = v
-		case "ExecMainCode":
-			st.ExecMainCode = n
-		case "ExecMainStatus":
-			st.ExecMainStatus = n
-		case "MainPID":
-			st.MainPID = n
-		case "ExecMainPID":
-			st.ExecMainPID = n
-		case "NRestarts":
-			st.NRestarts = n
-		case "InvocationID":
-			st.InvocationID = v
-		case "LoadState":
-			st.LoadState = v
-		case "UnitFileState":
-			st.UnitFileState = v
-		case "ActiveEnterTimestamp":
-			st.ActiveEnter = unixStamp(v)
-		case "InactiveEnterTimestamp":
-			st.InactiveEnter = unixStamp(v)
-		case "ExecMainStartTimestamp":
-			st.ExecMainStart = unixStamp(v)
-		case "ExecMainExitTimestamp":
-			st.ExecMainExit = unixStamp(v)
-		}
-	}
-	return st
-}
-
-func unixStamp(v string) time.Time {
-	if !strings.HasPrefix(v, "@") {
-		return time.Time{}
-	}
-	n, err := strconv.ParseInt(v[1:], 10, 64)
-	if err != nil || n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(n, 0)
-}
-
 // UnitState reads the unit's state.
-func (r *Remote) UnitState(ctx context.Context) (State, error) {
-	if r.bus != nil {
-		var st State
-		err := r.withBus(ctx, func(b *dbusUnit) (err error) { st, err = b.state(ctx); return err })
-		return st, err
-	}
-	out, err := r.run(ctx, r.showCmd(), 15*time.Second)
-	if err != nil {
-		return State{}, err
-	}
-	return parseShow(out.Stdout), nil
-}
-
-const journalSep = "@@specsweep-journal@@"
-
-// journalMatch selects the journal entries of one invocation: the
-// process's output (_SYSTEMD_INVOCATION_ID) and systemd's lines about it
-// (INVOCATION_ID), plus the output of the main process by unit and PID:
-// journald takes the invocation ID from the process's cgroup, which it
-// cannot read any more once a short-lived process has exited (a server
-// rejecting its arguments), and such lines would be missed.
-func journalMatch(unit, id string, pid int) string {
-	m := "_SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id)
-	if pid > 0 {
-		m += " + _SYSTEMD_UNIT=" + ShellQuote(unit) + " _PID=" + strconv.Itoa(pid)
-	}
-	return m
-}
+func (r *Remote) UnitState(ctx context.Context) (State, error) { return r.unit.state(ctx) }
 
 // newInstance follows invocation id of the unit. fromEnd starts reading its
 // journal at the newest entry (a server specsweep did not start may have
 // logged for days: only what it says from now on matters).
 func (r *Remote) newInstance(id string, l Launch, startedAt time.Time, fromEnd bool) *instance {
+	return r.instanceOf(r.unitProc(id, l, fromEnd), l, startedAt)
+}
+
+// unitProc is the process of invocation id of the unit, its journal read from
+// the start of the invocation or, with fromEnd, from the newest entry.
+func (r *Remote) unitProc(id string, l Launch, fromEnd bool) *unitProc {
+	return &unitProc{conn: r.conn, unit: r.unit, unitName: r.o.Unit, id: id, port: l.Port,
+		followFor: l.ReadyTimeout + 30*time.Second, atEnd: !fromEnd}
+}
+
+// instanceOf is the instance of p: probes go through the SSH connection to
+// the server's address on the host.
+func (r *Remote) instanceOf(p *unitProc, l Launch, startedAt time.Time) *instance {
 	host, external := serverEndpoint(l.Argv, l.Port)
-	in := &instance{id: id, launch: l, startedAt: startedAt}
 	tunnel := hostPort(host, l.Port)
-	in.client = &http.Client{Transport: &http.Transport{
+	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return r.conn.DialTCP(ctx, tunnel)
 		},
 		MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true,
 	}}
-	in.baseURL = "http://" + tunnel
+	addr := ""
 	if external {
 		h, _, _ := net.SplitHostPort(r.conn.Addr())
 		if host != "127.0.0.1" {
 			h = host
 		}
-		in.addr = hostPort(h, l.Port)
+		addr = hostPort(h, l.Port)
 	}
-	var cursor string
-	var cmu sync.Mutex
-	atEnd := !fromEnd
-	in.poll = func(ctx context.Context) (State, error) {
-		cmu.Lock()
-		defer cmu.Unlock()
-		match := journalMatch(r.o.Unit, id, in.execPID)
-		if !atEnd {
-			out, err := r.run(ctx, journalLast(match), 15*time.Second)
-			if err != nil {
-				return State{}, err
-			}
-			_, cursor = parseJournal(out.Stdout, out.Truncated)
-			atEnd = true
-		}
-		j := journalRead(match, cursor)
-		script := r.showCmd() + "; echo " + journalSep + "; " + j
-		var busState State
-		var busErr error
-		busDone := make(chan struct{})
-		if r.bus != nil {
-			script = "echo " + journalSep + "; " + j
-			go func() { busState, busErr = r.UnitState(ctx); close(busDone) }()
-		} else {
-			close(busDone)
-		}
-		out, err := r.conn.RunShell(ctx, script, 15*time.Second, 1<<20)
-		if isUnreachable(err) && ctx.Err() == nil {
-			// A read: safe to repeat once on a fresh connection (sshd restarted, a blip).
-			out, err = r.conn.RunShell(ctx, script, 15*time.Second, 1<<20)
-		}
-		if err != nil {
-			var ee *ExitError
-			if !errors.As(err, &ee) || !bytes.Contains(out.Stdout, []byte(journalSep)) {
-				return State{}, err
-			}
-		}
-		<-busDone
-		show, jour, _ := bytes.Cut(out.Stdout, []byte(journalSep+"\n"))
-		st := parseShow(show)
-		if r.bus != nil {
-			if busErr != nil {
-				return State{}, busErr
-			}
-			st = busState
-		}
-		lines, c := parseJournal(jour, out.Truncated)
-		if c != "" {
-			cursor = c
-		}
-		in.appendLines(lines)
-		return st, nil
-	}
-	in.wake = make(chan struct{}, 1)
-	in.follow = func(ctx context.Context) func() {
-		cl, _, err := r.conn.Client(ctx)
-		if err != nil {
-			return func() {}
-		}
-		s, err := cl.NewSession()
-		if err != nil {
-			return func() {}
-		}
-		stdin, err := s.StdinPipe()
-		if err != nil {
-			s.Close()
-			return func() {}
-		}
-		out, err := s.StdoutPipe()
-		if err == nil {
-			// New journal lines, and the main process's death (tail --pid checks it every 50 ms on
-			// the host; journalctl -f alone can lag: journald signals followers on a timer).
-			// Both end when the session's stdin closes (cat returns): nothing lingers on the host.
-			script := "journalctl -f -n 0 -q -o cat " + journalMatch(r.o.Unit, id, in.execPID) + " & j=$!; w=; "
-			if pid := in.mainPID; pid > 0 {
-				script += "{ tail --pid=" + strconv.Itoa(pid) + " -s 0.05 -f /dev/null </dev/null; echo @@exited; } & w=$!; "
-			}
-			// The port opening (the server then warms up for a few seconds): checked on the host
-			// every 100 ms, so readiness polling speeds up without waiting for a journal line.
-			script += "{ while ! ss -Htln 'sport = :" + strconv.Itoa(l.Port) + "' 2>/dev/null | grep -q .; do sleep 0.1; done; echo @@listening; } </dev/null & p=$!; "
-			script += "cat >/dev/null; kill $j $w $p 2>/dev/null; true"
-			cmd := Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: l.ReadyTimeout + 30*time.Second}
-			err = s.Start(cmd.CommandLine(r.conn.User()))
-		}
-		if err != nil {
-			s.Close()
-			return func() {}
-		}
-		go func() {
-			br := bufio.NewReader(out)
-			for {
-				if _, err := br.ReadSlice('\n'); err != nil && err != bufio.ErrBufferFull {
-					return
-				}
-				in.notify()
-			}
-		}()
-		return func() { stdin.Close(); s.Close() }
-	}
-	in.sendStop = func(ctx context.Context) error {
-		if r.bus != nil {
-			return r.withBus(ctx, func(b *dbusUnit) error { return b.stop(ctx) })
-		}
-		_, err := r.run(ctx, "systemctl stop --no-block -- "+ShellQuote(r.o.Unit), 15*time.Second)
-		return err
-	}
-	in.afterStop = func(ctx context.Context) {
-		if r.bus != nil {
-			_ = r.withBus(ctx, func(b *dbusUnit) error { b.resetFailed(ctx); return nil })
-			return
-		}
-		_, _ = r.run(ctx, "systemctl reset-failed -- "+ShellQuote(r.o.Unit)+" 2>/dev/null; true", 15*time.Second)
-	}
-	return in
+	return newInstance(p, p.id, l, startedAt, client, "http://"+tunnel, addr)
 }
 
 // ensureMarker records the unit's pre-sweep state on the host, once.
@@ -487,37 +266,17 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	if err := r.conn.WriteFileAtomic(ctx, DropInPath(r.o.Unit), dropIn, 0o644); err != nil {
 		return nil, wrapUnreachable(fmt.Errorf("writing the drop-in: %w", err))
 	}
-	u := ShellQuote(r.o.Unit)
-	var out Output
-	var started State
-	if r.bus != nil {
-		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = r.withBus(sctx, func(b *dbusUnit) error { return b.reloadStart(sctx) })
-		cancel()
-		if err != nil {
-			out.Stderr = []byte(err.Error())
-			err = &ExitError{Line: "StartUnit " + r.o.Unit, Out: Output{Stderr: out.Stderr, Code: 1}}
-		}
-		if st, serr := r.UnitState(ctx); serr == nil {
-			started = st
-		} else if err == nil {
-			err = serr
-		}
-	} else {
-		out, err = r.run(ctx, "systemctl daemon-reload && { systemctl reset-failed -- "+u+" 2>/dev/null; systemctl start -- "+u+
-			"; rc=$?; systemctl show -p InvocationID,MainPID,ExecMainPID -- "+u+"; exit $rc; }", 60*time.Second)
-		started = parseShow(out.Stdout)
-	}
+	started, err := r.unit.start(ctx)
 	startedAt := time.Now()
 	id := started.InvocationID
 	if err != nil {
-		var ee *ExitError
-		if !errors.As(err, &ee) {
+		var sr *startRefused
+		if !errors.As(err, &sr) {
 			return nil, wrapUnreachable(fmt.Errorf("starting %s: %w", r.o.Unit, err))
 		}
-		// systemctl start itself failed (no new invocation: InvocationID may be the previous
-		// one's): systemd refused the unit as configured.
-		ev := strings.Split(strings.TrimSpace(string(out.Stderr)), "\n")
+		// The start itself failed (no new invocation: InvocationID may be the previous one's):
+		// systemd refused the unit as configured.
+		ev := strings.Split(strings.TrimSpace(sr.stderr), "\n")
 		if id != "" && id != prev.Final.InvocationID { // a new invocation ran (ExecStartPre=...): its lines
 			q := ShellQuote(id)
 			if jr, jerr := r.run(ctx, "journalctl --no-pager -q -o cat -n 20 _SYSTEMD_INVOCATION_ID="+q+" + INVOCATION_ID="+q, 15*time.Second); jerr == nil {
@@ -525,14 +284,15 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 			}
 		}
 		class := ClassCrashDuringStart
-		if strings.Contains(string(out.Stderr), "bad unit file setting") || strings.Contains(string(out.Stderr), "Invalid argument") {
+		if strings.Contains(sr.stderr, "bad unit file setting") || strings.Contains(sr.stderr, "Invalid argument") {
 			class = ClassBadArgs
 		}
-		return nil, &Failure{Class: class, Detail: fmt.Sprintf("systemctl start %s failed (exit %d)", r.o.Unit, ee.Out.Code),
-			Evidence: evidence(ev, regexp.MustCompile(`.`), 8), Err: err}
+		return nil, &Failure{Class: class, Detail: fmt.Sprintf("systemctl start %s failed (exit %d)", r.o.Unit, sr.code),
+			Evidence: evidence(ev, regexp.MustCompile(`.`), 8), Err: sr.err}
 	}
-	in := r.newInstance(id, l, startedAt, false)
-	in.mainPID, in.execPID = started.MainPID, started.ExecMainPID
+	p := r.unitProc(id, l, false)
+	p.mainPID, p.execPID = started.MainPID, started.ExecMainPID
+	in := r.instanceOf(p, l, startedAt)
 	r.mu.Lock()
 	r.current, r.dropIn = in, dropIn
 	r.mu.Unlock()

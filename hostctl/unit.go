@@ -1,0 +1,196 @@
+// Unit control: the small interface a remote host drives its systemd unit through, and its systemctl
+// implementation (the persistent shell); the D-Bus one is in dbus.go.
+
+package hostctl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// unitControl drives one systemd unit of a host. DialRemote chooses the
+// implementation once: systemctlUnit (systemctl in the persistent remote
+// shell) or dbusUnit (systemd's D-Bus API over the SSH connection). The
+// journal is read with journalctl either way.
+type unitControl interface {
+	// state reads the unit's state (the properties of systemctl show).
+	state(ctx context.Context) (State, error)
+	// stateAnd reads the state and runs script (a read: the journal) in the
+	// persistent shell, in one round trip where the transport allows; out is
+	// the script's output.
+	stateAnd(ctx context.Context, script string) (st State, out Output, err error)
+	// start is daemon-reload, reset-failed and start, returning once the
+	// process was started, with the state then (InvocationID, MainPID,
+	// ExecMainPID; possibly partial when the start failed). Systemd refusing
+	// the start is a *startRefused.
+	start(ctx context.Context) (State, error)
+	// stop queues a stop of the unit and returns (the caller follows it).
+	stop(ctx context.Context) error
+	// resetFailed forgets a failed state (errors ignored: the unit may not be failed).
+	resetFailed(ctx context.Context)
+	// reload is daemon-reload.
+	reload(ctx context.Context) error
+	close()
+}
+
+// startRefused is systemd refusing to start the unit as configured
+// (systemctl start exited non-zero, or the D-Bus start job failed).
+type startRefused struct {
+	stderr string // what systemd said
+	code   int    // systemctl's exit status (1 over D-Bus)
+	err    error
+}
+
+func (e *startRefused) Error() string { return e.err.Error() }
+func (e *startRefused) Unwrap() error { return e.err }
+
+// systemctlUnit drives the unit with systemctl in the persistent remote shell.
+type systemctlUnit struct {
+	conn *Conn
+	unit string
+}
+
+var (
+	_ unitControl = (*systemctlUnit)(nil)
+	_ unitControl = (*dbusUnit)(nil)
+)
+
+func (u *systemctlUnit) run(ctx context.Context, script string, timeout time.Duration) (Output, error) {
+	return u.conn.RunShell(ctx, script, timeout, 1<<20)
+}
+
+func (u *systemctlUnit) state(ctx context.Context) (State, error) {
+	out, err := u.run(ctx, showCmd(u.unit), 15*time.Second)
+	if err != nil {
+		return State{}, err
+	}
+	return parseShow(out.Stdout), nil
+}
+
+func (u *systemctlUnit) stateAnd(ctx context.Context, script string) (State, Output, error) {
+	show, out, err := readAlongside(ctx, u.conn, showCmd(u.unit)+"; ", script)
+	if err != nil {
+		return State{}, Output{}, err
+	}
+	return parseShow(show), out, nil
+}
+
+func (u *systemctlUnit) start(ctx context.Context) (State, error) {
+	q := ShellQuote(u.unit)
+	out, err := u.run(ctx, "systemctl daemon-reload && { systemctl reset-failed -- "+q+" 2>/dev/null; systemctl start -- "+q+
+		"; rc=$?; systemctl show -p InvocationID,MainPID,ExecMainPID -- "+q+"; exit $rc; }", 60*time.Second)
+	st := parseShow(out.Stdout)
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return st, &startRefused{stderr: string(out.Stderr), code: ee.Out.Code, err: err}
+	}
+	return st, err
+}
+
+func (u *systemctlUnit) stop(ctx context.Context) error {
+	_, err := u.run(ctx, "systemctl stop --no-block -- "+ShellQuote(u.unit), 15*time.Second)
+	return err
+}
+
+func (u *systemctlUnit) resetFailed(ctx context.Context) {
+	_, _ = u.run(ctx, "systemctl reset-failed -- "+ShellQuote(u.unit)+" 2>/dev/null; true", 15*time.Second)
+}
+
+func (u *systemctlUnit) reload(ctx context.Context) error {
+	_, err := u.run(ctx, "systemctl daemon-reload", 30*time.Second)
+	return err
+}
+
+func (u *systemctlUnit) close() {}
+
+// readSep separates what readAlongside runs before script from script's output.
+const readSep = "@@specsweep-journal@@"
+
+// readAlongside runs pre (a command, "" or ending in "; ") and then script in
+// the persistent shell, as one read: repeated once on a fresh connection when
+// the connection broke, and a non-zero exit tolerated once the separator was
+// printed. It returns pre's output and script's.
+func readAlongside(ctx context.Context, c *Conn, pre, script string) ([]byte, Output, error) {
+	full := pre + "echo " + readSep + "; " + script
+	out, err := c.RunShell(ctx, full, 15*time.Second, 1<<20)
+	if isUnreachable(err) && ctx.Err() == nil {
+		// A read: safe to repeat once on a fresh connection (sshd restarted, a blip).
+		out, err = c.RunShell(ctx, full, 15*time.Second, 1<<20)
+	}
+	if err != nil {
+		var ee *ExitError
+		if !errors.As(err, &ee) || !bytes.Contains(out.Stdout, []byte(readSep)) {
+			return nil, Output{}, err
+		}
+	}
+	head, rest, _ := bytes.Cut(out.Stdout, []byte(readSep+"\n"))
+	return head, Output{Stdout: rest, Stderr: out.Stderr, Code: out.Code, Truncated: out.Truncated}, nil
+}
+
+var showProps = []string{"ActiveState", "SubState", "Result", "ExecMainCode", "ExecMainStatus", "MainPID", "ExecMainPID",
+	"NRestarts", "InvocationID", "LoadState", "UnitFileState", "ActiveEnterTimestamp", "InactiveEnterTimestamp",
+	"ExecMainStartTimestamp", "ExecMainExitTimestamp"}
+
+func showCmd(unit string) string {
+	return "systemctl show --timestamp=unix -p " + strings.Join(showProps, ",") + " -- " + ShellQuote(unit)
+}
+
+// parseShow parses systemctl show's KEY=VALUE lines.
+func parseShow(out []byte) State {
+	st := State{At: time.Now()}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.Atoi(v)
+		switch k {
+		case "ActiveState":
+			st.ActiveState = v
+		case "SubState":
+			st.SubState = v
+		case "Result":
+			st.Result = v
+		case "ExecMainCode":
+			st.ExecMainCode = n
+		case "ExecMainStatus":
+			st.ExecMainStatus = n
+		case "MainPID":
+			st.MainPID = n
+		case "ExecMainPID":
+			st.ExecMainPID = n
+		case "NRestarts":
+			st.NRestarts = n
+		case "InvocationID":
+			st.InvocationID = v
+		case "LoadState":
+			st.LoadState = v
+		case "UnitFileState":
+			st.UnitFileState = v
+		case "ActiveEnterTimestamp":
+			st.ActiveEnter = unixStamp(v)
+		case "InactiveEnterTimestamp":
+			st.InactiveEnter = unixStamp(v)
+		case "ExecMainStartTimestamp":
+			st.ExecMainStart = unixStamp(v)
+		case "ExecMainExitTimestamp":
+			st.ExecMainExit = unixStamp(v)
+		}
+	}
+	return st
+}
+
+func unixStamp(v string) time.Time {
+	if !strings.HasPrefix(v, "@") {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(v[1:], 10, 64)
+	if err != nil || n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0)
+}

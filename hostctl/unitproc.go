@@ -1,0 +1,124 @@
+// The server process of a remote host: one invocation of the systemd unit, its state from the unit
+// control, its lines from the journal (read by cursor), a follower that wakes readiness polling.
+
+package hostctl
+
+import (
+	"bufio"
+	"context"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// unitProc is one invocation of the unit on a remote host (a serverProc).
+type unitProc struct {
+	conn      *Conn
+	unit      unitControl
+	unitName  string
+	id        string // the InvocationID
+	mainPID   int    // at start: for the death watcher
+	execPID   int    // the main process's PID: its journal lines, see journalMatch
+	port      int
+	followFor time.Duration // the follower session's bound
+
+	mu     sync.Mutex // one read at a time: the cursor
+	cursor string     // of the last journal entry read
+	atEnd  bool       // false: find the journal's end first (the cursor of its newest entry)
+}
+
+var _ serverProc = (*unitProc)(nil)
+
+// journalMatch selects the journal entries of one invocation: the
+// process's output (_SYSTEMD_INVOCATION_ID) and systemd's lines about it
+// (INVOCATION_ID), plus the output of the main process by unit and PID:
+// journald takes the invocation ID from the process's cgroup, which it
+// cannot read any more once a short-lived process has exited (a server
+// rejecting its arguments), and such lines would be missed.
+func journalMatch(unit, id string, pid int) string {
+	m := "_SYSTEMD_INVOCATION_ID=" + ShellQuote(id) + " + INVOCATION_ID=" + ShellQuote(id)
+	if pid > 0 {
+		m += " + _SYSTEMD_UNIT=" + ShellQuote(unit) + " _PID=" + strconv.Itoa(pid)
+	}
+	return m
+}
+
+// poll reads the unit's state and the journal entries after the cursor, in
+// one round trip with systemctl.
+func (p *unitProc) poll(ctx context.Context) (State, []string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	match := journalMatch(p.unitName, p.id, p.execPID)
+	if !p.atEnd {
+		out, err := p.conn.RunShell(ctx, journalLast(match), 15*time.Second, 1<<20)
+		if err != nil {
+			return State{}, nil, err
+		}
+		_, p.cursor = parseJournal(out.Stdout, out.Truncated)
+		p.atEnd = true
+	}
+	st, out, err := p.unit.stateAnd(ctx, journalRead(match, p.cursor))
+	if err != nil {
+		return State{}, nil, err
+	}
+	lines, c := parseJournal(out.Stdout, out.Truncated)
+	if c != "" {
+		p.cursor = c
+	}
+	return st, lines, nil
+}
+
+// follow runs a session on the host that prints a line for every new
+// journal line, the main process's death and the port opening, each one a
+// wake.
+func (p *unitProc) follow(ctx context.Context, wake func()) func() {
+	cl, _, err := p.conn.Client(ctx)
+	if err != nil {
+		return func() {}
+	}
+	s, err := cl.NewSession()
+	if err != nil {
+		return func() {}
+	}
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		s.Close()
+		return func() {}
+	}
+	out, err := s.StdoutPipe()
+	if err == nil {
+		// New journal lines, and the main process's death (tail --pid checks it every 50 ms on
+		// the host; journalctl -f alone can lag: journald signals followers on a timer).
+		// Both end when the session's stdin closes (cat returns): nothing lingers on the host.
+		script := "journalctl -f -n 0 -q -o cat " + journalMatch(p.unitName, p.id, p.execPID) + " & j=$!; w=; "
+		if pid := p.mainPID; pid > 0 {
+			script += "{ tail --pid=" + strconv.Itoa(pid) + " -s 0.05 -f /dev/null </dev/null; echo @@exited; } & w=$!; "
+		}
+		// The port opening (the server then warms up for a few seconds): checked on the host
+		// every 100 ms, so readiness polling speeds up without waiting for a journal line.
+		script += "{ while ! ss -Htln 'sport = :" + strconv.Itoa(p.port) + "' 2>/dev/null | grep -q .; do sleep 0.1; done; echo @@listening; } </dev/null & p=$!; "
+		script += "cat >/dev/null; kill $j $w $p 2>/dev/null; true"
+		cmd := Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: p.followFor}
+		err = s.Start(cmd.CommandLine(p.conn.User()))
+	}
+	if err != nil {
+		s.Close()
+		return func() {}
+	}
+	go func() {
+		br := bufio.NewReader(out)
+		for {
+			if _, err := br.ReadSlice('\n'); err != nil && err != bufio.ErrBufferFull {
+				return
+			}
+			wake()
+		}
+	}()
+	return func() { stdin.Close(); s.Close() }
+}
+
+// sendStop queues the unit's stop.
+func (p *unitProc) sendStop(ctx context.Context) error { return p.unit.stop(ctx) }
+
+// afterStop is reset-failed: a unit that failed or was killed is not left failed.
+func (p *unitProc) afterStop(ctx context.Context) { p.unit.resetFailed(ctx) }
