@@ -180,7 +180,7 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	byID := map[string]*Point{}
 	tps := map[int]bool{}
 	for _, ps := range pts {
-		p := &Point{ID: ps.PointID, Host: ps.Host, Config: configOf(ps.Method, ps.NumSteps, ps.TopK, ps.NumDraftTokens, ps.TP),
+		p := &Point{ID: ps.PointID, Host: ps.Host, Config: configOf(ps.Method, ps.NumSteps, ps.TopK, ps.NumDraftTokens, ps.TP, ps.Baseline()),
 			State: string(ps.State), Attempts: ps.Attempts, FailureClass: string(ps.FailureClass),
 			FailureDetail: ps.FailureDetail, LoadS: ps.LoadS, EffectiveArgs: jsonObject(ps.EffectiveArgs),
 			Provenance: jsonObject(ps.Provenance), Started: ps.StartedAt, Finished: ps.FinishedAt, Cells: map[int]*Cell{},
@@ -208,10 +208,11 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	return s, nil
 }
 
-// configOf is the configuration of a row of the views (nil speculative parameters: a baseline).
-func configOf(method string, steps, topk, draft *int, tp int) Config {
+// configOf is the configuration of a row of the views. A speculative point may leave parameters to
+// the server (nil), so baseline comes from the store, not from them.
+func configOf(method string, steps, topk, draft *int, tp int, baseline bool) Config {
 	return Config{Method: method, NumSteps: deref(steps), TopK: deref(topk), NumDraftTokens: deref(draft), TP: tp,
-		Baseline: steps == nil}
+		Baseline: baseline}
 }
 
 func deref(p *int) int {
@@ -310,7 +311,7 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 		p := points[s][r.PointID]
 		if p == nil {
 			p = &Point{ID: r.PointID, State: "done", Cells: map[int]*Cell{},
-				Config:    configOf(r.Method, r.NumSteps, r.TopK, r.NumDraftTokens, r.TP),
+				Config:    configOf(r.Method, r.NumSteps, r.TopK, r.NumDraftTokens, r.TP, r.Baseline()),
 				Requested: [3]*int{r.NumSteps, r.TopK, r.NumDraftTokens}}
 			points[s][r.PointID] = p
 			s.Points = append(s.Points, p)

@@ -254,3 +254,52 @@ func TestEffectiveValuesShown(t *testing.T) {
 		t.Errorf("a point that ran as requested is marked too")
 	}
 }
+
+// TestSpeculativePointWithoutSteps: an NGRAM point has no num_steps (NGRAM does not use it), yet it
+// is no baseline: the report, its label and its speedup treat it as speculative.
+func TestSpeculativePointWithoutSteps(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "ngram.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ten, twelve := 10, 12
+	id, err := db.CreateSweep(ctx, store.NewSweep{Name: "ngram", SpecHash: "h", SpecText: "x"},
+		[]store.NewHost{{Name: "a", Driver: "local", GPUs: 1}}, []store.NewPoint{
+			{ID: "b", Method: "baseline", Baseline: true, TP: 1, Runs: 1},
+			{ID: "n", Method: "ngram", TopK: &ten, NumDraftTokens: &twelve, TP: 1, Runs: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pid, tok := range map[string]float64{"b": 100, "n": 130} {
+		att, err := db.ClaimPoint(ctx, id, pid, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.RecordRunAndFinish(ctx, store.Run{SweepID: id, PointID: pid, Attempt: att, Concurrency: 1, Repeat: 1,
+			Status: store.RunOK, Metrics: &store.Metrics{Requests: 4, Completed: 4, OutputTokS: tok}}, &store.PointFinish{State: store.PointDone}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := report.Load(ctx, db, "ngram")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.Points {
+		if (p.ID == "n") == p.Baseline {
+			t.Errorf("point %s (%s): baseline %v", p.ID, p.Method, p.Baseline)
+		}
+	}
+	best, err := report.FromRuns(ctx, db, store.RunsQuery{Sweep: "ngram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sw := range best {
+		for _, p := range sw.Points {
+			if (p.ID == "n") == p.Baseline {
+				t.Errorf("runs --best: point %s baseline %v", p.ID, p.Baseline)
+			}
+		}
+	}
+}

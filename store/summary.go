@@ -22,7 +22,8 @@ type RunSummary struct {
 	PointID string
 	Host    string
 	Method  string
-	// NumSteps, TopK and NumDraftTokens are nil for a baseline.
+	// NumSteps, TopK and NumDraftTokens are nil for a baseline, and may be nil for a speculative
+	// point that leaves them to the server (NGRAM's steps, DFLASH's auto block size).
 	NumSteps, TopK, NumDraftTokens *int
 	TP                             int
 	Concurrency                    int
@@ -37,7 +38,13 @@ type RunSummary struct {
 	Speedup                        *float64
 	StartedAt, FinishedAt          time.Time
 	AcceptLengthSource             string
+	// IsBaseline: the run's point runs without speculative decoding (run_detail.baseline; a
+	// speculative point may have NULL speculative parameters).
+	IsBaseline bool
 }
+
+// Baseline reports whether the run's point runs without speculative decoding.
+func (r RunSummary) Baseline() bool { return r.IsBaseline }
 
 // RunDetail is one row of run_detail: run_summary and the run's other bench_serving figures.
 type RunDetail struct {
@@ -75,8 +82,10 @@ func (db *DB) RunSummaries(ctx context.Context, q RunsQuery) ([]RunSummary, erro
 // many runs without keeping them (r is reused: copy what is kept).
 func (db *DB) EachRunSummary(ctx context.Context, q RunsQuery, fn func(r *RunSummary)) error {
 	var r RunSummary
-	return db.runsQuery(ctx, q, runSummaryColumns, func(v []driver.Value) {
+	cols := append(append([]string(nil), runSummaryColumns...), "baseline")
+	return db.runsQuery(ctx, q, cols, func(v []driver.Value) {
 		decodeRunSummary(&r, v)
+		r.IsBaseline = vInt64(v[len(runSummaryColumns)]) != 0
 		fn(&r)
 	})
 }
@@ -91,6 +100,7 @@ func (db *DB) RunDetails(ctx context.Context, q RunsQuery) ([]RunDetail, error) 
 		decodeRunSummary(&r.RunSummary, v)
 		d := v[n:]
 		r.RunID, r.PlanOrder, r.Baseline, r.Attempt = vInt64(d[0]), int(vInt64(d[1])), vInt64(d[2]) != 0, int(vInt64(d[3]))
+		r.IsBaseline = r.Baseline
 		f := make([]float64, 9) // one allocation for the row's figures
 		r.DurationS = vFloat(d[4], &f[0])
 		r.TotalInputTokens, r.TotalOutputTokens = vIntPtr(d[5]), vIntPtr(d[6])
@@ -192,24 +202,27 @@ type PointSummary struct {
 	// EffectiveNumSteps, EffectiveTopK and EffectiveNumDraftTokens are what the server reports it
 	// runs with; nil when it did not say.
 	EffectiveNumSteps, EffectiveTopK, EffectiveNumDraftTokens *int
+	// IsBaseline: the point runs without speculative decoding.
+	IsBaseline bool
 }
 
-// Baseline reports whether the point is a baseline (it has no speculative parameters).
-func (p PointSummary) Baseline() bool { return p.NumSteps == nil }
+// Baseline reports whether the point runs without speculative decoding.
+func (p PointSummary) Baseline() bool { return p.IsBaseline }
 
 // PointSummaries reads a sweep's point_summary rows, in plan order, in one query.
 func (db *DB) PointSummaries(ctx context.Context, sweepID int64) ([]PointSummary, error) {
 	var out []PointSummary
 	err := db.scan(ctx, `SELECT sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp,
 		state, attempts, failure_class, failure_detail, load_s, exec_start, effective_args, provenance,
-		started_at, finished_at, effective_num_steps, effective_topk, effective_num_draft_tokens
+		started_at, finished_at, effective_num_steps, effective_topk, effective_num_draft_tokens, baseline
 		FROM point_summary WHERE sweep_id = ?`, []any{sweepID}, func(_ []string, v []driver.Value) error {
 		p := PointSummary{Sweep: vString(v[0]), SweepID: vInt64(v[1]), PointID: vString(v[2]), Host: vString(v[3]),
 			Method: vString(v[4]), NumSteps: vIntPtr(v[5]), TopK: vIntPtr(v[6]), NumDraftTokens: vIntPtr(v[7]),
 			TP: int(vInt64(v[8])), State: PointState(vString(v[9])), Attempts: int(vInt64(v[10])),
 			FailureClass: FailureClass(vString(v[11])), FailureDetail: vString(v[12]), ExecStart: vString(v[14]),
 			StartedAt: vTime(v[17]), FinishedAt: vTime(v[18]),
-			EffectiveNumSteps: vIntPtr(v[19]), EffectiveTopK: vIntPtr(v[20]), EffectiveNumDraftTokens: vIntPtr(v[21])}
+			EffectiveNumSteps: vIntPtr(v[19]), EffectiveTopK: vIntPtr(v[20]), EffectiveNumDraftTokens: vIntPtr(v[21]),
+			IsBaseline: vInt64(v[22]) != 0}
 		var load float64
 		if vFloat(v[13], &load) != nil {
 			p.LoadS = load

@@ -126,6 +126,14 @@ func TestTypedReadersMatchTheViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// RunSummary.IsBaseline is run_detail's baseline column, after run_summary's.
+	base, err := db.Query(ctx, "SELECT baseline FROM run_detail WHERE sweep_id = ? ORDER BY plan_order, concurrency, repeat", sw)
+	if err != nil || len(base.Values) != len(raw.Values) {
+		t.Fatalf("baseline column: %v", err)
+	}
+	for i := range raw.Values {
+		raw.Values[i] = append(raw.Values[i], base.Values[i][0])
+	}
 	if len(sums) != len(raw.Values) || len(sums) != 2*2*2+1 {
 		t.Fatalf("%d typed rows, %d raw", len(sums), len(raw.Values))
 	}
@@ -139,7 +147,7 @@ func TestTypedReadersMatchTheViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cols := strings.Join(append(append([]string(nil), runSummaryColumns...), runDetailColumns...), ", ")
+	cols := strings.Join(append(append(append([]string(nil), runSummaryColumns...), "baseline"), runDetailColumns...), ", ")
 	rawD, err := db.Query(ctx, "SELECT "+cols+" FROM run_detail WHERE sweep_id = ? AND status = 'ok' ORDER BY plan_order, concurrency, repeat", sw)
 	if err != nil {
 		t.Fatal(err)
