@@ -42,7 +42,7 @@ methods:
   baseline: []
   eagle3: [--speculative-algorithm, EAGLE, --speculative-draft-model-path, /models/eagle]
 matrix: {method: [baseline, eagle3], num_steps: [2, 4], topk: [1], tp: [4]}
-workload: {concurrency: [1, 4], requests: 16, warmup_requests: 1, input_tokens: 32, output_tokens: 96}
+workload: {concurrency: [1, 4], requests: 16, warmup_requests: 1, input_tokens: 32, output_tokens: 256}
 `, hostsYAML(hosts, []int{4}), testhost.SimPath, fastEnv, c.era, truth))
 			r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 			if r.code != 0 {
@@ -81,6 +81,7 @@ workload: {concurrency: [1, 4], requests: 16, warmup_requests: 1, input_tokens: 
 				}
 				n++
 				want := truthAccept(t, raw, float64(from), float64(to))
+				t.Logf("steps %d c=%d: accept length %.3f from %s, truth %.3f", steps, conc, al, src, want)
 				if src != c.source || math.Abs(al-want) > 0.05 {
 					t.Errorf("steps %d c=%d: accept length %.3f from %q, truth %.3f (want within 0.05, from %q)",
 						steps, conc, al, src, want, c.source)
