@@ -8,9 +8,9 @@ import (
 
 // FailMode is a parsed SGLANGSIM_FAIL value.
 type FailMode struct {
-	Kind    string  // "", "oom", "oom-kv", "oom-weights", "crash-during-load", "exit-during-start", "hang-after", "ignore-sigterm", "slow-drain"
-	N       int     // requests, for crash-during-load and hang-after
-	Seconds float64 // for slow-drain
+	Kind     string  // "", "oom", "oom-kv", "oom-weights", "crash-during-load", "exit-during-start", "hang-after", "ignore-sigterm", "slow-drain"
+	Requests int     // requests, for crash-during-load and hang-after
+	Seconds  float64 // for slow-drain
 }
 
 // ParseFail parses SGLANGSIM_FAIL.
@@ -31,7 +31,7 @@ func ParseFail(s string) (FailMode, error) {
 		if !hasArg || err != nil || n < 0 {
 			return f, fmt.Errorf("SGLANGSIM_FAIL=%s needs a request count, e.g. %s:10", kind, kind)
 		}
-		f.N = n
+		f.Requests = n
 	case "slow-drain":
 		v, err := strconv.ParseFloat(arg, 64)
 		if !hasArg || err != nil || v < 0 {

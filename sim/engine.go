@@ -123,7 +123,7 @@ type Stats struct {
 // Engine is the batch scheduler: one goroutine advances every running
 // request one verify step per iteration.
 type Engine struct {
-	M     *Model
+	Model *Model
 	Scale float64 // SGLANGSIM_TIME_SCALE
 	Log   func(format string, args ...any)
 
@@ -150,7 +150,7 @@ func NewEngine(m *Model, scale float64, logf func(string, ...any)) *Engine {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	e := &Engine{M: m, Scale: scale, Log: logf, wake: make(chan struct{}, 1)}
+	e := &Engine{Model: m, Scale: scale, Log: logf, wake: make(chan struct{}, 1)}
 	e.st.TTFT = newHistogram(ttftBuckets)
 	e.st.ITL = newHistogram(itlBuckets)
 	e.st.E2E = newHistogram(e2eBuckets)
@@ -246,7 +246,7 @@ func (e *Engine) dropAborted(now time.Time) {
 	run := e.running[:0]
 	for _, r := range e.running {
 		if r.aborted.Load() {
-			e.used -= e.M.Footprint(r.Prompt, r.MaxNew)
+			e.used -= e.Model.Footprint(r.Prompt, r.MaxNew)
 			r.push(0, now, "abort")
 			continue
 		}
@@ -264,12 +264,12 @@ func (e *Engine) dropAborted(now time.Time) {
 func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
 	e.intake()
 	e.dropAborted(now)
-	pl := &e.M.Plan
+	pl := &e.Model.Plan
 	var admitted []*Request
 	newTokens := 0
 	for len(e.waiting) > 0 && len(e.running) < pl.MaxRunning {
 		r := e.waiting[0]
-		fp := e.M.Footprint(r.Prompt, r.MaxNew)
+		fp := e.Model.Footprint(r.Prompt, r.MaxNew)
 		if e.used+fp > pl.MaxTotalTokens && len(e.running) > 0 {
 			break
 		}
@@ -283,7 +283,7 @@ func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
 		admitted = append(admitted, r)
 	}
 	if len(admitted) > 0 {
-		return e.scaled(e.M.PrefillTime(newTokens)), func(end time.Time) { e.commitPrefill(admitted, newTokens, end) }
+		return e.scaled(e.Model.PrefillTime(newTokens)), func(end time.Time) { e.commitPrefill(admitted, newTokens, end) }
 	}
 	if len(e.running) == 0 {
 		return 0, nil
@@ -292,7 +292,7 @@ func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
 	for _, r := range e.running {
 		ctx += r.Prompt + r.generated
 	}
-	return e.scaled(e.M.StepTime(len(e.running), ctx)), func(end time.Time) { e.commitDecode(ctx, end) }
+	return e.scaled(e.Model.StepTime(len(e.running), ctx)), func(end time.Time) { e.commitDecode(ctx, end) }
 }
 
 func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time) {
@@ -318,7 +318,7 @@ func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time
 	e.refreshGauges()
 	usage := e.tokenUsage()
 	e.mu.Unlock()
-	if e.A().Era.Rules == "v041" {
+	if e.Args().Era.Rules == "v041" {
 		e.Log("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, cache hit rate: 0.00%%, token usage: %.2f, #running-req: %d, #queue-req: %d",
 			len(admitted), newTokens, usage, len(e.running)-len(admitted), len(e.waiting))
 	} else {
@@ -329,7 +329,7 @@ func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time
 }
 
 func (e *Engine) commitDecode(ctx int, end time.Time) {
-	m := e.M
+	m := e.Model
 	spec := m.kind != ""
 	bs := len(e.running)
 	var produced, accepted int64
@@ -369,7 +369,7 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 	e.winAccept += accepted
 	e.winReqSt += int64(bs)
 	e.decodeIters++
-	logNow := e.decodeIters%e.A().DecodeLogInterval == 0
+	logNow := e.decodeIters%e.Args().DecodeLogInterval == 0
 	var line string
 	if logNow {
 		el := end.Sub(e.winStart).Seconds()
@@ -381,7 +381,7 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 		e.st.Tokens = ctx + int(produced)
 		if spec {
 			al := float64(e.winAccept) / float64(e.winReqSt)
-			e.st.AcceptLen, e.st.AcceptRate = al, acceptRate(e.A(), al)
+			e.st.AcceptLen, e.st.AcceptRate = al, acceptRate(e.Args(), al)
 			e.st.CumAccepted += e.winAccept
 			e.st.CumVerifyReqSteps += e.winReqSt
 		}
@@ -412,7 +412,7 @@ func acceptRate(a *Args, al float64) float64 {
 
 // decodeLine formats the era's "Decode batch" log line; caller holds e.mu.
 func (e *Engine) decodeLine(bs, tokens int, spec bool) string {
-	era := e.A().Era
+	era := e.Args().Era
 	var b strings.Builder
 	b.WriteString("Decode batch")
 	if era.DecodeComma {
@@ -428,7 +428,7 @@ func (e *Engine) decodeLine(bs, tokens int, spec bool) string {
 		}
 	}
 	if era.CudaGraph {
-		fmt.Fprintf(&b, "cuda graph: %s, ", pyBool(!e.A().DisableCudaGraph && bs <= e.M.Plan.CudaGraphMaxBS))
+		fmt.Fprintf(&b, "cuda graph: %s, ", pyBool(!e.Args().DisableCudaGraph && bs <= e.Model.Plan.CudaGraphMaxBS))
 	}
 	fmt.Fprintf(&b, "gen throughput (token/s): %.2f, #queue-req: %d", e.st.GenThroughput, len(e.waiting))
 	if era.TrailingComma {
@@ -444,13 +444,13 @@ func pyBool(b bool) string {
 	return "False"
 }
 
-// A returns the effective arguments.
-func (e *Engine) A() *Args { return e.M.A }
+// Args returns the effective arguments.
+func (e *Engine) Args() *Args { return e.Model.Args }
 
 // finishReq records a finished request; the scheduler goroutine calls it
 // holding e.mu.
 func (e *Engine) finishReq(r *Request, end time.Time) {
-	e.used -= e.M.Footprint(r.Prompt, r.MaxNew)
+	e.used -= e.Model.Footprint(r.Prompt, r.MaxNew)
 	if r.Internal {
 		return
 	}
@@ -476,10 +476,10 @@ func (e *Engine) refreshGauges() {
 }
 
 func (e *Engine) tokenUsage() float64 {
-	if e.M.Plan.MaxTotalTokens == 0 {
+	if e.Model.Plan.MaxTotalTokens == 0 {
 		return 0
 	}
-	return float64(e.used) / float64(e.M.Plan.MaxTotalTokens)
+	return float64(e.used) / float64(e.Model.Plan.MaxTotalTokens)
 }
 
 // Run is the live scheduler loop. It paces batches by deadlines so timer

@@ -79,8 +79,8 @@ func TestKVCapacityShrinksWithDraftTokens(t *testing.T) {
 
 func TestNEXTN27B(t *testing.T) {
 	m := mustModel(t, "qwen3.6-27b", "--tp", "2", "--speculative-algorithm", "NEXTN")
-	if m.A.SpecAlgo != "EAGLE" || m.A.Steps != 3 || m.A.DraftTokens != 4 {
-		t.Fatalf("NEXTN resolved to %s (%d,%d,%d)", m.A.SpecAlgo, m.A.Steps, m.A.TopK, m.A.DraftTokens)
+	if m.Args.SpecAlgo != "EAGLE" || m.Args.Steps != 3 || m.Args.DraftTokens != 4 {
+		t.Fatalf("NEXTN resolved to %s (%d,%d,%d)", m.Args.SpecAlgo, m.Args.Steps, m.Args.TopK, m.Args.DraftTokens)
 	}
 	r := Simulate(m, 1, 8, 1024, 512, 1)
 	if math.Abs(r.OutputTokS/59.36-1) > 0.10 {

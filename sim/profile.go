@@ -149,8 +149,8 @@ type MemPlan struct {
 
 // Model is the performance model of one server configuration.
 type Model struct {
-	P        *Profile
-	A        *Args
+	Profile  *Profile
+	Args     *Args
 	Plan     MemPlan
 	accept   []float64 // effective per-position acceptance; len = max accepted drafts per step
 	tpFactor float64
@@ -159,7 +159,7 @@ type Model struct {
 
 // NewModel builds the model of args under profile p on GPUs of gpuMemGB.
 func NewModel(a *Args, p *Profile, gpuMemGB float64) *Model {
-	m := &Model{P: p, A: a, tpFactor: math.Pow(float64(p.RefTP)/float64(a.TP), p.TPExp)}
+	m := &Model{Profile: p, Args: a, tpFactor: math.Pow(float64(p.RefTP)/float64(a.TP), p.TPExp)}
 	if a.Spec() {
 		switch a.SpecAlgo {
 		case "DFLASH", "DSPARK":
@@ -204,7 +204,7 @@ func (m *Model) tokensPerForward() int {
 	if m.kind == "" {
 		return 1
 	}
-	return m.A.DraftTokens
+	return m.Args.DraftTokens
 }
 
 // draftShape returns the number of sequential draft forwards per step and
@@ -212,15 +212,15 @@ func (m *Model) tokensPerForward() int {
 func (m *Model) draftShape() (steps int, width int) {
 	switch m.kind {
 	case "chain":
-		return m.A.Steps, m.A.TopK
+		return m.Args.Steps, m.Args.TopK
 	case "block":
-		return 1, m.A.DraftTokens - 1
+		return 1, m.Args.DraftTokens - 1
 	}
 	return 0, 0
 }
 
 func (m *Model) plan(gpuMemGB float64) MemPlan {
-	a, p := m.A, m.P
+	a, p := m.Args, m.Profile
 	tp := float64(a.TP)
 	pl := MemPlan{GPUMemGB: gpuMemGB, ContextLen: p.ContextLen}
 	if a.ContextLen > 0 {
@@ -288,20 +288,20 @@ func (m *Model) Footprint(prompt, maxNew int) int {
 // StepTime is the duration of one decode (verify) forward for a batch of bs
 // requests holding ctx context tokens in total, at time scale 1.
 func (m *Model) StepTime(bs, ctx int) time.Duration {
-	p := m.P
+	p := m.Profile
 	ms := p.T0 + p.PerToken*float64(bs*m.tokensPerForward()) + p.PerKCtx*float64(ctx)/1000
 	switch m.kind {
 	case "chain", "block":
 		ds, dw := m.draftShape()
 		per := p.DraftStep + p.DraftPerTok*float64(bs*dw)
-		if m.A.SpecAlgo == "STANDALONE" {
+		if m.Args.SpecAlgo == "STANDALONE" {
 			per *= 4
 		}
 		ms += p.DraftFixed + float64(ds)*per
 	case "lookup":
 		ms += 0.5
 	}
-	if m.A.DisableCudaGraph || bs > m.Plan.CudaGraphMaxBS {
+	if m.Args.DisableCudaGraph || bs > m.Plan.CudaGraphMaxBS {
 		ms *= 1.3
 	}
 	return time.Duration(ms * m.tpFactor * float64(time.Millisecond))
@@ -309,7 +309,7 @@ func (m *Model) StepTime(bs, ctx int) time.Duration {
 
 // PrefillTime is the duration of a prefill batch of newTokens prompt tokens.
 func (m *Model) PrefillTime(newTokens int) time.Duration {
-	ms := m.P.PrefillFixed + m.P.PrefillPerK*float64(newTokens)/1000
+	ms := m.Profile.PrefillFixed + m.Profile.PrefillPerK*float64(newTokens)/1000
 	if m.kind != "" {
 		ms *= 1.1 // draft extend
 	}
@@ -339,7 +339,7 @@ func (m *Model) AcceptAt(t float64) []float64 {
 	if t < 1e-5 || len(m.accept) == 0 {
 		return m.accept
 	}
-	k := 1 + m.P.TempAlpha*math.Min(t, 2)
+	k := 1 + m.Profile.TempAlpha*math.Min(t, 2)
 	out := make([]float64, len(m.accept))
 	for i, p := range m.accept {
 		out[i] = math.Pow(p, k)

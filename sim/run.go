@@ -91,30 +91,30 @@ func Main(argv []string, getenv func(string) string, stdout, stderr io.Writer) i
 }
 
 func (s *Server) scaled(sec float64) time.Duration {
-	return time.Duration(sec * s.C.TimeScale * float64(time.Second))
+	return time.Duration(sec * s.Config.TimeScale * float64(time.Second))
 }
 
 // run is the process lifecycle: load (port closed), warmup (503), ready,
 // then SIGTERM handling.
 func (s *Server) run(warnings []string) int {
 	sigc := make(chan os.Signal, 4)
-	if s.C.Fail.Kind == "ignore-sigterm" {
+	if s.Config.Fail.Kind == "ignore-sigterm" {
 		signal.Ignore(syscall.SIGTERM)
 		signal.Notify(sigc, syscall.SIGINT)
 	} else {
 		signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT)
 	}
-	log, pl, a := s.log, &s.M.Plan, s.A
+	log, pl, a := s.log, &s.Model.Plan, s.Args
 	for _, w := range warnings {
 		log.Warn("%s", w)
 	}
 	log.Main("%s", serverArgsRepr(s.info))
 
 	// The load timeline: fractions of the load time at which each line appears.
-	load := s.C.LoadSeconds
+	load := s.Config.LoadSeconds
 	draft := 0.0
-	if a.Spec() && s.M.kind != "lookup" {
-		draft = load * s.C.DraftCaptureShare
+	if a.Spec() && s.Model.kind != "lookup" {
+		draft = load * s.Config.DraftCaptureShare
 	}
 	at := 0.0 // simulated seconds elapsed
 	wait := func(until float64) {
@@ -140,7 +140,7 @@ func (s *Server) run(warnings []string) int {
 		log.Rank(r, "Init torch distributed ends. mem usage=%.2f GB", 1.2)
 	}
 	log.TP("Load weight begin. avail mem=%.2f GB", avail)
-	if s.C.Fail.Kind == "exit-during-start" {
+	if s.Config.Fail.Kind == "exit-during-start" {
 		wait(0.4 * load)
 		log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3"))
 		log.Warn("Rank 0 scheduler is dead. Please check if there are relevant logs.")
@@ -148,7 +148,7 @@ func (s *Server) run(warnings []string) int {
 		s.truth.Exit(time.Now(), "exit_during_start")
 		return 1
 	}
-	if pl.OOM == "weights" || s.C.Fail.Kind == "oom-weights" {
+	if pl.OOM == "weights" || s.Config.Fail.Kind == "oom-weights" {
 		wait(0.3 * load)
 		log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("torch.OutOfMemoryError: "+cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.4)))
 		log.Warn("Received sigquit from a child process. It usually means the child failed.")
@@ -156,13 +156,13 @@ func (s *Server) run(warnings []string) int {
 	}
 	wait(0.6 * load)
 	avail -= pl.WeightsGB
-	log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", s.M.P.Architecture, avail, pl.WeightsGB)
-	if a.Spec() && s.M.kind != "lookup" {
+	log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", s.Model.Profile.Architecture, avail, pl.WeightsGB)
+	if a.Spec() && s.Model.kind != "lookup" {
 		log.TP("Load weight begin. avail mem=%.2f GB", avail)
 		log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", draftArch(a.SpecAlgo), avail-pl.DraftGB, pl.DraftGB)
 		avail -= pl.DraftGB
 	}
-	if pl.OOM == "kv" || s.C.Fail.Kind == "oom-kv" {
+	if pl.OOM == "kv" || s.Config.Fail.Kind == "oom-kv" {
 		// The KV pool sizing finds no room left after the weights (model_runner).
 		wait(0.62 * load)
 		log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."))
@@ -181,7 +181,7 @@ func (s *Server) run(warnings []string) int {
 	wait(load)
 	targetGraph := pl.GraphGB
 	if a.Spec() {
-		targetGraph = pl.GraphGB * float64(s.M.tokensPerForward()) / float64(s.M.tokensPerForward()+dsw(s.M))
+		targetGraph = pl.GraphGB * float64(s.Model.tokensPerForward()) / float64(s.Model.tokensPerForward()+dsw(s.Model))
 	}
 	if pl.OOM == "graph" && !a.Spec() {
 		s.graphOOM("")
@@ -204,7 +204,7 @@ func (s *Server) run(warnings []string) int {
 		}
 		avail -= pl.GraphGB - targetGraph
 	}
-	if s.C.Fail.Kind == "oom" {
+	if s.Config.Fail.Kind == "oom" {
 		s.graphOOM("")
 	}
 	log.TP("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
@@ -212,7 +212,7 @@ func (s *Server) run(warnings []string) int {
 
 	// Scheduler.
 	stop := make(chan struct{})
-	go s.E.Run(stop, s.failCheck())
+	go s.Engine.Run(stop, s.failCheck())
 
 	// Uvicorn.
 	ln, err := listen(a.Host, a.Port)
@@ -276,20 +276,20 @@ func draftArch(algo string) string {
 // /generate runs, then declares the server ready.
 func (s *Server) warmup(ready chan<- struct{}) {
 	t0 := time.Now()
-	if !s.A.SkipWarmup {
+	if !s.Args.SkipWarmup {
 		req := NewRequest("warmup", 6, 8, true, 0, 1)
 		req.Arrival = t0
-		s.E.Submit(req)
+		s.Engine.Submit(req)
 		for {
 			<-req.Notify()
 			if _, _, _, done, _ := req.Take(nil); done {
 				break
 			}
 		}
-		if s.A.LogHTTP {
+		if s.Args.LogHTTP {
 			s.log.Access("INFO:     127.0.0.1:%d - \"POST /generate HTTP/1.1\" 200 OK", 40000+os.Getpid()%20000)
 		}
-		if rest := s.scaled(s.C.WarmupSeconds) - time.Since(t0); rest > 0 {
+		if rest := s.scaled(s.Config.WarmupSeconds) - time.Since(t0); rest > 0 {
 			time.Sleep(rest)
 		}
 	}
@@ -303,11 +303,11 @@ func (s *Server) warmup(ready chan<- struct{}) {
 // failCheck returns the scheduler hook that injects crash-during-load and
 // hang-after.
 func (s *Server) failCheck() func() {
-	f := s.C.Fail
+	f := s.Config.Fail
 	switch f.Kind {
 	case "crash-during-load":
 		return func() {
-			if s.received.Load() > int64(f.N) {
+			if s.received.Load() > int64(f.Requests) {
 				s.log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace("RuntimeError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."))
 				s.log.Warn("Received sigquit from a child process. It usually means the child failed.")
 				s.die("crash")
@@ -315,7 +315,7 @@ func (s *Server) failCheck() func() {
 		}
 	case "hang-after":
 		return func() {
-			if s.received.Load() > int64(f.N) {
+			if s.received.Load() > int64(f.Requests) {
 				s.hung.Store(true)
 				select {}
 			}
@@ -338,7 +338,7 @@ func (s *Server) shutdown(sig os.Signal, since time.Time) {
 	}
 	for {
 		n := s.inflight.Load()
-		if s.C.ForceShutdown {
+		if s.Config.ForceShutdown {
 			s.log.Warn("Signal SIGTERM received while force shutdown flag set. Force exiting... remaining number of requests %d", n)
 			break
 		}
@@ -348,11 +348,11 @@ func (s *Server) shutdown(sig os.Signal, since time.Time) {
 		}
 		time.Sleep(max(period, time.Millisecond))
 	}
-	if rest := s.scaled(s.C.Fail.Seconds) - time.Since(t0); s.C.Fail.Kind == "slow-drain" && rest > 0 {
+	if rest := s.scaled(s.Config.Fail.Seconds) - time.Since(t0); s.Config.Fail.Kind == "slow-drain" && rest > 0 {
 		time.Sleep(rest)
 	}
 	reason := "sigterm"
-	if s.C.ForceShutdown {
+	if s.Config.ForceShutdown {
 		reason = "sigterm_force"
 	}
 	s.die(reason)
@@ -366,7 +366,7 @@ func sigNum(sig os.Signal) string {
 }
 
 func (s *Server) graphOOM(which string) {
-	pl := &s.M.Plan
+	pl := &s.Model.Plan
 	s.log.TPError("Scheduler hit an exception: %s", schedulerCrashTrace(
 		"Exception: Capture "+which+"cuda graph failed: "+cudaOOM(pl.OOMAllocGB, pl.GPUMemGB, 0.3)+"\n"+
 			"Possible solutions:\n"+

@@ -24,12 +24,12 @@ const (
 
 // Server is the simulated SGLang HTTP server.
 type Server struct {
-	A     *Args
-	M     *Model
-	E     *Engine
-	C     Config
-	log   *Logger
-	truth *Truth
+	Args   *Args
+	Model  *Model
+	Engine *Engine
+	Config Config
+	log    *Logger
+	truth  *Truth
 
 	phase    atomic.Int32
 	hung     atomic.Bool
@@ -46,11 +46,11 @@ type Server struct {
 }
 
 func newServer(a *Args, m *Model, c Config, log *Logger, truth *Truth, die func(string)) *Server {
-	s := &Server{A: a, M: m, C: c, log: log, truth: truth, reqs: map[string]*Request{}, die: die}
+	s := &Server{Args: a, Model: m, Config: c, log: log, truth: truth, reqs: map[string]*Request{}, die: die}
 	q, _ := json.Marshal(a.ServedModelName)
 	s.modelJSON = string(q)
 	s.info = a.ServerInfo(&m.Plan)
-	s.E = NewEngine(m, c.TimeScale, log.TP)
+	s.Engine = NewEngine(m, c.TimeScale, log.TP)
 	return s
 }
 
@@ -65,7 +65,7 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.logged {
 		w.logged = true
-		if w.s.A.LogHTTP {
+		if w.s.Args.LogHTTP {
 			w.s.log.Access("INFO:     %s - \"%s %s HTTP/%d.%d\" %d %s", w.r.RemoteAddr, w.r.Method, w.r.URL.RequestURI(),
 				w.r.ProtoMajor, w.r.ProtoMinor, code, http.StatusText(code))
 		}
@@ -92,7 +92,7 @@ func (s *Server) Handler() http.Handler {
 		methods string
 		h       func(http.ResponseWriter, *http.Request)
 	}
-	era := s.A.Era
+	era := s.Args.Era
 	routes := map[string]route{
 		"/health":              {"GET POST", s.health},
 		"/health_generate":     {"GET POST", s.health},
@@ -116,7 +116,7 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w, s: s, r: r}
 		rt, ok := routes[r.URL.Path]
-		if !ok || (r.URL.Path == "/metrics" && !s.A.EnableMetrics) {
+		if !ok || (r.URL.Path == "/metrics" && !s.Args.EnableMetrics) {
 			writeJSON(sw, http.StatusNotFound, map[string]any{"detail": "Not Found"})
 			return
 		}
@@ -124,7 +124,7 @@ func (s *Server) Handler() http.Handler {
 			writeJSON(sw, http.StatusMethodNotAllowed, map[string]any{"detail": "Method Not Allowed"})
 			return
 		}
-		if s.A.APIKey != "" && !s.keyExempt(r.URL.Path) && r.Header.Get("Authorization") != "Bearer "+s.A.APIKey {
+		if s.Args.APIKey != "" && !s.keyExempt(r.URL.Path) && r.Header.Get("Authorization") != "Bearer "+s.Args.APIKey {
 			writeJSON(sw, http.StatusUnauthorized, map[string]any{"error": "Unauthorized"})
 			return
 		}
@@ -135,7 +135,7 @@ func (s *Server) Handler() http.Handler {
 // keyExempt reports whether a path is served without the API key: /health*
 // always, /metrics in releases that exempt it.
 func (s *Server) keyExempt(path string) bool {
-	return strings.HasPrefix(path, "/health") || (s.A.Era.MetricsNoKey && strings.HasPrefix(path, "/metrics"))
+	return strings.HasPrefix(path, "/health") || (s.Args.Era.MetricsNoKey && strings.HasPrefix(path, "/metrics"))
 }
 
 func containsWord(list, w string) bool {
@@ -187,7 +187,7 @@ func (s *Server) hang(r *http.Request) bool {
 // while starting (gated eras) or draining, 200 at once on the fast path,
 // else after a one-token generation shows the scheduler alive.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	era := s.A.Era
+	era := s.Args.Era
 	phase := s.phase.Load()
 	if era.Gate && (phase == phaseDraining || phase == phaseWarmup) {
 		if phase == phaseDraining {
@@ -196,7 +196,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	if r.URL.Path == "/health" && (!era.Generate || !s.C.HealthGenerate) {
+	if r.URL.Path == "/health" && (!era.Generate || !s.Config.HealthGenerate) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -208,8 +208,8 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	req := NewRequest(fmt.Sprintf("HEALTH_CHECK_%d", s.seq.Add(1)), 1, 1, true, 0, uint64(tic.UnixNano()))
 	req.Internal = true
 	req.Arrival = tic
-	s.E.Submit(req)
-	defer func() { req.Abort(); s.E.Wake() }()
+	s.Engine.Submit(req)
+	defer func() { req.Abort(); s.Engine.Wake() }()
 	if era.HealthTimeout == 0 {
 		// No timeout: the answer waits for the token (for ever when hung).
 		select {
@@ -228,12 +228,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case now := <-tick.C:
-			if s.E.LastProgress().After(tic) {
+			if s.Engine.LastProgress().After(tic) {
 				w.WriteHeader(http.StatusOK)
 				return
 			}
 			if now.After(deadline) {
-				last := s.E.LastProgress()
+				last := s.Engine.LastProgress()
 				s.log.Warn("Health check failed. Server couldn't get a response from detokenizer for last %d seconds. tic start time: %s. last_heartbeat time: %s",
 					int(era.HealthTimeout), tic.Format("15:04:05"), last.Format("15:04:05"))
 				w.WriteHeader(http.StatusServiceUnavailable)
@@ -245,33 +245,33 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{
-		"id": s.A.ServedModelName, "object": "model", "created": time.Now().Unix(), "owned_by": "sglang",
-		"root": s.A.ServedModelName, "parent": nil, "max_model_len": s.M.Plan.ContextLen,
+		"id": s.Args.ServedModelName, "object": "model", "created": time.Now().Unix(), "owned_by": "sglang",
+		"root": s.Args.ServedModelName, "parent": nil, "max_model_len": s.Model.Plan.ContextLen,
 	}}})
 }
 
 func (s *Server) modelInfo(w http.ResponseWriter, r *http.Request) {
-	if !s.A.Era.NewInfoPath {
-		writeJSON(w, 200, map[string]any{"model_path": s.A.ModelPath, "tokenizer_path": s.A.TokenizerPath, "is_generation": true})
+	if !s.Args.Era.NewInfoPath {
+		writeJSON(w, 200, map[string]any{"model_path": s.Args.ModelPath, "tokenizer_path": s.Args.TokenizerPath, "is_generation": true})
 		return
 	}
 	if r.URL.Path == "/get_model_info" {
 		s.log.Warn("Endpoint '/get_model_info' is deprecated and will be removed in a future version. Please use '/model_info' instead.")
 	}
 	writeJSON(w, 200, map[string]any{
-		"model_path": s.A.ModelPath, "tokenizer_path": s.A.TokenizerPath, "is_generation": true,
+		"model_path": s.Args.ModelPath, "tokenizer_path": s.Args.TokenizerPath, "is_generation": true,
 		"preferred_sampling_params": nil, "weight_version": "default",
 		"has_image_understanding": false, "has_audio_understanding": false,
-		"model_type": s.M.P.ModelType, "architectures": []string{s.M.P.Architecture},
+		"model_type": s.Model.Profile.ModelType, "architectures": []string{s.Model.Profile.Architecture},
 	})
 }
 
 func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
-	era := s.A.Era
+	era := s.Args.Era
 	if era.NewInfoPath && r.URL.Path == "/get_server_info" {
 		s.log.Warn("Endpoint '/get_server_info' is deprecated and will be removed in a future version. Please use '/server_info' instead.")
 	}
-	pl := &s.M.Plan
+	pl := &s.Model.Plan
 	out := make(map[string]any, len(s.info)+8)
 	for k, v := range s.info {
 		out[k] = v
@@ -281,13 +281,13 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 	out["max_total_num_tokens"] = pl.MaxTotalTokens
 	out["max_req_input_len"] = pl.ContextLen - 1
 	out["version"] = era.Name
-	out["simulator"] = "sglangsim (profile " + s.M.P.Name + ", SGLANGSIM_VERSION " + era.Name + ")"
+	out["simulator"] = "sglangsim (profile " + s.Model.Profile.Name + ", SGLANGSIM_VERSION " + era.Name + ")"
 	if era.InternalStates {
 		// The internal state comes from the scheduler: a hung one never answers.
 		if s.hang(r) {
 			return
 		}
-		st := s.E.Snapshot()
+		st := s.Engine.Snapshot()
 		state := map[string]any{
 			"last_gen_throughput": st.GenThroughput,
 			"memory_usage": map[string]any{
@@ -296,7 +296,7 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 			},
 			"effective_max_running_requests_per_dp": pl.MaxRunning,
 		}
-		if al, ok := s.E.AvgAcceptLen(); ok && s.A.Spec() {
+		if al, ok := s.Engine.AvgAcceptLen(); ok && s.Args.Spec() {
 			state["avg_spec_accept_length"] = al
 		}
 		out["internal_states"] = []any{state}
@@ -309,7 +309,7 @@ func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.WriteHeader(200)
-	_, _ = io.WriteString(w, renderMetrics(s.E.Snapshot(), s.A.ServedModelName, s.A.Spec(), s.A.Era))
+	_, _ = io.WriteString(w, renderMetrics(s.Engine.Snapshot(), s.Args.ServedModelName, s.Args.Spec(), s.Args.Era))
 }
 
 const flushText = "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"
@@ -318,15 +318,15 @@ const flushText = "Cache flushed.\nPlease check backend logs for more details. (
 // accept-length counters (interval and lifetime, releases that keep them);
 // refused while requests run (400, or 200 in releases that always say 200).
 func (s *Server) flushCache(w http.ResponseWriter, r *http.Request) {
-	ok := s.inflight.Load() == 0 && s.E.FlushCache(s.A.Era.InternalStates)
+	ok := s.inflight.Load() == 0 && s.Engine.FlushCache(s.Args.Era.InternalStates)
 	code := 200
 	if ok {
 		s.log.TP("Cache flushed successfully!")
 	} else {
-		if s.A.Era.FlushStatus {
+		if s.Args.Era.FlushStatus {
 			code = 400
 		}
-		st := s.E.Snapshot()
+		st := s.Engine.Snapshot()
 		s.log.Warn("Cache not flushed because there are pending requests. #queue-req: %d, #running-req: %d", st.Queued, st.Running)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -348,7 +348,7 @@ func (s *Server) abortRequest(w http.ResponseWriter, r *http.Request) {
 	}
 	s.reqMu.Unlock()
 	if body.AbortAll || body.RID != "" {
-		s.E.Wake() // the scheduler drops them now
+		s.Engine.Wake() // the scheduler drops them now
 	}
 	w.WriteHeader(200)
 }
@@ -441,7 +441,7 @@ func (s *Server) newRID() string {
 
 func (s *Server) requestSeed(p *genParams, n uint64) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/", s.A.RandomSeed)
+	fmt.Fprintf(h, "%d/", s.Args.RandomSeed)
 	if p.seed != nil {
 		fmt.Fprintf(h, "seed/%d", *p.seed)
 	} else {
@@ -570,7 +570,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genParams, 
 		s.errorOut(w, p, 503, "The server is shutting down.")
 		return
 	}
-	ctxLen := s.M.Plan.ContextLen
+	ctxLen := s.Model.Plan.ContextLen
 	if p.prompt < 1 {
 		p.prompt = 1
 	}
@@ -596,7 +596,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genParams, 
 		rid = s.newRID()
 	}
 	seed := s.requestSeed(p, n)
-	req := NewRequest(rid, p.prompt, max(p.maxNew, 1), p.ignoreEOS, s.M.P.NaturalLen, seed)
+	req := NewRequest(rid, p.prompt, max(p.maxNew, 1), p.ignoreEOS, s.Model.Profile.NaturalLen, seed)
 	req.Arrival = arrival
 	req.Temperature = 1 // SGLang's SamplingParams default
 	if p.temperature != nil {
@@ -619,7 +619,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genParams, 
 		s.respond(w, r, p, req, true)
 		return
 	}
-	s.E.Submit(req)
+	s.Engine.Submit(req)
 	s.respond(w, r, p, req, false)
 }
 
@@ -651,7 +651,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p *genParams, r
 			case <-req.Notify():
 			case <-r.Context().Done():
 				req.Abort()
-				s.E.Wake()
+				s.Engine.Wake()
 				_, total, verify, _, _ = req.Take(nil)
 				s.truth.Request(req.RID, req.Arrival, first, time.Now(), total, verify)
 				return
@@ -682,7 +682,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p *genParams, r
 			}
 			if err != nil {
 				req.Abort()
-				s.E.Wake()
+				s.Engine.Wake()
 				s.truth.Request(req.RID, req.Arrival, first, time.Now(), total, verify)
 				return
 			}
@@ -776,7 +776,7 @@ func (s *Server) appendMeta(b []byte, req *Request, finish string, sent, verify 
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(sent), 10)
 	b = append(b, `,"cached_tokens":0`...)
-	if s.A.Spec() {
+	if s.Args.Spec() {
 		b = append(b, `,"spec_verify_ct":`...)
 		b = strconv.AppendInt(b, int64(verify), 10)
 		al := 0.0

@@ -1,0 +1,24 @@
+// Package sim is sglangsim, a stand-in for SGLang's launch_server
+// (python -m sglang.launch_server) that needs no GPU and no Python. To a
+// client, load generator or supervisor it looks like the real server: the
+// same flags and argparse errors, start-up timeline and log lines, endpoints
+// and JSON/SSE formats, /metrics, and shutdown (drain, then a SIGKILL of
+// itself). cmd/sglangsim only calls [Main].
+//
+// The package holds:
+//
+//   - Release profiles ([Era], SGLANGSIM_VERSION): each simulated SGLang
+//     release's flag table (sim/flags/<era>.json, read by the small argparse
+//     in args.go, giving [Args]), its log lines, endpoints and error rules.
+//   - The speed model ([Profile], [Model]): memory plan, prefill and verify
+//     step times and draft acceptance for speculative decoding, driving the
+//     batch scheduler ([Engine]); [Simulate] runs it offline, without HTTP.
+//   - The HTTP server ([Server]) and its lifecycle: load, warmup, ready,
+//     drain.
+//   - Failure modes ([FailMode], SGLANGSIM_FAIL): out of memory, crash
+//     during load, exit during start, hang, ignored SIGTERM, slow drain.
+//   - The truth file ([Truth], SGLANGSIM_TRUTH): JSON lines of the server's
+//     own readiness, per-request and exit times, to check a client against.
+//
+// The flags, knobs, profiles and model are described in docs/sglangsim.md.
+package sim
