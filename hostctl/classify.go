@@ -172,12 +172,35 @@ func unfinishedTraceback(lines []string) bool {
 	return strings.HasPrefix(l, "Traceback (most recent call last)") || strings.HasPrefix(l, "  ")
 }
 
+// reSecretArg matches a credential in what SGLang logs of its arguments at start
+// ("server_args=ServerArgs(..., api_key='sk-...', ...)") and in an argv ("--api-key sk-...").
+var reSecretArg = regexp.MustCompile(`\b(api_key|admin_api_key|hf_token|ssl_keyfile_password)=('[^']*'|"[^"]*"|[^\s,)]+)|(--api-key|--admin-api-key|--hf-token)([= ])(\S+)`)
+
+// redactLine hides credentials in a log line kept as evidence (evidence is stored and shown in
+// reports): None stays, as it says there is none.
+func redactLine(l string) string {
+	if !strings.Contains(l, "key") && !strings.Contains(l, "token") && !strings.Contains(l, "password") {
+		return l
+	}
+	return reSecretArg.ReplaceAllStringFunc(l, func(m string) string {
+		sm := reSecretArg.FindStringSubmatch(m)
+		if sm[1] != "" {
+			if sm[2] == "None" {
+				return m
+			}
+			return sm[1] + "='<redacted>'"
+		}
+		return sm[3] + sm[4] + "<redacted>"
+	})
+}
+
 // evidence keeps the lines matching re (at most max, the last ones), then
 // the last three lines, without duplicates, each at most 400 bytes.
 func evidence(lines []string, re *regexp.Regexp, max int) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(l string) {
+		l = redactLine(l)
 		if len(l) > 400 {
 			l = l[:400] + "..."
 		}

@@ -179,6 +179,13 @@ func TestLaunchPort(t *testing.T) {
 	if l.Port != 30001 {
 		t.Fatalf("port from argv: %d", l.Port)
 	}
+	// argparse: the last occurrence wins, and an unambiguous abbreviation names the option.
+	if l := (Launch{Argv: []string{"/bin/x", "--port", "30000", "--po", "30001"}}).withDefaults(); l.Port != 30001 {
+		t.Fatalf("port from --po after --port: %d", l.Port)
+	}
+	if h, ext := serverEndpoint([]string{"/bin/x", "--host", "127.0.0.1", "--hos=0.0.0.0"}, 30000); h != "127.0.0.1" || !ext {
+		t.Fatalf("--hos=0.0.0.0 after --host 127.0.0.1: %s %v, want the wildcard (probed on loopback, reachable)", h, ext)
+	}
 	if got := (Launch{Argv: []string{"/bin/x"}}).withDefaults().Port; got != 30000 {
 		t.Fatalf("default port: %d", got)
 	}

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/specsweep/specsweep/internal/argparse"
 )
 
 // Host drives the server of one machine. Methods are safe for use by one
@@ -146,23 +148,16 @@ func (l Launch) Validate() error {
 	return nil
 }
 
-// argvPort is the value of the last --port in argv (argparse: the last wins), or 0.
+// argvPort is the port of the last --port in argv (or an abbreviation of it, as argparse reads it), or 0.
 func argvPort(argv []string) int {
-	port := 0
-	for i, a := range argv {
-		v := ""
-		if strings.HasPrefix(a, "--port=") {
-			v = strings.TrimPrefix(a, "--port=")
-		} else if a == "--port" && i+1 < len(argv) {
-			v = argv[i+1]
-		} else {
-			continue
-		}
-		if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 65536 {
-			port = n
-		}
+	v, ok := argparse.Last(argv, "--port")
+	if !ok {
+		return 0
 	}
-	return port
+	if n, err := strconv.Atoi(v); err == nil && n > 0 && n < 65536 {
+		return n
+	}
+	return 0
 }
 
 // State is a unit's (or a local child's) state, systemctl show's names.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/specsweep/specsweep/internal/argparse"
 )
 
 // reNearReady matches log lines SGLang prints just before (or as) its port
@@ -413,16 +415,8 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 // outside.
 func serverEndpoint(argv []string, port int) (host string, external bool) {
 	host = "127.0.0.1"
-	for i, a := range argv {
-		v, ok := "", false
-		if strings.HasPrefix(a, "--host=") {
-			v, ok = strings.TrimPrefix(a, "--host="), true
-		} else if a == "--host" && i+1 < len(argv) {
-			v, ok = argv[i+1], true
-		}
-		if ok {
-			host = v
-		}
+	if v, ok := argparse.Last(argv, "--host"); ok {
+		host = v
 	}
 	switch host {
 	case "0.0.0.0", "::", "[::]", "":
@@ -437,15 +431,7 @@ func serverEndpoint(argv []string, port int) (host string, external bool) {
 // ${NAME} to the launch's environment substituted; the last one wins, as in
 // argparse), or "".
 func APIKey(l Launch) string {
-	argv := ExpandArgv(l.Argv, l.Env)
-	key := ""
-	for i, a := range argv {
-		if v, ok := strings.CutPrefix(a, "--api-key="); ok {
-			key = v
-		} else if a == "--api-key" && i+1 < len(argv) {
-			key = argv[i+1]
-		}
-	}
+	key, _ := argparse.Last(ExpandArgv(l.Argv, l.Env), "--api-key")
 	return key
 }
 

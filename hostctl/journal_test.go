@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -135,5 +136,23 @@ func TestRedactServerInfo(t *testing.T) {
 	}
 	if got := string(RedactServerInfo([]byte("not json"))); got != "not json" {
 		t.Fatal(got)
+	}
+}
+
+func TestEvidenceRedactsCredentials(t *testing.T) {
+	lines := []string{
+		"[2026-12-01 10:00:00] server_args=ServerArgs(model_path='/m', api_key='sk-live-123', admin_api_key=None, hf_token=\"hf_abc\", tp_size=4)",
+		"launch_server.py: error: unrecognized arguments: --api-key=sk-live-123 --bogus",
+		"Traceback (most recent call last):",
+		"RuntimeError: boom",
+	}
+	ev := strings.Join(evidence(lines, regexp.MustCompile(`server_args|error|Error`), 8), "\n")
+	for _, secret := range []string{"sk-live-123", "hf_abc"} {
+		if strings.Contains(ev, secret) {
+			t.Fatalf("evidence shows %q:\n%s", secret, ev)
+		}
+	}
+	if !strings.Contains(ev, "admin_api_key=None") || !strings.Contains(ev, "tp_size=4") || !strings.Contains(ev, "--bogus") {
+		t.Fatalf("evidence lost what is not secret:\n%s", ev)
 	}
 }
