@@ -361,7 +361,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 			switch {
 			case fail != nil:
 				run.Status, run.Error = store.RunFailed, fail.Error()
-				fin = &store.PointFinish{State: store.PointFailed, FailureClass: store.FailureClass(fail.Class),
+				fin = &store.PointFinish{State: store.PointFailed, FailureClass: storeClass(fail.Class, store.FailCrashDuringLoad),
 					FailureDetail: failureDetail(fail)}
 			case lerr != nil:
 				run.Status, run.Error = store.RunFailed, lerr.Error()
@@ -615,7 +615,7 @@ func (r *Runner) startFailed(ctx context.Context, a *attempt, err error) (retry 
 	a.update(r, PhaseFailed, string(f.Class)+": "+f.Detail)
 	r.cfg.Log.Warn("point failed", "host", a.h.Name(), "point", a.p.ID, "class", f.Class, "detail", f.Detail)
 	if err := r.cfg.Store.FinishPoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, store.PointFinish{State: store.PointFailed,
-		FailureClass: store.FailureClass(f.Class), FailureDetail: failureDetail(f)}); err != nil {
+		FailureClass: storeClass(f.Class, store.FailCrashDuringStart), FailureDetail: failureDetail(f)}); err != nil {
 		return false, err
 	}
 	// A failed unit may sit in a restart loop or keep a dying process: stop it before the next point.
@@ -733,7 +733,11 @@ func (r *Runner) observe(u Update) {
 
 // failureDetail is the one-line cause followed by the evidence lines, as stored for the point.
 func failureDetail(f *hostctl.Failure) string {
-	return strings.Join(append([]string{f.Detail}, f.Evidence...), "\n")
+	d := f.Detail
+	if _, ok := failureClasses[f.Class]; !ok && f.Class != "" {
+		d = string(f.Class) + ": " + d // a class the store does not know: its name is kept here
+	}
+	return strings.Join(append([]string{d}, f.Evidence...), "\n")
 }
 
 func levelError(res *workload.Result) string {
