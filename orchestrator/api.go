@@ -452,8 +452,22 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sw, err := Submit(r.Context(), a.c.Store, spec, opts)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
+	var conflict *ScheduleConflictError
+	var bad *CronError
+	switch {
+	case errors.As(err, &conflict) && conflict.FromSpec:
+		httpError(w, http.StatusBadRequest, "at= conflicts with the spec's schedule.cron: a scheduled spec fires by itself")
+		return
+	case errors.As(err, &conflict):
+		httpError(w, http.StatusBadRequest, "cron= and at= exclude each other")
+		return
+	case errors.As(err, &bad):
+		httpError(w, http.StatusBadRequest, "cron="+err.Error())
+		return
+	case err != nil:
+		// The request was fine; the daemon could not store it.
+		a.c.Log.Error("cannot store a submitted sweep", "name", spec.Name, "err", err)
+		httpError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
 	a.c.Log.Info("sweep submitted over HTTP", "sweep", sw.ID, "name", sw.Name, "state", sw.State)

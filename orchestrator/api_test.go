@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -292,5 +293,42 @@ func TestMetricsCountTheStore(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// failingCreate is a store whose CreateSweep fails, as a full disk or a broken database would.
+type failingCreate struct{ *store.DB }
+
+func (failingCreate) CreateSweep(context.Context, store.NewSweep, []store.NewHost, []store.NewPoint) (int64, error) {
+	return 0, errors.New("disk I/O error")
+}
+
+// TestAPISubmitWordsRefusalsAndStoreFailures: a request the orchestrator refuses is a 400 worded with
+// the API's parameters (not the CLI's flags); a store that fails is the daemon's fault, a 500.
+func TestAPISubmitWordsRefusalsAndStoreFailures(t *testing.T) {
+	a := newAPIHarness(t, APIConfig{})
+	for target, want := range map[string]string{
+		"/api/sweeps?cron=@daily&at=2099-01-01T00:00:00Z": "cron= and at= exclude each other",
+		"/api/sweeps?cron=nonsense":                       "bad cron expression",
+	} {
+		w := a.do("POST", target, apiSpec(""), nil)
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), want) || strings.Contains(w.Body.String(), "--") {
+			t.Errorf("%s: %d %s, want 400 saying %q", target, w.Code, w.Body, want)
+		}
+	}
+	scheduled := apiSpec("") + "schedule: {cron: \"@daily\"}\n"
+	if w := a.do("POST", "/api/sweeps?at=2099-01-01T00:00:00Z", scheduled, nil); w.Code != http.StatusBadRequest ||
+		!strings.Contains(w.Body.String(), "at= conflicts with the spec's schedule.cron") {
+		t.Errorf("at= on a scheduled spec: %d %s, want 400", w.Code, w.Body)
+	}
+
+	h, err := NewAPI(APIConfig{Store: failingCreate{a.db}, Metrics: NewMetrics(a.db), Token: apiToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.h = h
+	if w := a.do("POST", "/api/sweeps", apiSpec(""), nil); w.Code != http.StatusInternalServerError ||
+		!strings.Contains(w.Body.String(), "disk I/O error") {
+		t.Errorf("failing store: %d %s, want 500", w.Code, w.Body)
 	}
 }

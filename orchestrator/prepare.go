@@ -25,6 +25,27 @@ var ErrSpecChanged = errors.New("spec changed")
 // ErrFinished: the sweep of this spec already ran to its end.
 var ErrFinished = errors.New("sweep already finished")
 
+// SweepExistsError is Prepare's refusal of the latest sweep of the spec's name: Err is ErrSpecChanged
+// (Hash is the stored spec's, NewHash this one's) or ErrFinished. It names no way out: the caller
+// words it (the CLI's --new).
+type SweepExistsError struct {
+	Name          string
+	ID            int64
+	State         store.SweepState
+	Hash, NewHash string
+	Err           error
+}
+
+func (e *SweepExistsError) Error() string {
+	if errors.Is(e.Err, ErrSpecChanged) {
+		return fmt.Sprintf("sweep %q (id %d, %s) was made from a different spec (hash %.12s, this one %.12s): %v",
+			e.Name, e.ID, e.State, e.Hash, e.NewHash, e.Err)
+	}
+	return fmt.Sprintf("sweep %q (id %d) is %s: %v", e.Name, e.ID, e.State, e.Err)
+}
+
+func (e *SweepExistsError) Unwrap() error { return e.Err }
+
 // Prepared says which sweep to run.
 type Prepared struct {
 	SweepID int64
@@ -46,13 +67,10 @@ func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bo
 		case err != nil:
 			return Prepared{}, fmt.Errorf("orchestrator: look up sweep %q: %w", spec.Name, err)
 		case prev.SpecHash != plan.SpecHash:
-			return Prepared{SweepID: prev.ID}, fmt.Errorf(
-				"sweep %q (id %d, %s) was made from a different spec (hash %.12s, this one %.12s): "+
-					"restore that spec to resume it, or pass --new to start a new sweep of this name: %w",
-				spec.Name, prev.ID, prev.State, prev.SpecHash, plan.SpecHash, ErrSpecChanged)
+			return Prepared{SweepID: prev.ID}, &SweepExistsError{Name: spec.Name, ID: prev.ID, State: prev.State,
+				Hash: prev.SpecHash, NewHash: plan.SpecHash, Err: ErrSpecChanged}
 		case prev.State == store.SweepDone || prev.State == store.SweepFailed:
-			return Prepared{SweepID: prev.ID}, fmt.Errorf("sweep %q (id %d) is %s: pass --new to run it again: %w",
-				spec.Name, prev.ID, prev.State, ErrFinished)
+			return Prepared{SweepID: prev.ID}, &SweepExistsError{Name: spec.Name, ID: prev.ID, State: prev.State, Err: ErrFinished}
 		default:
 			return resume(ctx, st, prev)
 		}

@@ -340,8 +340,12 @@ func TestPrepareRefusesChangedSpecAndFinishedSweeps(t *testing.T) {
 	}
 	changed := loadSpec(t, 3)
 	_, err := Prepare(ctx, h.db, changed, false)
-	if !errors.Is(err, ErrSpecChanged) || !strings.Contains(err.Error(), "--new") {
-		t.Errorf("changed spec: %v, want ErrSpecChanged naming --new", err)
+	var se *SweepExistsError
+	if !errors.Is(err, ErrSpecChanged) || !errors.As(err, &se) || se.ID != 1 || se.NewHash != changed.Plan().SpecHash {
+		t.Errorf("changed spec: %v, want a *SweepExistsError with ErrSpecChanged", err)
+	}
+	if strings.Contains(err.Error(), "--") {
+		t.Errorf("changed spec: %v: the orchestrator names no CLI flag (the CLI words it)", err)
 	}
 	prep, err := Prepare(ctx, h.db, changed, true)
 	if err != nil || prep.Resumed {

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -25,25 +24,44 @@ type SubmitOptions struct {
 	At time.Time
 }
 
+// ScheduleConflictError: a start time (SubmitOptions.At) was given with a cron schedule, from the
+// options or (FromSpec) from the spec's schedule.cron. The caller words it with its own names.
+type ScheduleConflictError struct{ FromSpec bool }
+
+func (e *ScheduleConflictError) Error() string {
+	if e.FromSpec {
+		return "a start time conflicts with the spec's schedule.cron: a scheduled spec fires by itself"
+	}
+	return "a cron schedule and a start time exclude each other"
+}
+
+// CronError: the cron expression does not parse.
+type CronError struct {
+	Expr string
+	Err  error
+}
+
+func (e *CronError) Error() string { return fmt.Sprintf("bad cron expression %q: %v", e.Expr, e.Err) }
+func (e *CronError) Unwrap() error { return e.Err }
+
 // Submit queues a spec for the daemon: a sweep to run now (or at opts.At), or, with a cron schedule
 // (opts.Cron or the spec's schedule.cron), a template that fires sweeps. It returns the stored sweep.
+// A refusal of the request is a *ScheduleConflictError or a *CronError; any other error is the
+// store's.
 func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOptions) (store.Sweep, error) {
 	expr := opts.Cron
 	if expr == "" && spec.Schedule != nil {
 		expr = spec.Schedule.Cron
 	}
 	if expr != "" && !opts.At.IsZero() {
-		if opts.Cron == "" {
-			return store.Sweep{}, errors.New("--at conflicts with the spec's schedule.cron: a scheduled spec fires by itself")
-		}
-		return store.Sweep{}, errors.New("--cron and --at exclude each other")
+		return store.Sweep{}, &ScheduleConflictError{FromSpec: opts.Cron == ""}
 	}
 	plan := spec.Plan()
 	ns := NewSweepOf(spec, plan)
 	var points []store.NewPoint
 	if expr != "" {
 		if _, err := sweep.ParseCron(expr); err != nil {
-			return store.Sweep{}, fmt.Errorf("bad cron expression %q: %w", expr, err)
+			return store.Sweep{}, &CronError{Expr: expr, Err: err}
 		}
 		ns.Schedule, ns.State = expr, store.SweepScheduled
 	} else {
@@ -52,7 +70,7 @@ func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOp
 	}
 	id, err := st.CreateSweep(ctx, ns, HostsOf(spec), points)
 	if err != nil {
-		return store.Sweep{}, err
+		return store.Sweep{}, fmt.Errorf("orchestrator: store sweep %q: %w", spec.Name, err)
 	}
 	return st.Sweep(ctx, id)
 }

@@ -207,7 +207,7 @@ func submitCmd() command {
 				defer st.Close()
 				sw, err := orchestrator.Submit(ctx, st, spec, opts)
 				if err != nil {
-					return err
+					return submitWords(err)
 				}
 				switch sw.State {
 				case store.SweepScheduled:

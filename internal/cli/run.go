@@ -52,6 +52,7 @@ func runCmd() command {
 				defer unlock()
 
 				prep, err := orchestrator.Prepare(ctx, st, spec, *fresh)
+				err = prepareWords(err)
 				if errors.Is(err, orchestrator.ErrFinished) {
 					fmt.Fprintf(env.Stdout, "%v\n\n", err)
 					return printResults(ctx, env.Stdout, st, prep.SweepID, dbFile)
