@@ -55,7 +55,7 @@ func (s PointState) CanTransition(to PointState) bool {
 	return false
 }
 
-// FailureClass says why a point failed (ARCHITECTURE.md, point_summary).
+// FailureClass says why a point failed (docs/schema.md, point_summary.failure_class).
 type FailureClass string
 
 // Failure classes.
