@@ -30,21 +30,9 @@ func (db *DB) Query(ctx context.Context, query string, args ...any) (*Rows, erro
 
 func (db *DB) query1(ctx context.Context, query string, args ...any) (*Rows, error) {
 	var out *Rows
-	var chunk []any // rows are carved from chunks: fewer allocations
+	var c rowCarver
 	err := db.scan(ctx, query, args, func(cols []string, dest []driver.Value) error {
-		n := len(cols)
-		if len(chunk) < n {
-			chunk = make([]any, n*256)
-		}
-		row := chunk[:n:n]
-		chunk = chunk[n:]
-		for i, v := range dest {
-			if b, ok := v.([]byte); ok {
-				v = bytes.Clone(b)
-			}
-			row[i] = v
-		}
-		out.Values = append(out.Values, row)
+		out.Values = append(out.Values, c.row(dest))
 		return nil
 	}, func(cols []string) {
 		out = &Rows{Columns: cols}
@@ -138,21 +126,9 @@ var runSummaryColumns = []string{"sweep", "sweep_id", "point_id", "host", "metho
 // the run_detail view (docs/schema.md).
 func (db *DB) QueryRuns(ctx context.Context, q RunsQuery) (*Rows, error) {
 	out := &Rows{Columns: runSummaryColumns}
-	var chunk []any // rows are carved from chunks: fewer allocations
-	n := len(runSummaryColumns)
+	var c rowCarver
 	err := db.runsQuery(ctx, q, runSummaryColumns, func(dest []driver.Value) {
-		if len(chunk) < n {
-			chunk = make([]any, n*256)
-		}
-		row := chunk[:n:n]
-		chunk = chunk[n:]
-		for i, v := range dest {
-			if b, ok := v.([]byte); ok {
-				v = bytes.Clone(b)
-			}
-			row[i] = v
-		}
-		out.Values = append(out.Values, row)
+		out.Values = append(out.Values, c.row(dest))
 	})
 	if err != nil {
 		return nil, err
@@ -205,4 +181,24 @@ func singleStatement(s string) error {
 		}
 	}
 	return nil
+}
+
+// rowCarver copies driver values into rows carved from shared chunks (fewer allocations than one
+// slice a row); byte slices are cloned, as the driver reuses them.
+type rowCarver struct{ chunk []any }
+
+func (c *rowCarver) row(dest []driver.Value) []any {
+	n := len(dest)
+	if len(c.chunk) < n {
+		c.chunk = make([]any, n*256)
+	}
+	row := c.chunk[:n:n]
+	c.chunk = c.chunk[n:]
+	for i, v := range dest {
+		if b, ok := v.([]byte); ok {
+			v = bytes.Clone(b)
+		}
+		row[i] = v
+	}
+	return row
 }
