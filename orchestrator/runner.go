@@ -787,17 +787,8 @@ func mean(d workload.Dist) float64   { return sampled(d, d.Mean) }
 func median(d workload.Dist) float64 { return sampled(d, d.Median) }
 func p99(d workload.Dist) float64    { return sampled(d, d.P99) }
 
-// pointLabel is a short human description of a point.
+// pointLabel is a stored point's label, spelled as the plan's (sweep.Point.Label).
 func pointLabel(p store.Point) string {
-	if p.Baseline {
-		return fmt.Sprintf("%s tp=%d", p.Method, p.TP)
-	}
-	return fmt.Sprintf("%s s=%s k=%s n=%s tp=%d", p.Method, intOr(p.NumSteps), intOr(p.TopK), intOr(p.NumDraftTokens), p.TP)
-}
-
-func intOr(v *int) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprint(*v)
+	return sweep.Point{Method: p.Method, Baseline: p.Baseline, Algorithm: sweep.ArgvAlgorithm(p.Argv),
+		NumSteps: p.NumSteps, TopK: p.TopK, NumDraftTokens: p.NumDraftTokens, TP: p.TP}.Label()
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
 )
 
 // Sweep is one recorded sweep, loaded and aggregated.
@@ -47,14 +48,21 @@ type Config struct {
 	NumSteps, TopK, NumDraftTokens int
 	TP                             int
 	Baseline                       bool
+	// Algorithm is the point's --speculative-algorithm ("" when unknown: labelled as EAGLE's).
+	Algorithm string
 }
 
-// Label is a short human name: "eagle3 s=3 k=1 d=4" or "baseline" (tp is shown separately).
+// Label is a short human name, the plan's spelling without tp (sweep.Point.Setting): "eagle3 s=3
+// k=1 n=4", "dflash block=16" or "baseline" (tp is shown separately).
 func (c Config) Label() string {
-	if c.Baseline {
-		return c.Method
+	given := func(v int) *int { // 0: not given (a baseline, or left to the server)
+		if v == 0 {
+			return nil
+		}
+		return &v
 	}
-	return fmt.Sprintf("%s s=%d k=%d d=%d", c.Method, c.NumSteps, c.TopK, c.NumDraftTokens)
+	return sweep.Point{Method: c.Method, Baseline: c.Baseline, Algorithm: c.Algorithm,
+		NumSteps: given(c.NumSteps), TopK: given(c.TopK), NumDraftTokens: given(c.NumDraftTokens)}.Setting()
 }
 
 // key identifies a configuration across sweeps.
@@ -194,6 +202,9 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 		s.TPs = append(s.TPs, tp)
 	}
 	sort.Ints(s.TPs)
+	if err := setAlgorithms(ctx, db, s.ID, byID); err != nil {
+		return nil, err
+	}
 
 	agg := newAggregator()
 	err = db.EachRunSummary(ctx, store.RunsQuery{SweepID: sw.ID, OK: true}, func(r *store.RunSummary) {
@@ -327,8 +338,26 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 	agg.finish()
 	for _, s := range out {
 		sort.Ints(s.TPs)
+		if err := setAlgorithms(ctx, db, s.ID, points[s]); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// setAlgorithms reads each point's --speculative-algorithm from its stored argv (the label's
+// spelling depends on it).
+func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[string]*Point) error {
+	stored, err := db.Points(ctx, sweepID)
+	if err != nil {
+		return err
+	}
+	for _, sp := range stored {
+		if p := byID[sp.ID]; p != nil && !p.Baseline {
+			p.Algorithm = sweep.ArgvAlgorithm(sp.Argv)
+		}
+	}
+	return nil
 }
 
 // Cells returns every cell of the sweep, in plan order then concurrency.

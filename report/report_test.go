@@ -173,7 +173,7 @@ func levelsFromDB(t *testing.T, db *sql.DB, sweep string) map[string]*level {
 		if out[k] == nil {
 			label := method
 			if steps.Valid {
-				label = fmt.Sprintf("%s s=%d k=%d d=%d", method, steps.Int64, topk.Int64, draft.Int64)
+				label = fmt.Sprintf("%s s=%d k=%d n=%d", method, steps.Int64, topk.Int64, draft.Int64)
 			}
 			out[k] = &level{label: label, tp: tp, c: c, baseline: !steps.Valid}
 			acc[k] = &vals{}
@@ -451,7 +451,7 @@ func TestMarkdownReport(t *testing.T) {
 	}
 	levels := levelsFromDB(t, raw, "rep-a")
 	checkTables(t, strings.ReplaceAll(doc, `\_`, "_"), levels, "–")
-	if !strings.Contains(doc, "| oom s=1 k=1 d=2 |") || !strings.Contains(doc, "CUDA out of memory") {
+	if !strings.Contains(doc, "| oom s=1 k=1 n=2 |") || !strings.Contains(doc, "CUDA out of memory") {
 		t.Errorf("markdown lacks the failures with evidence")
 	}
 }

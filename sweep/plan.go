@@ -54,20 +54,27 @@ type Point struct {
 }
 
 // Label is a short human name for the point that says what it sets, e.g.
-// "eagle3 s=3 k=1 n=4 tp=4", "dflash block=16 tp=1", "ngram k=10 n=12 tp=1".
-func (p Point) Label() string {
-	var b strings.Builder
-	b.WriteString(p.Method)
-	if !p.Baseline {
-		r := rulesOf(p.Algorithm)
-		if p.Algorithm == "" {
-			r = eagleRules{} // a point built by hand, as before algorithms were told apart
-		}
-		b.WriteString(r.label(p))
+// "eagle3 s=3 k=1 n=4 tp=4", "dflash block=16 tp=1", "ngram k=10 n=12 tp=1":
+// its Setting and its tp.
+func (p Point) Label() string { return fmt.Sprintf("%s tp=%d", p.Setting(), p.TP) }
+
+// Setting is the one spelling of what a point sets, without its tp: "eagle3
+// s=3 k=1 n=4", "dflash block=16", "baseline". Only Method, Baseline,
+// Algorithm and the three parameters are read, so the orchestrator and the
+// report label their stored points with it (ArgvAlgorithm gives the algorithm).
+func (p Point) Setting() string {
+	if p.Baseline {
+		return p.Method
 	}
-	fmt.Fprintf(&b, " tp=%d", p.TP)
-	return b.String()
+	r := rulesOf(p.Algorithm)
+	if p.Algorithm == "" {
+		r = eagleRules{} // a point built by hand, as before algorithms were told apart
+	}
+	return p.Method + r.label(p)
 }
+
+// ArgvAlgorithm is the --speculative-algorithm of a point's argv ("" for none).
+func ArgvAlgorithm(argv []string) string { return Method{Args: argv}.Algorithm() }
 
 // Skipped is a matrix combination that is not run, and why.
 type Skipped struct {
