@@ -418,7 +418,7 @@ func (r *Runner) recordInfo(ctx context.Context, a *attempt, ready hostctl.Ready
 		prov.CollectedErr = err.Error()
 	}
 	if prov.EngineVer == "" {
-		prov.EngineVer = engineVersion(ready.ServerInfo)
+		prov.EngineVer = hostctl.EngineVersion(ready.ServerInfo)
 	}
 	if prov.ExecStart != "" {
 		info.ExecStart = prov.ExecStart
@@ -451,16 +451,6 @@ func effectiveSpec(serverInfo []byte) (steps, topk, draft *int) {
 		a = *v.ServerArgs
 	}
 	return a.Steps, a.TopK, a.Draft
-}
-
-func engineVersion(serverInfo []byte) string {
-	var v struct {
-		Version string `json:"version"`
-	}
-	if json.Unmarshal(serverInfo, &v) != nil {
-		return ""
-	}
-	return v.Version
 }
 
 // measure runs one level while watching the server: a failure of the unit cancels the load at once

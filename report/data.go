@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/specsweep/specsweep/hostctl"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
 )
@@ -80,7 +81,7 @@ type Point struct {
 	FailureClass  string
 	FailureDetail string
 	LoadS         float64
-	Provenance    map[string]any
+	Provenance    *hostctl.Provenance // nil when not recorded
 	EffectiveArgs map[string]any
 	// Requested holds the speculative parameters the plan asked for, as stored (nil: not given,
 	// or a baseline), in the order steps, topk, draft tokens.
@@ -191,7 +192,7 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 		p := &Point{ID: ps.PointID, Host: ps.Host, Config: configOf(ps.Method, ps.NumSteps, ps.TopK, ps.NumDraftTokens, ps.TP, ps.Baseline()),
 			State: string(ps.State), Attempts: ps.Attempts, FailureClass: string(ps.FailureClass),
 			FailureDetail: ps.FailureDetail, LoadS: ps.LoadS, EffectiveArgs: jsonObject(ps.EffectiveArgs),
-			Provenance: jsonObject(ps.Provenance), Started: ps.StartedAt, Finished: ps.FinishedAt, Cells: map[int]*Cell{},
+			Provenance: provenanceOf(ps.Provenance), Started: ps.StartedAt, Finished: ps.FinishedAt, Cells: map[int]*Cell{},
 			Requested: [3]*int{ps.NumSteps, ps.TopK, ps.NumDraftTokens},
 			Effective: [3]*int{ps.EffectiveNumSteps, ps.EffectiveTopK, ps.EffectiveNumDraftTokens}}
 		s.Points = append(s.Points, p)
@@ -403,6 +404,19 @@ func (p *Point) Evidence() (cause string, lines []string) {
 		return "", nil
 	}
 	return all[0], all[1:]
+}
+
+// provenanceOf decodes a stored provenance into the struct hostctl writes; nil when none was recorded
+// or it does not decode.
+func provenanceOf(raw []byte) *hostctl.Provenance {
+	if len(raw) == 0 {
+		return nil
+	}
+	var p hostctl.Provenance
+	if json.Unmarshal(raw, &p) != nil {
+		return nil
+	}
+	return &p
 }
 
 func jsonObject(raw []byte) map[string]any {

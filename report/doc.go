@@ -288,20 +288,18 @@ func provenance(s *Sweep, opt Options) (Table, [][2]string) {
 				continue
 			}
 			pv := p.Provenance
-			hostname, kernel, eng = strOr(pv["hostname"]), strOr(pv["kernel"]), strOr(pv["engine_version"])
-			if gpus, ok := pv["gpus"].([]any); ok && len(gpus) > 0 {
+			hostname, kernel, eng = strOr(pv.Hostname), strOr(pv.Kernel), strOr(pv.EngineVer)
+			if len(pv.GPUs) > 0 {
 				counts := map[string]int{}
 				var names, drivers []string
-				for _, g := range gpus {
-					if m, ok := g.(map[string]any); ok {
-						n := strOr(m["name"])
-						if counts[n] == 0 {
-							names = append(names, n)
-						}
-						counts[n]++
-						if d := strOr(m["driver"]); d != "-" && !contains(drivers, d) {
-							drivers = append(drivers, d)
-						}
+				for _, g := range pv.GPUs {
+					n := strOr(g.Name)
+					if counts[n] == 0 {
+						names = append(names, n)
+					}
+					counts[n]++
+					if d := strOr(g.Driver); d != "-" && !contains(drivers, d) {
+						drivers = append(drivers, d)
 					}
 				}
 				var parts []string
@@ -309,7 +307,7 @@ func provenance(s *Sweep, opt Options) (Table, [][2]string) {
 					parts = append(parts, fmt.Sprintf("%d× %s", counts[n], n))
 				}
 				gpu, gdrv = strings.Join(parts, ", "), strings.Join(drivers, ", ")
-			} else if strOr(pv["driver"]) == "local" {
+			} else if pv.Driver == "local" {
 				gpu = "(local driver: none probed)"
 			}
 			break
