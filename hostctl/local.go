@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -119,6 +120,15 @@ func (p *localProc) currentState() State {
 // Start implements Host.
 func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	ln = ln.withDefaults()
+	if len(ln.Argv) > 0 && !filepath.IsAbs(ln.Argv[0]) {
+		// A child process may be given a relative command (systemd may not): resolved once, here.
+		argv := append([]string(nil), ln.Argv...)
+		var err error
+		if argv[0], err = resolveCommand(argv[0]); err != nil {
+			return nil, &Failure{Class: ClassBadArgs, Detail: err.Error(), Err: err}
+		}
+		ln.Argv = argv
+	}
 	if err := ln.Validate(); err != nil {
 		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
 	}
@@ -334,6 +344,23 @@ func (l *Local) Restore(ctx context.Context) error {
 	}
 	_, err := p.Stop(ctx, nil)
 	return err
+}
+
+// resolveCommand makes a local relative command absolute: a path with a slash is taken from the
+// working directory, a bare name from $PATH (as a shell would).
+func resolveCommand(cmd string) (string, error) {
+	if strings.Contains(cmd, "/") {
+		abs, err := filepath.Abs(cmd)
+		if err != nil {
+			return "", fmt.Errorf("command %q: %w", cmd, err)
+		}
+		return abs, nil
+	}
+	p, err := exec.LookPath(cmd)
+	if err != nil {
+		return "", fmt.Errorf("command %q not found in PATH: %w", cmd, err)
+	}
+	return filepath.Abs(p)
 }
 
 // Provenance implements Host.

@@ -71,10 +71,7 @@ func daemonCmd() command {
 					},
 					Runner: orchestrator.Config{Log: log},
 					Hosts: func(spec *sweep.Spec, sweepID int64) []orchestrator.Host {
-						hs := newHosts(spec, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir,
-							event: func(host, kind, detail string) {
-								_ = st.AddEvent(context.WithoutCancel(ctx), store.Event{SweepID: sweepID, Host: host, Kind: kind, Detail: detail})
-							}})
+						hs := sweepHosts(ctx, st, spec, sweepID, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir, getenv: env.Getenv})
 						out := make([]orchestrator.Host, len(hs))
 						for i, h := range hs {
 							out[i] = h

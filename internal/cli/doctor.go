@@ -59,8 +59,7 @@ func doctorCmd() command {
 
 func doctorTarget(env Env, spec *sweep.Spec, h sweep.Host, acceptNew bool) hostctl.DoctorTarget {
 	t := hostctl.DoctorTarget{Name: h.Name, Driver: h.Driver, Unit: h.Unit, Port: spec.Server.Port,
-		SSH: hostctl.SSHOptions{Address: h.Address, User: h.User, IdentityFile: h.IdentityFile,
-			KnownHosts: h.KnownHosts, AcceptNewHostKeys: acceptNew, Getenv: env.Getenv}}
+		SSH: sshOptions(h, acceptNew, env.Getenv)}
 	if len(spec.Server.Command) > 0 {
 		t.Command = spec.Server.Command[0]
 	}

@@ -3,12 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
 )
 
@@ -17,11 +16,27 @@ type hostOptions struct {
 	acceptNewHostKeys bool
 	logDir            string // local driver: server logs go to LOGDIR/HOST.log when set
 	event             func(host, kind, detail string)
+	getenv            func(string) string // the environment ~/.ssh/config, keys and the agent are found in
+}
+
+// sshOptions is the one mapping of a spec host to its SSH options (run, the daemon and doctor).
+func sshOptions(h sweep.Host, acceptNew bool, getenv func(string) string) hostctl.SSHOptions {
+	return hostctl.SSHOptions{Address: h.Address, User: h.User, IdentityFile: h.IdentityFile,
+		KnownHosts: h.KnownHosts, AcceptNewHostKeys: acceptNew, Getenv: getenv}
+}
+
+// sweepHosts is the one host factory of run and the daemon: the spec's hosts, with the connection
+// events of each recorded under sweepID.
+func sweepHosts(ctx context.Context, st *store.DB, spec *sweep.Spec, sweepID int64, opts hostOptions) []*specHost {
+	opts.event = func(host, kind, detail string) {
+		_ = st.AddEvent(context.WithoutCancel(ctx), store.Event{SweepID: sweepID, Host: host, Kind: kind, Detail: detail})
+	}
+	return newHosts(spec, opts)
 }
 
 // specHost adapts one spec host to the orchestrator: the SSH connection is made on first use, so an
 // unreachable host is host trouble of its points (retried, then host_unreachable), not a refusal to
-// run the whole sweep; and a local command given by a relative path is resolved once.
+// run the whole sweep.
 type specHost struct {
 	h    sweep.Host
 	opts hostOptions
@@ -56,8 +71,7 @@ func (s *specHost) get(ctx context.Context) (hostctl.Host, error) {
 	}
 	r, err := hostctl.DialRemote(ctx, hostctl.RemoteOptions{
 		Name: s.h.Name, Unit: s.h.Unit, CreateUnit: s.h.CreateUnit,
-		SSH: hostctl.SSHOptions{Address: s.h.Address, User: s.h.User, IdentityFile: s.h.IdentityFile,
-			KnownHosts: s.h.KnownHosts, AcceptNewHostKeys: s.opts.acceptNewHostKeys},
+		SSH: sshOptions(s.h, s.opts.acceptNewHostKeys, s.opts.getenv),
 		Event: func(kind, detail string) {
 			if s.opts.event != nil {
 				s.opts.event(s.h.Name, kind, detail)
@@ -75,13 +89,6 @@ func (s *specHost) Start(ctx context.Context, l hostctl.Launch) (hostctl.Instanc
 	impl, err := s.get(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if s.h.Driver == sweep.DriverLocal && len(l.Argv) > 0 && !filepath.IsAbs(l.Argv[0]) {
-		argv := append([]string(nil), l.Argv...)
-		if argv[0], err = resolveCommand(argv[0]); err != nil {
-			return nil, &hostctl.Failure{Class: hostctl.ClassBadArgs, Detail: err.Error()}
-		}
-		l.Argv = argv
 	}
 	return impl.Start(ctx, l)
 }
@@ -119,21 +126,4 @@ func (s *specHost) Close() error {
 		return nil
 	}
 	return s.impl.Close()
-}
-
-// resolveCommand makes a local driver's relative command absolute: a path with a slash is taken
-// from the working directory, a bare name from $PATH (as a shell would).
-func resolveCommand(cmd string) (string, error) {
-	if strings.Contains(cmd, "/") {
-		abs, err := filepath.Abs(cmd)
-		if err != nil {
-			return "", fmt.Errorf("command %q: %w", cmd, err)
-		}
-		return abs, nil
-	}
-	p, err := exec.LookPath(cmd)
-	if err != nil {
-		return "", fmt.Errorf("command %q not found in PATH: %w", cmd, err)
-	}
-	return filepath.Abs(p)
 }

@@ -80,10 +80,7 @@ func runCmd() command {
 					return err
 				}
 
-				hosts := newHosts(spec, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir,
-					event: func(host, kind, detail string) {
-						_ = st.AddEvent(context.WithoutCancel(ctx), store.Event{SweepID: prep.SweepID, Host: host, Kind: kind, Detail: detail})
-					}})
+				hosts := sweepHosts(ctx, st, spec, prep.SweepID, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir, getenv: env.Getenv})
 				var ohosts []orchestrator.Host
 				for _, h := range hosts {
 					defer h.Close()
