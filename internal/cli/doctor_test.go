@@ -1,4 +1,4 @@
-package hostctl_test
+package cli
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsweep/specsweep/internal/cli"
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
@@ -69,7 +68,7 @@ func TestDoctor(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	t0 := time.Now()
-	code := cli.Main(context.Background(), []string{"doctor", path}, cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	code := Main(context.Background(), []string{"doctor", path}, Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 	el := time.Since(t0)
 	t.Logf("doctor took %v:\n%s%s", el, out.String(), errb.String())
 	if code != 1 {

@@ -21,6 +21,11 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 )
 
+// The drivers on real test hosts (and the local child) in setups the contract suite does not cover:
+// a non-root login with sudo, agent and ProxyJump, a unit created by specsweep, ExecStart quoting on
+// systemd, no leftover followers, systemd refusing a start, a local child outliving its parent, GPU
+// busy, D-Bus after a reconnect.
+
 // addUser creates a login user on the host authorised with the test key,
 // with a sudoers rule (none when rule is "").
 func addUser(t *testing.T, ctx context.Context, h *testhost.Host, name, rule string) {
