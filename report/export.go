@@ -10,7 +10,7 @@ import (
 	"github.com/specsweep/specsweep/store"
 )
 
-// exportFields are bench_serving's JSON names (ARCHITECTURE.md, `bench --json`, in its order) with
+// exportFields are bench_serving's JSON names (docs/bench.md, `bench --json`, in its order) with
 // the run_detail figure each holds, then the point's configuration and the run's place in the sweep.
 var exportFields = []struct {
 	name  string
