@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/specsweep/specsweep/internal/defaults"
 	"net"
 	"os"
 	"os/exec"
@@ -50,10 +51,10 @@ const DoctorTimeout = 10 * time.Second
 // DoctorTimeout.
 func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	if t.Unit == "" {
-		t.Unit = "sglang.service"
+		t.Unit = defaults.Unit
 	}
 	if t.Port == 0 {
-		t.Port = 30000
+		t.Port = defaults.Port
 	}
 	var out []Check
 	add := func(name string, st CheckStatus, format string, a ...any) {

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/specsweep/specsweep/internal/argparse"
+	"github.com/specsweep/specsweep/internal/defaults"
 )
 
 // Host drives the server of one machine. Methods are safe for use by one
@@ -80,7 +81,7 @@ type Instance interface {
 type Launch struct {
 	Argv         []string          // absolute command path first
 	Env          map[string]string // server and method environment
-	Port         int               // the server port (default 30000)
+	Port         int               // the server port (default defaults.Port, 30000)
 	ReadyTimeout time.Duration     // default 20m
 	StopTimeout  time.Duration     // TimeoutStopSec (default 90s)
 }
@@ -90,13 +91,13 @@ func (l Launch) withDefaults() Launch {
 		l.Port = argvPort(l.Argv)
 	}
 	if l.Port == 0 {
-		l.Port = 30000
+		l.Port = defaults.Port
 	}
 	if l.ReadyTimeout == 0 {
-		l.ReadyTimeout = 20 * time.Minute
+		l.ReadyTimeout = defaults.ReadyTimeout
 	}
 	if l.StopTimeout == 0 {
-		l.StopTimeout = 90 * time.Second
+		l.StopTimeout = defaults.StopTimeout
 	}
 	return l
 }

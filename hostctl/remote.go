@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/specsweep/specsweep/internal/defaults"
 	"net"
 	"net/http"
 	"os"
@@ -45,7 +46,7 @@ var _ Host = (*Remote)(nil)
 // DialRemote connects to the host.
 func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 	if o.Unit == "" {
-		o.Unit = "sglang.service"
+		o.Unit = defaults.Unit
 	}
 	if !strings.Contains(o.Unit, ".") {
 		o.Unit += ".service"

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/specsweep/specsweep/internal/defaults"
 	"strconv"
 	"strings"
 	"time"
@@ -11,14 +12,14 @@ import (
 
 // Defaults applied by Parse to keys a spec leaves out.
 const (
-	DefaultUnit           = "sglang.service"
+	DefaultUnit           = defaults.Unit
 	DefaultDriver         = DriverSSH
 	DefaultAPI            = APIChat
 	DefaultRepeats        = 1
 	DefaultWarmupRequests = 4
-	DefaultPort           = 30000
-	DefaultReadyTimeout   = 20 * time.Minute
-	DefaultStopTimeout    = 90 * time.Second
+	DefaultPort           = defaults.Port
+	DefaultReadyTimeout   = defaults.ReadyTimeout
+	DefaultStopTimeout    = defaults.StopTimeout
 	DefaultSeed           = 1
 	DefaultDataset        = "random"
 	DefaultGPUs           = 1

@@ -1,0 +1,17 @@
+// Package defaults declares, once, the defaults of how a point's SGLang server is launched: the spec
+// applies them where a spec leaves a value out (docs/spec.md), and hostctl falls back to them for a
+// launch that carries none.
+package defaults
+
+import "time"
+
+const (
+	// Port is launch_server's own default --port.
+	Port = 30000
+	// Unit is the systemd unit specsweep drives on a host unless the spec names another.
+	Unit = "sglang.service"
+	// ReadyTimeout bounds start to ready (a large model loads for minutes).
+	ReadyTimeout = 20 * time.Minute
+	// StopTimeout is the unit's TimeoutStopSec= (SGLang drains its requests, then exits).
+	StopTimeout = 90 * time.Second
+)
