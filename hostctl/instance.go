@@ -357,7 +357,10 @@ func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *
 			changed = time.Now()
 			continue
 		}
-		if time.Since(changed) >= 150*time.Millisecond && !unfinishedTraceback(in.snapshot(0)) {
+		// Quiet for 150 ms ends the wait once the server's own lines have come; with none yet, a
+		// busy journald may still be delivering them: wait up to the 2 s bound.
+		lines := in.snapshot(0)
+		if time.Since(changed) >= 150*time.Millisecond && !unfinishedTraceback(lines) && lastServerLine(lines) != "" {
 			break
 		}
 	}

@@ -2,6 +2,7 @@ package hostctl
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // exportText is one journal entry in journalctl's export format.
@@ -154,5 +156,38 @@ func TestEvidenceRedactsCredentials(t *testing.T) {
 	}
 	if !strings.Contains(ev, "admin_api_key=None") || !strings.Contains(ev, "tp_size=4") || !strings.Contains(ev, "--bogus") {
 		t.Fatalf("evidence lost what is not secret:\n%s", ev)
+	}
+}
+
+// lateJournal is a serverProc whose process has exited while the journal delivers its lines only
+// after a delay (a busy journald).
+type lateJournal struct {
+	st    State
+	lines []string
+	at    time.Time
+	sent  bool
+}
+
+func (l *lateJournal) poll(context.Context) (State, []string, error) {
+	if l.sent || time.Now().Before(l.at) {
+		return l.st, nil, nil
+	}
+	l.sent = true
+	return l.st, l.lines, nil
+}
+func (l *lateJournal) follow(context.Context, func()) func() { return func() {} }
+func (l *lateJournal) sendStop(context.Context) error        { return nil }
+func (l *lateJournal) afterStop(context.Context)             {}
+
+// TestSettleWaitsForTheServersLines: a server that exited at once (exit 2) while journald delivers its
+// argparse lines 400 ms late: classification waits for them (the evidence names the cause) instead
+// of ending the wait after 150 ms without any line.
+func TestSettleWaitsForTheServersLines(t *testing.T) {
+	st := State{ActiveState: "failed", SubState: "failed", Result: "exit-code", ExecMainCode: CodeExited, ExecMainStatus: 2}
+	in := &instance{proc: &lateJournal{st: st, at: time.Now().Add(400 * time.Millisecond),
+		lines: []string{"usage: launch_server.py [-h] --model-path MODEL_PATH", "launch_server.py: error: unrecognized arguments: --bogus-flag 1"}}}
+	f := in.classifySettled(t.Context(), st, false)
+	if f == nil || f.Class != ClassBadArgs || !strings.Contains(strings.Join(f.Evidence, "\n"), "unrecognized arguments") {
+		t.Fatalf("want bad_args with the argparse line as evidence, got %+v", f)
 	}
 }
