@@ -107,7 +107,7 @@ func TestServerEndpoint(t *testing.T) {
 	}{
 		{[]string{"/x"}, "127.0.0.1", false},
 		{[]string{"/x", "--host", "0.0.0.0"}, "127.0.0.1", true},
-		{[]string{"/x", "--host=10.0.0.5"}, "10.0.0.5", true},
+		{[]string{"/x", "--host=10.231.200.5"}, "10.231.200.5", true},
 	} {
 		h, e := serverEndpoint(c.argv, 30000)
 		if h != c.host || e != c.external {

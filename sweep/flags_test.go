@@ -72,7 +72,7 @@ func TestCheckAddress(t *testing.T) {
 	}{
 		{"llm-two.example", true},
 		{"ct200.example:22", true},
-		{"10.0.0.1:2222", true},
+		{"10.231.200.1:2222", true},
 		{"[::1]:22", true},
 		{"fe80::1", true},
 		{"", false},
