@@ -55,18 +55,22 @@ const wrapAt = 1000
 // UTF-8 are refused (systemd passes unit properties over D-Bus, whose strings
 // must be UTF-8: one such byte makes `systemctl show` of the unit fail).
 func QuoteExecArg(s string) (string, error) {
+	return quoteExecArgRefs(s, nil)
+}
+
+// checkExecArg refuses what no ExecStart= argument can carry.
+func checkExecArg(s string) error {
 	if strings.ContainsAny(s, "\n\r\x00") {
-		return "", fmt.Errorf("argument %q holds a newline or NUL", s)
+		return fmt.Errorf("argument %q holds a newline or NUL", s)
 	}
 	if !utf8.ValidString(s) {
-		return "", fmt.Errorf("argument %q is not valid UTF-8", s)
+		return fmt.Errorf("argument %q is not valid UTF-8", s)
 	}
-	if s == ";" {
-		return `\;`, nil
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
+	return nil
+}
+
+// escapeExec writes s for the inside of a double-quoted ExecStart= word.
+func escapeExec(b *strings.Builder, s string) {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '\\', '"':
@@ -81,21 +85,19 @@ func QuoteExecArg(s string) (string, error) {
 		default:
 			if c < 0x20 || c == 0x7f {
 				// control characters as C escapes (systemd unescapes them)
-				fmt.Fprintf(&b, `\x%02x`, c)
+				fmt.Fprintf(b, `\x%02x`, c)
 			} else {
 				b.WriteByte(c)
 			}
 		}
 	}
-	b.WriteByte('"')
-	return b.String(), nil
 }
 
-// EnvRefs splits s into literal text and references ${NAME} to variables
+// envRefs splits s into literal text and references ${NAME} to variables
 // of env: fn gets each piece in order (name "" for literal text). Only the
 // braced form naming a variable of env is a reference; any other $ is
 // literal, as before references existed.
-func EnvRefs(s string, env map[string]string, fn func(lit, name string)) {
+func envRefs(s string, env map[string]string, fn func(lit, name string)) {
 	for {
 		i := strings.Index(s, "${")
 		if i < 0 {
@@ -148,7 +150,7 @@ func ExpandArgv(argv []string, env map[string]string) []string {
 			continue
 		}
 		var b strings.Builder
-		EnvRefs(a, env, func(lit, name string) {
+		envRefs(a, env, func(lit, name string) {
 			if name != "" {
 				b.WriteString(env[name])
 			} else {
@@ -163,28 +165,22 @@ func ExpandArgv(argv []string, env map[string]string) []string {
 // quoteExecArgRefs is QuoteExecArg, but references to variables of env are
 // written as ${NAME} for systemd to substitute (inside "...", one argument).
 func quoteExecArgRefs(s string, env map[string]string) (string, error) {
-	if len(env) == 0 || !strings.Contains(s, "${") {
-		return QuoteExecArg(s)
-	}
-	q, err := QuoteExecArg(s) // validates the whole argument
-	if err != nil {
+	if err := checkExecArg(s); err != nil {
 		return "", err
 	}
-	var b strings.Builder
-	b.WriteByte('"')
-	refs := false
-	EnvRefs(s, env, func(lit, name string) {
-		if name != "" {
-			refs = true
-			b.WriteString("${" + name + "}")
-			return
-		}
-		lq, _ := QuoteExecArg(lit)
-		b.WriteString(lq[1 : len(lq)-1])
-	})
-	if !refs {
-		return q, nil
+	if s == ";" {
+		return `\;`, nil
 	}
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	envRefs(s, env, func(lit, name string) {
+		if name != "" {
+			b.WriteString("${" + name + "}")
+		} else {
+			escapeExec(&b, lit)
+		}
+	})
 	b.WriteByte('"')
 	return b.String(), nil
 }
@@ -207,10 +203,11 @@ func ExecStartLine(argv []string, env map[string]string) (string, error) {
 			parts = append(parts, a)
 			continue
 		}
-		q, err := quoteExecArgRefs(a, env)
+		refs := env
 		if i == 0 {
-			q, err = QuoteExecArg(a)
+			refs = nil // systemd substitutes nothing in the command
 		}
+		q, err := quoteExecArgRefs(a, refs)
 		if err != nil {
 			return "", err
 		}

@@ -213,3 +213,24 @@ func TestExpandArgv(t *testing.T) {
 		t.Fatalf("APIKey: %q", k)
 	}
 }
+
+// TestExecStartReferencesRoundTrip: an argument mixing literal text and ${NAME} references renders
+// to what systemd substitutes back into exactly ExpandArgv's argument, whatever the literal pieces
+// hold (a lone ";" piece included: it is only systemd's separator as a whole word).
+func TestExecStartReferencesRoundTrip(t *testing.T) {
+	env := map[string]string{"K": "v"}
+	for _, a := range []string{"${K};", ";${K}", "a${K}b", "50%${K}$$x", `"${K}"\`, "${K}"} {
+		line, err := ExecStartLine([]string{"/bin/x", a}, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// systemd's substitution of ${K}, then its unquoting.
+		back, err := unquoteExec(strings.ReplaceAll(line, "${K}", "v"))
+		if err != nil {
+			t.Fatalf("%q -> %q: %v", a, line, err)
+		}
+		if want := ExpandArgv([]string{"/bin/x", a}, env); !slices.Equal(back, want) {
+			t.Errorf("%q -> %q -> %q, want %q", a, line, back, want)
+		}
+	}
+}

@@ -136,8 +136,8 @@ func (l Launch) Validate() error {
 		return fmt.Errorf("the command listens on --port %d but the launch's port is %d", p, l.Port)
 	}
 	for k, v := range l.Env {
-		if k == "" || strings.ContainsAny(k, "=\n\r\x00 \t\"'\\$%") {
-			return fmt.Errorf("bad environment variable name %q", k)
+		if !envName(k) {
+			return fmt.Errorf("bad environment variable name %q (want [A-Za-z_][A-Za-z0-9_]*)", k)
 		}
 		if strings.ContainsAny(v, "\n\r\x00") {
 			return fmt.Errorf("environment %s holds a newline or NUL", k)
