@@ -24,8 +24,13 @@ func Resolve(tok string, names ...string) string {
 	if slices.Contains(names, tok) {
 		return tok
 	}
+	// Only a prefix of one of names can be an abbreviation of it: most tokens (other options)
+	// end here, without looking at the known options.
+	if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, tok) }) {
+		return ""
+	}
 	var match string
-	for _, o := range strings.Fields(knownOptions) {
+	for o := range strings.FieldsSeq(knownOptions) {
 		if strings.HasPrefix(o, tok) {
 			if match != "" && match != o {
 				return "" // ambiguous
