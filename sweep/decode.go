@@ -257,23 +257,7 @@ func (p *parser) server(n *yaml.Node, srv *Server) {
 	})
 	// Readiness is probed on server.port: SGLang must listen there. argparse takes the last --port
 	// (or an unambiguous abbreviation of it, such as --po).
-	last, val := -1, ""
-	for i := 0; i < len(srv.Args); i++ {
-		name, v, hasValue := splitFlag(srv.Args[i])
-		if argparse.Resolve(name, flagPort) == "" {
-			continue
-		}
-		if !hasValue {
-			if i+1 >= len(srv.Args) {
-				break
-			}
-			v = srv.Args[i+1]
-		}
-		last, val = i, v
-		if !hasValue {
-			i++
-		}
-	}
+	last, val, _ := argparse.LastAt(srv.Args, flagPort)
 	if last >= 0 {
 		if val != strconv.Itoa(srv.Port) && last < len(argNodes) {
 			p.errf(argNodes[last], "server.args[%d]: --port %s differs from server.port %d (readiness is probed on server.port)", last, clip(val), srv.Port)

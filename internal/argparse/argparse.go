@@ -47,7 +47,13 @@ func Resolve(tok string, names ...string) string {
 // Last returns the value of the last occurrence of the option names (an option and its aliases)
 // in argv, and whether it occurs with a value. Tokens after a lone "--" are not options.
 func Last(argv []string, names ...string) (string, bool) {
-	value, found := "", false
+	_, v, ok := LastAt(argv, names...)
+	return v, ok
+}
+
+// LastAt is Last with the index in argv of that occurrence's option token (-1 when none).
+func LastAt(argv []string, names ...string) (at int, value string, found bool) {
+	at = -1
 	for i := 0; i < len(argv); i++ {
 		a := argv[i]
 		if a == "--" {
@@ -57,6 +63,7 @@ func Last(argv []string, names ...string) (string, bool) {
 		if Resolve(tok, names...) == "" {
 			continue
 		}
+		j := i
 		if !hasValue {
 			if i+1 >= len(argv) {
 				break
@@ -64,9 +71,9 @@ func Last(argv []string, names ...string) (string, bool) {
 			i++
 			v = argv[i]
 		}
-		value, found = v, true
+		at, value, found = j, v, true
 	}
-	return value, found
+	return at, value, found
 }
 
 // Has reports whether a store_true option (or an abbreviation of it) is given.
