@@ -455,7 +455,31 @@ func (in *instance) engineVersion(ctx context.Context) string {
 	return EngineVersion(b)
 }
 
-// EngineVersion extracts "version" from a /get_server_info body.
+// EffectiveSpec reads the speculative parameters a server reports it runs with from its server info
+// (flat server args at the top, as every release serves them, or under "server_args"): SGLang forces
+// some (topk 1: draft tokens = steps+1; DFLASH: topk 1) and chooses the ones not given, so they can
+// differ from the requested ones. nil where the server says nothing (or null: no speculation).
+func EffectiveSpec(serverInfo []byte) (steps, topk, draft *int) {
+	type specArgs struct {
+		Steps *int `json:"speculative_num_steps"`
+		TopK  *int `json:"speculative_eagle_topk"`
+		Draft *int `json:"speculative_num_draft_tokens"`
+	}
+	var v struct {
+		specArgs
+		ServerArgs *specArgs `json:"server_args"`
+	}
+	if json.Unmarshal(serverInfo, &v) != nil {
+		return nil, nil, nil
+	}
+	a := v.specArgs
+	if a.Steps == nil && a.TopK == nil && a.Draft == nil && v.ServerArgs != nil {
+		a = *v.ServerArgs
+	}
+	return a.Steps, a.TopK, a.Draft
+}
+
+// EngineVersion extracts "version" from a server-info body (/server_info or /get_server_info).
 func EngineVersion(serverInfo []byte) string {
 	var v struct {
 		Version string `json:"version"`

@@ -191,3 +191,27 @@ func TestSettleWaitsForTheServersLines(t *testing.T) {
 		t.Fatalf("want bad_args with the argparse line as evidence, got %+v", f)
 	}
 }
+
+func TestEffectiveSpec(t *testing.T) {
+	for _, c := range []struct {
+		info             string
+		steps, topk, ndt string
+	}{
+		{`{"speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4, "version": "0.5.4"}`, "3", "1", "4"},
+		{`{"server_args": {"speculative_num_steps": 5, "speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8}}`, "5", "4", "8"},
+		{`{"speculative_num_steps": null, "speculative_eagle_topk": null, "speculative_num_draft_tokens": null}`, "-", "-", "-"},
+		{`{"error": "Unauthorized"}`, "-", "-", "-"},
+		{`not json`, "-", "-", "-"},
+	} {
+		s, k, n := EffectiveSpec([]byte(c.info))
+		str := func(p *int) string {
+			if p == nil {
+				return "-"
+			}
+			return fmt.Sprint(*p)
+		}
+		if str(s) != c.steps || str(k) != c.topk || str(n) != c.ndt {
+			t.Errorf("%s: got %s %s %s", c.info, str(s), str(k), str(n))
+		}
+	}
+}

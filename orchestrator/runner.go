@@ -408,7 +408,7 @@ func (r *Runner) recordInfo(ctx context.Context, a *attempt, ready hostctl.Ready
 	if len(ready.ServerInfo) > 0 {
 		if json.Valid(ready.ServerInfo) {
 			info.EffectiveArgs = json.RawMessage(ready.ServerInfo)
-			info.EffectiveNumSteps, info.EffectiveTopK, info.EffectiveNumDraftTokens = effectiveSpec(ready.ServerInfo)
+			info.EffectiveNumSteps, info.EffectiveTopK, info.EffectiveNumDraftTokens = hostctl.EffectiveSpec(ready.ServerInfo)
 		} else {
 			info.EffectiveArgs, _ = json.Marshal(string(ready.ServerInfo))
 		}
@@ -427,30 +427,6 @@ func (r *Runner) recordInfo(ctx context.Context, a *attempt, ready hostctl.Ready
 		return fmt.Errorf("orchestrator: encode provenance: %w", err)
 	}
 	return r.cfg.Store.SetPointInfo(ctx, a.sr.id, a.p.ID, a.p.Attempts, info)
-}
-
-// effectiveSpec reads the speculative parameters a server reports it runs with from its server info
-// (flat server args at the top, as every release serves them, or under "server_args"): SGLang forces
-// some (topk 1: draft tokens = steps+1; DFLASH: topk 1) and chooses the ones not given, so they can
-// differ from the requested ones. nil where the server says nothing (or null: no speculation).
-func effectiveSpec(serverInfo []byte) (steps, topk, draft *int) {
-	type specArgs struct {
-		Steps *int `json:"speculative_num_steps"`
-		TopK  *int `json:"speculative_eagle_topk"`
-		Draft *int `json:"speculative_num_draft_tokens"`
-	}
-	var v struct {
-		specArgs
-		ServerArgs *specArgs `json:"server_args"`
-	}
-	if json.Unmarshal(serverInfo, &v) != nil {
-		return nil, nil, nil
-	}
-	a := v.specArgs
-	if a.Steps == nil && a.TopK == nil && a.Draft == nil && v.ServerArgs != nil {
-		a = *v.ServerArgs
-	}
-	return a.Steps, a.TopK, a.Draft
 }
 
 // measure runs one level while watching the server: a failure of the unit cancels the load at once
