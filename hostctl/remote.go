@@ -132,6 +132,21 @@ func (r *Remote) instanceOf(p *unitProc, l Launch, startedAt time.Time) *instanc
 	return newInstance(p, p.id, l, startedAt, client, "http://"+tunnel, addr)
 }
 
+// markerStale tells whether a restore marker no longer describes the unit in state st: specsweep
+// runs the unit only with its drop-in in place, so a unit running without one is the operator's,
+// started after the marker was written (the drop-in removed by hand, or a restore that died before
+// removing the marker).
+func (r *Remote) markerStale(ctx context.Context, st State) (bool, error) {
+	if !st.Running() {
+		return false, nil
+	}
+	_, err := r.conn.Stat(ctx, DropInPath(r.o.Unit))
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil
+	}
+	return false, err
+}
+
 // ensureMarker records the unit's pre-sweep state on the host, once.
 func (r *Remote) ensureMarker(ctx context.Context) (Marker, error) {
 	b, err := r.conn.ReadFile(ctx, MarkerPath(r.o.Unit))
@@ -147,17 +162,10 @@ func (r *Remote) ensureMarker(ctx context.Context) (Marker, error) {
 		if err != nil {
 			return m, err
 		}
-		// specsweep runs the unit only with its drop-in in place: a running unit without one is the
-		// operator's, started after the marker was written (the drop-in removed by hand, or a
-		// restore that died before removing the marker). Such a marker is stale: record afresh.
-		_, derr := r.conn.ReadFile(ctx, DropInPath(r.o.Unit))
-		switch {
-		case derr == nil || !st.Running():
-			return m, nil
-		case !errors.Is(derr, os.ErrNotExist):
-			return m, derr
+		if stale, err := r.markerStale(ctx, st); err != nil || !stale {
+			return m, err
 		}
-		if r.o.Event != nil {
+		if r.o.Event != nil { // recorded afresh below
 			r.o.Event("stale_marker", fmt.Sprintf("restore marker of %s (written %s) ignored: the unit runs without specsweep's drop-in",
 				r.o.Unit, m.CreatedAt.Format(time.RFC3339)))
 		}
@@ -325,14 +333,17 @@ func (r *Remote) Restore(ctx context.Context) error {
 	default:
 		return err
 	}
-	if _, derr := r.conn.ReadFile(ctx, DropInPath(r.o.Unit)); errors.Is(derr, os.ErrNotExist) && !m.UnitCreated {
-		// A running unit without the drop-in is the operator's (see ensureMarker): the marker is
-		// stale, and the unit is as the operator has it now; leave it be.
-		if st, serr := r.UnitState(ctx); serr == nil && st.Running() {
-			if err := r.conn.Remove(ctx, EnvFilePath(r.o.Unit)); err != nil {
+	if !m.UnitCreated {
+		// With a stale marker the unit is as the operator has it now: leave it be.
+		if st, serr := r.UnitState(ctx); serr == nil {
+			if stale, err := r.markerStale(ctx, st); err != nil {
 				return err
+			} else if stale {
+				if err := r.conn.Remove(ctx, EnvFilePath(r.o.Unit)); err != nil {
+					return err
+				}
+				return r.conn.Remove(ctx, MarkerPath(r.o.Unit))
 			}
-			return r.conn.Remove(ctx, MarkerPath(r.o.Unit))
 		}
 	}
 	if _, err := r.stopRunning(ctx, Launch{}.withDefaults()); err != nil {
