@@ -60,11 +60,20 @@ func (cmd Cmd) CommandLine(user string) string {
 		b.WriteString("sudo -n ")
 	}
 	fmt.Fprintf(&b, "timeout --kill-after=5s %ss", strconv.FormatFloat(to.Round(time.Millisecond).Seconds(), 'f', -1, 64))
-	for _, a := range cmd.Args {
+	if len(cmd.Args) > 0 {
 		b.WriteByte(' ')
-		b.WriteString(ShellQuote(a))
+		b.WriteString(shellJoin(cmd.Args))
 	}
 	return b.String()
+}
+
+// shellJoin quotes each argument (ShellQuote) and joins them with spaces.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = ShellQuote(a)
+	}
+	return strings.Join(q, " ")
 }
 
 type capWriter struct {

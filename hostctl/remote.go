@@ -429,11 +429,16 @@ func parseGPU(line string) (GPU, bool) {
 	return GPU{Name: strings.TrimSpace(f[0]), Driver: strings.TrimSpace(f[1]), MemoryMB: mem}, true
 }
 
+// leftoverPaths are the files specsweep puts on a host for unit during a sweep.
+func leftoverPaths(unitName string) []string {
+	return []string{DropInPath(unitName), EnvFilePath(unitName), MarkerPath(unitName)}
+}
+
 // Leftovers lists the files of specsweep on the host for the unit (the
 // drop-in, the environment file, the restore marker): none outside a sweep.
 func (r *Remote) Leftovers(ctx context.Context) ([]string, error) {
 	var out []string
-	for _, p := range []string{DropInPath(r.o.Unit), EnvFilePath(r.o.Unit), MarkerPath(r.o.Unit)} {
+	for _, p := range leftoverPaths(r.o.Unit) {
 		_, err := r.conn.Stat(ctx, p)
 		switch {
 		case err == nil:
