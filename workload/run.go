@@ -16,11 +16,14 @@ import (
 
 // runner is the state of one level.
 type runner struct {
-	cfg    Config
-	base   string
-	path   string // /v1/chat/completions or /v1/completions
-	client *http.Client
-	model  []byte // JSON string
+	// tokensPerStep is the measured requests' completion tokens per content chunk after the first
+	// (0: unknown), set by fill: the accept length where nothing else gives it.
+	tokensPerStep float64
+	cfg           Config
+	base          string
+	path          string // /v1/chat/completions or /v1/completions
+	client        *http.Client
+	model         []byte // JSON string
 
 	shards []*shard
 
@@ -122,9 +125,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.warmConnections(ctx, min(cfg.Concurrency, 1024))
 	info := r.serverInfo(ctx)
 	before := r.counters(ctx)
-	logMark, logErr := -1, error(nil)
+	logMark := -1 // where the window begins in the server's log (-1: not read)
 	if cfg.ServerLog != nil && !(before.ok && before.hasVerify) {
-		logMark, logErr = cfg.ServerLog.LogMark(ctx)
+		if m, err := cfg.ServerLog.LogMark(ctx); err == nil {
+			logMark = m
+		}
 	}
 	lctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
@@ -155,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		info2 := serverInfo{}
 		var decode *float64
 		if !(before.ok && before.hasVerify) {
-			if logMark >= 0 && logErr == nil {
+			if logMark >= 0 {
 				if lines, err := cfg.ServerLog.LogsSince(ctx, logMark); err == nil {
 					decode = DecodeAcceptLength(lines)
 				}
@@ -163,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			info2 = r.serverInfo(ctx)
 		}
 		res.AcceptLength, res.AcceptLengthSource = acceptLength(info, before, after, decode, info2,
-			int64(res.Completed), res.tokensPerChunk)
+			int64(res.Completed), r.tokensPerStep)
 	}
 	if r.saveErr != nil {
 		return res, fmt.Errorf("save requests: %w", r.saveErr)
@@ -195,7 +200,7 @@ func (r *runner) fill(res *Result) {
 	res.TTFT, res.ITL, res.TPOT, res.E2E = all.ttft.summary(), all.itl.summary(), all.tpot.summary(), all.e2e.summary()
 	res.TotalInputTokens, res.TotalOutputTokens, res.UsageMissing = all.in, all.out, all.usageMissing
 	if all.steps > 0 {
-		res.tokensPerChunk = float64(all.stepTokens) / float64(all.steps)
+		r.tokensPerStep = float64(all.stepTokens) / float64(all.steps)
 	}
 	if sec := res.Duration.Seconds(); sec > 0 {
 		res.RequestThroughput = float64(res.Completed) / sec

@@ -166,8 +166,7 @@ type Result struct {
 	// avg_spec_accept_length, a lifetime average ("server_info": not per level). Nil for a server
 	// without speculation.
 	AcceptLength       *float64
-	AcceptLengthSource string  // AcceptMetrics, AcceptDecodeLog, AcceptStream, AcceptServerInfo or ""
-	tokensPerChunk     float64 // completion tokens per content chunk after the first (0: unknown)
+	AcceptLengthSource string // AcceptMetrics, AcceptDecodeLog, AcceptStream, AcceptServerInfo or ""
 }
 
 // ErrorSample is one distinct failure cause.
