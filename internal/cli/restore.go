@@ -87,25 +87,38 @@ func restoreGuard(ctx context.Context, dbFile, name string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w: stop it first (Ctrl-C restores its hosts itself)", err)
 	}
+	if err := runningSweepOf(ctx, dbFile, name); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
+}
+
+// runningSweepOf refuses when the database has the sweep name running, or an instance of the
+// schedule of that name (known by its schedule id).
+func runningSweepOf(ctx context.Context, dbFile, name string) error {
 	st, err := store.OpenReadOnly(ctx, dbFile)
 	if err != nil {
-		unlock()
-		return nil, err
+		return err
 	}
 	defer st.Close()
-	running, err := st.ListSweeps(ctx, store.SweepRunning)
+	all, err := st.ListSweeps(ctx)
 	if err != nil {
-		unlock()
-		return nil, err
+		return err
 	}
-	for _, sw := range running {
-		if sw.Name == name || strings.HasPrefix(sw.Name, name+"@") {
-			unlock()
-			return nil, fmt.Errorf("restore: sweep %s (id %d) is running in %s: `specsweep cancel %d` first (the process running it restores its hosts)",
+	named := map[int64]bool{}
+	for _, sw := range all {
+		if sw.Name == name {
+			named[sw.ID] = true
+		}
+	}
+	for _, sw := range all {
+		if sw.State == store.SweepRunning && (named[sw.ID] || named[sw.ScheduleID]) {
+			return fmt.Errorf("restore: sweep %s (id %d) is running in %s: `specsweep cancel %d` first (the process running it restores its hosts)",
 				sw.Name, sw.ID, dbFile, sw.ID)
 		}
 	}
-	return unlock, nil
+	return nil
 }
 
 // restoreHost restores one host and says what it found and did.
