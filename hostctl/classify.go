@@ -165,11 +165,13 @@ func lastNonEmpty(lines []string, re *regexp.Regexp) bool {
 	return re.MatchString(strings.TrimSpace(lastServerLine(lines)))
 }
 
-// unfinishedTraceback: the server's output ends inside a Python traceback
-// (its header or an indented frame line): the exception line is still to come.
-func unfinishedTraceback(lines []string) bool {
+// unfinishedOutput: the server's output ends inside a block whose telling line comes last: a
+// Python traceback (its header or an indented frame line: the exception line is still to come) or
+// argparse's usage (its first or a continuation line: the "error:" line is still to come).
+func unfinishedOutput(lines []string) bool {
 	l := lastServerLine(lines)
-	return strings.HasPrefix(l, "Traceback (most recent call last)") || strings.HasPrefix(l, "  ")
+	return strings.HasPrefix(l, "Traceback (most recent call last)") || strings.HasPrefix(l, "usage: ") ||
+		strings.HasPrefix(l, "  ")
 }
 
 // reSecretArg matches a credential in what SGLang logs of its arguments at start

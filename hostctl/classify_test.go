@@ -144,7 +144,7 @@ func TestResolveSSHConfig(t *testing.T) {
 	}
 }
 
-func TestUnfinishedTraceback(t *testing.T) {
+func TestUnfinishedOutput(t *testing.T) {
 	exit := "sglang.service: Main process exited, code=exited, status=1/FAILURE"
 	for _, c := range []struct {
 		lines []string
@@ -155,8 +155,11 @@ func TestUnfinishedTraceback(t *testing.T) {
 		{[]string{"Traceback (most recent call last):", `  File "x.py", line 1`, "AssertionError", exit}, false},
 		{[]string{"[2026-12-01 10:00:00] Load weight begin.", exit}, false},
 		{nil, false},
+		{[]string{"usage: launch_server.py [-h] --model-path MODEL_PATH", exit}, true},
+		{[]string{"usage: sglang serve [-h] --model-path MODEL_PATH", "                    [--hicache-size HICACHE_SIZE]", exit}, true},
+		{[]string{"usage: sglang serve [-h]", "sglang serve: error: argument --tp-size: invalid int value: 'four'", exit}, false},
 	} {
-		if got := unfinishedTraceback(c.lines); got != c.want {
+		if got := unfinishedOutput(c.lines); got != c.want {
 			t.Errorf("%q: got %v", c.lines, got)
 		}
 	}

@@ -337,9 +337,11 @@ func (in *instance) Check(ctx context.Context) (*Failure, error) {
 // unfinished, within 2 s.
 func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *Failure {
 	f := classify(st, in.snapshot(0), ready)
-	// Settle a generic crash (the lines may refine it), and any failure whose evidence holds
-	// none of the server's own lines yet.
-	if f == nil || (f.Class != ClassCrashDuringStart && f.Class != ClassCrashDuringLoad && lastServerLine(in.snapshot(0)) != "") {
+	// Settle a generic crash (the lines may refine it), and any failure whose evidence holds none
+	// of the server's own lines yet, or ends inside a traceback or a usage block (its telling line,
+	// the exception or argparse's error, still to come: a long usage reaches the journal in parts).
+	if lines := in.snapshot(0); f == nil || (f.Class != ClassCrashDuringStart && f.Class != ClassCrashDuringLoad &&
+		lastServerLine(lines) != "" && !unfinishedOutput(lines)) {
 		return f
 	}
 	t0, changed := time.Now(), time.Now()
@@ -360,7 +362,7 @@ func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *
 		// Quiet for 150 ms ends the wait once the server's own lines have come; with none yet, a
 		// busy journald may still be delivering them: wait up to the 2 s bound.
 		lines := in.snapshot(0)
-		if time.Since(changed) >= 150*time.Millisecond && !unfinishedTraceback(lines) && lastServerLine(lines) != "" {
+		if time.Since(changed) >= 150*time.Millisecond && !unfinishedOutput(lines) && lastServerLine(lines) != "" {
 			break
 		}
 	}

@@ -215,3 +215,43 @@ func TestEffectiveSpec(t *testing.T) {
 		}
 	}
 }
+
+// lateTail is a serverProc whose journal delivers the first lines at once and the rest later.
+type lateTail struct {
+	st          State
+	first, rest []string
+	at          time.Time
+	n           int
+}
+
+func (l *lateTail) poll(context.Context) (State, []string, error) {
+	switch {
+	case l.n == 0:
+		l.n++
+		return l.st, l.first, nil
+	case l.n == 1 && !time.Now().Before(l.at):
+		l.n++
+		return l.st, l.rest, nil
+	}
+	return l.st, nil, nil
+}
+func (l *lateTail) follow(context.Context, func()) func() { return func() {} }
+func (l *lateTail) sendStop(context.Context) error        { return nil }
+func (l *lateTail) afterStop(context.Context)             {}
+
+// TestSettleWaitsForTheErrorAfterAUsageBlock: exit 2 with only the start of argparse's long usage
+// delivered: the classification waits for the rest, so the evidence holds the error line.
+func TestSettleWaitsForTheErrorAfterAUsageBlock(t *testing.T) {
+	st := State{ActiveState: "failed", SubState: "failed", Result: "exit-code", ExecMainCode: CodeExited, ExecMainStatus: 2}
+	p := &lateTail{st: st, at: time.Now().Add(400 * time.Millisecond),
+		first: []string{"usage: sglang serve [-h] --model-path MODEL_PATH", "                    [--hicache-size HICACHE_SIZE]"},
+		rest:  []string{"                    [--tp-size TP_SIZE]", "sglang serve: error: argument --tp-size: invalid int value: 'four'"}}
+	in := &instance{proc: p}
+	if _, err := in.poll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f := in.classifySettled(t.Context(), st, false)
+	if f == nil || f.Class != ClassBadArgs || !strings.Contains(strings.Join(f.Evidence, "\n"), "invalid int value") {
+		t.Fatalf("want bad_args with the argparse error as evidence, got %+v", f)
+	}
+}
