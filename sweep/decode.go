@@ -71,6 +71,7 @@ func (p *parser) spec(root *yaml.Node) *Spec {
 		{"matrix", true, func(v *yaml.Node) { p.matrix(v, &s.Matrix) }},
 		{"workload", true, func(v *yaml.Node) { p.workload(v, &s.Workload) }},
 		{"schedule", false, func(v *yaml.Node) { s.Schedule = p.schedule(v) }},
+		{"search", false, func(v *yaml.Node) { s.Search = p.search(v) }},
 	})
 	return s
 }
@@ -502,6 +503,54 @@ func (p *parser) schedule(n *yaml.Node) *Schedule {
 	return s
 }
 
+// search decodes the search block, starting from its defaults.
+func (p *parser) search(n *yaml.Node) *Search {
+	s := &Search{Strategy: DefaultStrategy, MinGain: DefaultMinGain, Patience: DefaultPatience}
+	p.object(n, "search", []field{
+		{"strategy", false, func(v *yaml.Node) {
+			if x, ok := p.oneOf(v, "search.strategy", StrategyGrid, StrategyClimb); ok {
+				s.Strategy = x
+			}
+		}},
+		{"min_gain", false, func(v *yaml.Node) {
+			if x, ok := p.number(v, "search.min_gain"); ok {
+				if x < 0 || x >= 1 {
+					p.errf(resolve(v), "search.min_gain: must be at least 0 and below 1 (0.02 is 2%%), got %g", x)
+					return
+				}
+				s.MinGain = x
+			}
+		}},
+		{"patience", false, func(v *yaml.Node) {
+			if x, ok := p.positive(v, "search.patience"); ok {
+				s.Patience = x
+			}
+		}},
+		{"probe", false, func(v *yaml.Node) {
+			items, _ := p.list(v, "search.probe")
+			seen := map[int]bool{}
+			for i, it := range items {
+				if x, ok := p.positive(it, index("search.probe", i)); ok {
+					if seen[x] {
+						p.errf(resolve(it), "search.probe: num_steps %d is listed twice", x)
+						continue
+					}
+					seen[x] = true
+					s.Probe = append(s.Probe, x)
+					p.probeRefs = append(p.probeRefs, resolve(it))
+				}
+			}
+		}},
+		{"budget", false, func(v *yaml.Node) {
+			if x, ok := p.count(v, "search.budget", 0); ok {
+				s.Budget = x
+			}
+		}},
+	})
+	p.searchNode = resolve(n)
+	return s
+}
+
 // crossCheck runs the checks that relate sections to each other.
 func (p *parser) crossCheck(s *Spec) {
 	// systemd's ExecStart= needs an absolute path; a local child process may
@@ -517,6 +566,7 @@ func (p *parser) crossCheck(s *Spec) {
 
 	// The first listed method needing each matrix key, and its algorithm.
 	needs := map[string][2]string{}
+	climbable := false // some method of the matrix takes num_steps
 	if p.methodsOK {
 		defined := make([]string, 0, len(s.Methods))
 		for name := range s.Methods {
@@ -533,6 +583,9 @@ func (p *parser) crossCheck(s *Spec) {
 			if m.Baseline() {
 				continue
 			}
+			if rulesOf(m.Algorithm()).applies().steps {
+				climbable = true
+			}
 			for _, k := range rulesOf(m.Algorithm()).required() {
 				if _, seen := needs[k]; !seen {
 					needs[k] = [2]string{name, m.Algorithm()}
@@ -544,6 +597,21 @@ func (p *parser) crossCheck(s *Spec) {
 		for _, k := range []string{"num_steps", "topk"} {
 			if by, ok := needs[k]; ok && !p.matrixKeys[k] {
 				p.errf(p.matrixNode, "missing required key %q in matrix (method %q runs %s, which needs it)", k, clip(by[0]), clip(by[1]))
+			}
+		}
+	}
+
+	if s.Search.Climbs() && p.methodsOK && p.matrixNode != nil && !climbable {
+		p.errf(p.searchNode, "search: strategy climb climbs num_steps, and no method of matrix.method takes it (EAGLE, EAGLE3, NEXTN, STANDALONE or a plugin algorithm do); use strategy grid")
+	}
+	if s.Search != nil && p.matrixNode != nil {
+		steps := map[int]bool{}
+		for _, v := range s.Matrix.NumSteps {
+			steps[v] = true
+		}
+		for i, v := range s.Search.Probe {
+			if !steps[v] && i < len(p.probeRefs) {
+				p.errf(p.probeRefs[i], "search.probe: num_steps %d is not in matrix.num_steps %s (a probe runs a planned point)", v, intList(s.Matrix.NumSteps))
 			}
 		}
 	}
@@ -561,6 +629,15 @@ func (p *parser) crossCheck(s *Spec) {
 			}
 		}
 	}
+}
+
+// intList spells a list of ints as YAML would: [1, 2, 3].
+func intList(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return "[" + strings.Join(s, ", ") + "]"
 }
 
 // satMul multiplies non-negative ints, saturating instead of overflowing.

@@ -105,8 +105,10 @@ type parser struct {
 	methodRefs []ref        // parallel to Matrix.Methods
 	tpRefs     []*yaml.Node // parallel to Matrix.TP when tp is given
 	matrixKeys map[string]bool
-	hostsOK    bool // every host decoded cleanly: GPU counts and drivers are known
-	methodsOK  bool // methods is a mapping: its names are known
+	searchNode *yaml.Node
+	probeRefs  []*yaml.Node // parallel to Search.Probe
+	hostsOK    bool         // every host decoded cleanly: GPU counts and drivers are known
+	methodsOK  bool         // methods is a mapping: its names are known
 }
 
 // ref is a list item's node and its index in the YAML list.

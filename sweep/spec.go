@@ -23,6 +23,11 @@ const (
 	DefaultSeed           = 1
 	DefaultDataset        = "random"
 	DefaultGPUs           = 1
+
+	// Defaults of a search block (docs/spec.md, "search").
+	DefaultStrategy = StrategyClimb
+	DefaultMinGain  = 0.02
+	DefaultPatience = 1
 )
 
 // Accepted values of Host.Driver and Workload.API.
@@ -32,6 +37,9 @@ const (
 
 	APIChat        = "chat"
 	APICompletions = "completions"
+
+	StrategyGrid  = "grid"
+	StrategyClimb = "climb"
 )
 
 // Spec is a parsed, defaulted and validated sweep spec.
@@ -44,6 +52,9 @@ type Spec struct {
 	Matrix   Matrix            `json:"matrix"`
 	Workload Workload          `json:"workload"`
 	Schedule *Schedule         `json:"schedule,omitempty"`
+	// Search, when set, decides which planned points run (nil: every point, the full grid; a nil
+	// search is left out of the hash so specs written before it keep theirs).
+	Search *Search `json:"search,omitempty"`
 
 	// File is the name the spec was parsed under (used in error messages).
 	File string `json:"-"`
@@ -172,6 +183,23 @@ type Schedule struct {
 	// it may wrap midnight ("22:00-07:00"). Empty: any time.
 	Window string `json:"window,omitempty"`
 }
+
+// Search is how a sweep chooses the points it runs (docs/spec.md, "search").
+type Search struct {
+	Strategy string `json:"strategy"` // StrategyGrid or StrategyClimb
+	// MinGain is the relative gain (0.02: 2%) at some concurrency level that makes a step better
+	// than the best so far.
+	MinGain float64 `json:"min_gain"`
+	// Patience is the number of non-improving steps in a row after which a chain stops climbing.
+	Patience int `json:"patience"`
+	// Probe lists num_steps values always tried once per chain, to catch a second rise.
+	Probe []int `json:"probe,omitempty"`
+	// Budget caps the points run (0: no cap); past it the best found so far is the answer.
+	Budget int `json:"budget,omitempty"`
+}
+
+// Climbs reports whether the search climbs (rather than running the whole grid).
+func (s *Search) Climbs() bool { return s != nil && s.Strategy == StrategyClimb }
 
 // hashFormat versions the canonical encoding: bump it only together with a
 // migration, since stored sweeps are found again by their hash.
