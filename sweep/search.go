@@ -238,11 +238,11 @@ func (b byStepsChain) Swap(i, j int) {
 
 // walk is the state of one chain's program: what it has measured so far, in program order.
 type walk struct {
-	d      *decider
-	c      *chain
-	name   string // "eagle3 tp=4 k=1"
-	seen   map[int]*PointResult
-	done   map[int]bool // asked for and answered (measured, failed or dropped)
+	d    *decider
+	c    *chain
+	name string // "eagle3 tp=4 k=1"
+	seen map[int]*PointResult
+	done map[int]bool // asked for and answered (measured, failed or dropped)
 	// ref is the climbing chain a tree shape is explored beside: a tree point is worth running
 	// only if it may beat the best of both.
 	ref *walk
