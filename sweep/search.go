@@ -301,7 +301,7 @@ func (w *walk) median(i, level int) float64 {
 	if !ok || len(l.OutputTokS) == 0 {
 		return math.NaN()
 	}
-	return medianOf(l.OutputTokS)
+	return Median(l.OutputTokS)
 }
 
 // best returns, for a level, the index with the highest median among those measured (-1: none).
@@ -364,7 +364,8 @@ func ClearlyAbove(a, b []float64) bool {
 	return len(a) > 0 && len(b) > 0 && slices.Min(a) > slices.Max(b)
 }
 
-func medianOf(v []float64) float64 {
+// Median is the median of v (the mean of the middle two for an even count); v is not changed.
+func Median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	n := len(s)
@@ -398,7 +399,7 @@ func (d *decider) group(g *group) {
 		}
 		for lv, l := range r.Levels {
 			if len(l.OutputTokS) > 0 {
-				if m := medianOf(l.OutputTokS); m > floor[lv] {
+				if m := Median(l.OutputTokS); m > floor[lv] {
 					floor[lv] = m
 				}
 			}
