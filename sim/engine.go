@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -143,7 +144,18 @@ type Engine struct {
 	st Stats
 
 	progress atomic.Int64 // unix ns of the last batch end: the scheduler is alive
+
+	// Speed noise (Profile.Noise): batch times are multiplied by noiseF,
+	// redrawn from noiseRNG when a batch starts at or after noiseEnd. The RNG
+	// is the engine's own, so the requests' RNGs (acceptance, lengths) draw
+	// exactly what they draw without noise.
+	noiseRNG *rand.Rand
+	noiseEnd time.Time
+	noiseF   float64
 }
+
+// noisePeriod is how long (in simulated time) one draw of the speed noise lasts.
+const noisePeriod = time.Second
 
 // NewEngine returns an idle scheduler for model m.
 func NewEngine(m *Model, scale float64, logf func(string, ...any)) *Engine {
@@ -154,7 +166,42 @@ func NewEngine(m *Model, scale float64, logf func(string, ...any)) *Engine {
 	e.st.TTFT = newHistogram(ttftBuckets)
 	e.st.ITL = newHistogram(itlBuckets)
 	e.st.E2E = newHistogram(e2eBuckets)
+	e.seedNoise(uint64(m.Args.RandomSeed))
 	return e
+}
+
+// seedNoise seeds the speed noise from seed and the configuration (profile,
+// tp, speculative algorithm and shape), so that servers of different
+// configurations do not share one noise sequence while a run stays
+// reproducible.
+func (e *Engine) seedNoise(seed uint64) {
+	m := e.Model
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d/%s/%d/%d/%d", m.Profile.Name, m.Args.TP, m.Args.SpecAlgo, m.Args.Steps, m.Args.TopK, m.Args.DraftTokens)
+	e.noiseRNG = rand.New(rand.NewPCG(h.Sum64(), seed))
+	e.noiseEnd, e.noiseF = time.Time{}, 1
+}
+
+// speed is the speed-noise factor of a batch starting at now: 1 without
+// noise; else 1 + Noise*N(0,1), clamped to [0.5, 1.5], drawn anew in each
+// noise period (scaled by the time scale) in which a batch starts. Periods
+// are counted from the first batch; one without a batch draws nothing.
+func (e *Engine) speed(now time.Time) float64 {
+	noise := e.Model.Profile.Noise
+	if noise == 0 {
+		return 1
+	}
+	if e.noiseEnd.IsZero() || !now.Before(e.noiseEnd) {
+		period := e.scaled(noisePeriod)
+		switch {
+		case e.noiseEnd.IsZero() || period <= 0:
+			e.noiseEnd = now.Add(period)
+		default:
+			e.noiseEnd = e.noiseEnd.Add((now.Sub(e.noiseEnd)/period + 1) * period)
+		}
+		e.noiseF = min(1.5, max(0.5, 1+noise*e.noiseRNG.NormFloat64()))
+	}
+	return e.noiseF
 }
 
 // Submit hands a request to the scheduler; it never blocks.
@@ -283,7 +330,7 @@ func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
 		admitted = append(admitted, r)
 	}
 	if len(admitted) > 0 {
-		return e.scaled(e.Model.PrefillTime(newTokens)), func(end time.Time) { e.commitPrefill(admitted, newTokens, end) }
+		return e.batchTime(now, e.Model.PrefillTime(newTokens)), func(end time.Time) { e.commitPrefill(admitted, newTokens, end) }
 	}
 	if len(e.running) == 0 {
 		return 0, nil
@@ -292,7 +339,16 @@ func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
 	for _, r := range e.running {
 		ctx += r.Prompt + r.generated
 	}
-	return e.scaled(e.Model.StepTime(len(e.running), ctx)), func(end time.Time) { e.commitDecode(ctx, end) }
+	return e.batchTime(now, e.Model.StepTime(len(e.running), ctx)), func(end time.Time) { e.commitDecode(ctx, end) }
+}
+
+// batchTime is the real duration of a batch of model duration d starting at
+// now: time-scaled, and multiplied by the speed noise.
+func (e *Engine) batchTime(now time.Time, d time.Duration) time.Duration {
+	if f := e.speed(now); f != 1 {
+		d = time.Duration(float64(d) * f)
+	}
+	return e.scaled(d)
 }
 
 func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time) {

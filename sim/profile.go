@@ -10,46 +10,63 @@ import (
 )
 
 // Profile holds the calibrated numbers of one model. Times are milliseconds
-// at RefTP GPUs; memory is in GB (1e9 bytes) or bytes as named.
-// docs/sglangsim.md explains every field and how to add a profile.
+// at RefTP GPUs; memory is in GB (1e9 bytes) or bytes as named. The json tags
+// are the field names of a profile file; docs/sglangsim.md explains every field, its unit and default,
+// and how to add or fit a profile.
 type Profile struct {
-	Name         string
-	Match        []string // lower-case substrings of --model-path that select the profile when SGLANGSIM_PROFILE is unset
-	ModelType    string
-	Architecture string
-	ContextLen   int
+	Name         string   `json:"name"`
+	Match        []string `json:"match"` // lower-case substrings of --model-path that select the profile when SGLANGSIM_PROFILE is unset
+	ModelType    string   `json:"model_type"`
+	Architecture string   `json:"architecture"`
+	ContextLen   int      `json:"context_len"`
 
 	// Decode step time at RefTP, per forward:
 	//   T0 + PerToken*(tokens verified in the batch) + PerKCtx*(context tokens in the batch)/1000
-	// plus, under speculation, DraftFixed + per draft step (DraftStep + DraftPerTok*batch*width).
-	RefTP                 int
-	TPExp                 float64 // step time scales by (RefTP/tp)^TPExp
-	T0, PerToken, PerKCtx float64
-	DraftFixed            float64
-	DraftStep             float64
-	DraftPerTok           float64
-	PrefillFixed          float64 // ms per prefill batch
-	PrefillPerK           float64 // ms per 1000 prompt tokens
+	// plus, under speculation, DraftFixed + per draft step (DraftStep + DraftPerTok*batch*width)
+	// and, for chain algorithms, StepsExtraMs[num_steps-1].
+	RefTP        int     `json:"ref_tp"`
+	TPExp        float64 `json:"tp_exp"` // step time scales by (RefTP/tp)^TPExp
+	T0           float64 `json:"t0"`
+	PerToken     float64 `json:"per_token"`
+	PerKCtx      float64 `json:"per_kctx"`
+	DraftFixed   float64 `json:"draft_fixed"`
+	DraftStep    float64 `json:"draft_step"`
+	DraftPerTok  float64 `json:"draft_per_tok"`
+	PrefillFixed float64 `json:"prefill_fixed"` // ms per prefill batch
+	PrefillPerK  float64 `json:"prefill_per_k"` // ms per 1000 prompt tokens
+	// StepsExtraMs[i] is added to every decode forward of a chain algorithm
+	// (EAGLE, EAGLE3, STANDALONE, plugins) run with num_steps = i+1; 0 past
+	// the end. It models kernels or backends that are slow at particular
+	// draft sizes: a dip in throughput against num_steps, then a second rise.
+	StepsExtraMs []float64 `json:"steps_extra_ms"`
 
 	// Acceptance: chain probability that draft position i is accepted given
 	// every earlier one was, per effective algorithm. Positions past the end
 	// of a table reuse its last value.
-	Accept   map[string][]float64
-	TopKBeta float64 // a tree with branching b turns p into 1-(1-p)*b^-TopKBeta
+	Accept   map[string][]float64 `json:"accept"`
+	TopKBeta float64              `json:"topk_beta"` // a tree with branching b turns p into 1-(1-p)*b^-TopKBeta
 	// TempAlpha is how fast acceptance falls with the sampling temperature
 	// (see Model.AcceptAt).
-	TempAlpha float64
+	TempAlpha float64 `json:"temp_alpha"`
+
+	// Noise is the relative standard deviation of the server's speed: the
+	// engine multiplies batch times by 1 + Noise*N(0,1), clamped to
+	// [0.5, 1.5], redrawn every simulated second (Engine.speed). 0: none.
+	Noise float64 `json:"noise"`
 
 	// Memory model (per the whole model; divided by tp per GPU).
-	WeightsGB       float64
-	DraftGB         map[string]float64
-	KVBytesPerToken float64
-	StateMBPerReq   float64 // recurrent state per request; x(1+num_draft_tokens) under speculation
-	ActGB           float64 // activations/workspace per GPU, kept out of the static pool
-	GraphBaseGB     float64 // CUDA graph memory per GPU, fixed part
-	GraphPerTokGB   float64 // CUDA graph memory per GPU per (batch size x tokens per forward)
+	WeightsGB       float64            `json:"weights_gb"`
+	DraftGB         map[string]float64 `json:"draft_gb"`
+	KVBytesPerToken float64            `json:"kv_bytes_per_token"`
+	StateMBPerReq   float64            `json:"state_mb_per_req"` // recurrent state per request; x(1+num_draft_tokens) under speculation
+	ActGB           float64            `json:"act_gb"`           // activations/workspace per GPU, kept out of the static pool
+	GraphBaseGB     float64            `json:"graph_base_gb"`    // CUDA graph memory per GPU, fixed part
+	GraphPerTokGB   float64            `json:"graph_per_tok_gb"` // CUDA graph memory per GPU per (batch size x tokens per forward)
 
-	NaturalLen int // mean completion length when EOS is not ignored
+	NaturalLen int `json:"natural_len"` // mean completion length when EOS is not ignored
+
+	// Source is the file a profile was loaded from ("" for a built-in one).
+	Source string `json:"-"`
 }
 
 // Profiles are the built-in performance profiles, by name.
@@ -298,6 +315,9 @@ func (m *Model) StepTime(bs, ctx int) time.Duration {
 			per *= 4
 		}
 		ms += p.DraftFixed + float64(ds)*per
+		if m.kind == "chain" && m.Args.Steps >= 1 && m.Args.Steps <= len(p.StepsExtraMs) {
+			ms += p.StepsExtraMs[m.Args.Steps-1]
+		}
 	case "lookup":
 		ms += 0.5
 	}

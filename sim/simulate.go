@@ -18,9 +18,12 @@ type SimResult struct {
 // Simulate drives the same scheduler the server runs, in virtual time (no
 // sleeping): concurrency clients each send a request of input prompt tokens
 // asking for output tokens with ignore_eos, and send the next one as soon as
-// theirs finishes, until requests have been sent.
+// theirs finishes, until requests have been sent. seed picks the requests'
+// seeds and the speed noise's (Profile.Noise): the same seed gives the same
+// result.
 func Simulate(m *Model, concurrency, requests, input, output int, seed uint64) SimResult {
 	e := NewEngine(m, 1, nil)
+	e.seedNoise(seed)
 	now := time.Unix(1_000_000, 0)
 	t0 := now
 	sent := 0
