@@ -11,7 +11,8 @@ import (
 
 // Profile holds the calibrated numbers of one model. Times are milliseconds
 // at RefTP GPUs; memory is in GB (1e9 bytes) or bytes as named. The json tags
-// are the field names of a profile file; docs/sglangsim.md explains every field, its unit and default,
+// are the field names of a profile file (SGLANGSIM_PROFILE=/path/file.json,
+// LoadProfile); docs/sglangsim.md explains every field, its unit and default,
 // and how to add or fit a profile.
 type Profile struct {
 	Name         string   `json:"name"`
@@ -129,9 +130,14 @@ func ProfileNames() []string {
 	return n
 }
 
-// PickProfile returns the named profile, or (name empty) the first whose
-// Match substring occurs in the model path, or the default.
+// PickProfile returns the profile SGLANGSIM_PROFILE names: a file (a value
+// holding a "/" or ending in ".json", read by LoadProfile) or a built-in
+// profile; with name empty, the first built-in whose Match substring occurs
+// in the model path, or the default.
 func PickProfile(name, modelPath string) (*Profile, error) {
+	if IsProfilePath(name) {
+		return LoadProfile(name)
+	}
 	if name != "" {
 		if p, ok := Profiles[strings.ToLower(name)]; ok {
 			return p, nil

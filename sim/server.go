@@ -281,7 +281,11 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 	out["max_total_num_tokens"] = pl.MaxTotalTokens
 	out["max_req_input_len"] = pl.ContextLen - 1
 	out["version"] = era.Name
-	out["simulator"] = "sglangsim (profile " + s.Model.Profile.Name + ", SGLANGSIM_VERSION " + era.Name + ")"
+	prof := s.Model.Profile.Name
+	if src := s.Model.Profile.Source; src != "" {
+		prof += " from " + src
+	}
+	out["simulator"] = "sglangsim (profile " + prof + ", SGLANGSIM_VERSION " + era.Name + ")"
 	if era.InternalStates {
 		// The internal state comes from the scheduler: a hung one never answers.
 		if s.hang(r) {
