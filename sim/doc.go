@@ -13,6 +13,8 @@
 //   - The speed model ([Profile], [Model]): memory plan, prefill and verify
 //     step times and draft acceptance for speculative decoding, driving the
 //     batch scheduler ([Engine]); [Simulate] runs it offline, without HTTP.
+//     Profiles are built in ([Profiles]) or read from a JSON file
+//     (SGLANGSIM_PROFILE=FILE, [LoadProfile], strict, [Profile.Validate]).
 //   - The HTTP server ([Server]) and its lifecycle: load, warmup, ready,
 //     drain.
 //   - Failure modes ([FailMode], SGLANGSIM_FAIL): out of memory, crash
