@@ -283,18 +283,22 @@ func allowedHosts(listen string) map[string]bool {
 
 // SweepJSON is a sweep in the API.
 type SweepJSON struct {
-	ID         int64   `json:"id"`
-	Name       string  `json:"name"`
-	State      string  `json:"state"`
-	Schedule   string  `json:"schedule,omitempty"`
-	ScheduleID int64   `json:"schedule_id,omitempty"`
-	SpecHash   string  `json:"spec_hash"`
-	Points     int     `json:"points"`
-	Done       int     `json:"done"`
-	Failed     int     `json:"failed"`
-	Pending    int     `json:"pending"`
-	Running    int     `json:"running"`
-	Cancelled  int     `json:"cancelled"`
+	ID         int64  `json:"id"`
+	Name       string `json:"name"`
+	State      string `json:"state"`
+	Schedule   string `json:"schedule,omitempty"`
+	ScheduleID int64  `json:"schedule_id,omitempty"`
+	SpecHash   string `json:"spec_hash"`
+	Points     int    `json:"points"`
+	Done       int    `json:"done"`
+	Failed     int    `json:"failed"`
+	Pending    int    `json:"pending"`
+	Running    int    `json:"running"`
+	Cancelled  int    `json:"cancelled"`
+	// Waiting and Pruned count the points a search has not decided yet and those it decided not
+	// to run (0 for a grid).
+	Waiting    int     `json:"waiting"`
+	Pruned     int     `json:"pruned"`
 	CreatedAt  int64   `json:"created_at"`
 	StartedAt  *int64  `json:"started_at"`
 	FinishedAt *int64  `json:"finished_at"`
@@ -345,7 +349,7 @@ func msPtr(t time.Time) *int64 {
 func SweepToJSON(s store.Sweep, eta time.Duration) SweepJSON {
 	return SweepJSON{ID: s.ID, Name: s.Name, State: string(s.State), Schedule: s.Schedule, ScheduleID: s.ScheduleID,
 		SpecHash: s.SpecHash, Points: s.Points, Done: s.Done, Failed: s.Failed, Pending: s.Pending, Running: s.Running,
-		Cancelled: s.Cancelled, CreatedAt: s.CreatedAt.UnixMilli(), StartedAt: msPtr(s.StartedAt),
+		Cancelled: s.Cancelled, Waiting: s.Waiting, Pruned: s.Pruned, CreatedAt: s.CreatedAt.UnixMilli(), StartedAt: msPtr(s.StartedAt),
 		FinishedAt: msPtr(s.FinishedAt), NotBefore: msPtr(s.NotBefore), ETASeconds: eta.Round(time.Second).Seconds()}
 }
 

@@ -41,6 +41,9 @@ type fakeWorld struct {
 	hosts  map[string]*fakeHost
 	starts map[string]int // launches by point argv key
 	levels []levelCall
+	// speed, when set, is a speculative point's output tok/s per concurrent request (by its
+	// --speculative-num-steps); otherwise 100 x (1 + 0.3 x steps).
+	speed func(steps int) float64
 }
 
 type levelCall struct {
@@ -235,6 +238,9 @@ func (w *fakeWorld) load(ctx context.Context, cfg workload.Config) (*workload.Re
 			var s int
 			fmt.Sscan(inst.l.Argv[i+1], &s)
 			speed *= 1 + 0.3*float64(s)
+			if w.speed != nil {
+				speed = w.speed(s)
+			}
 			al := 1 + 0.8*float64(s)
 			accept = &al
 		}

@@ -124,7 +124,8 @@ func PointsOf(spec *sweep.Spec, plan *sweep.Plan) []store.NewPoint {
 	pts := make([]store.NewPoint, 0, len(plan.Points))
 	for _, p := range plan.Points {
 		pts = append(pts, store.NewPoint{ID: p.ID, Method: p.Method, Baseline: p.Baseline, NumSteps: p.NumSteps,
-			TopK: p.TopK, NumDraftTokens: p.NumDraftTokens, TP: p.TP, Argv: p.Argv, Env: p.Env, Runs: runs})
+			TopK: p.TopK, NumDraftTokens: p.NumDraftTokens, TP: p.TP, Argv: p.Argv, Env: p.Env, Runs: runs,
+			Searched: spec.Searched()})
 	}
 	return pts
 }

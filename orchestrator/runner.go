@@ -47,6 +47,7 @@ type sweepRun struct {
 	id      int64
 	spec    *sweep.Spec
 	dataset workload.Dataset
+	search  *searcher // nil: every stored point runs
 }
 
 // Run executes every pending point of the sweep (already stored, e.g. by Prepare) until none is left
@@ -72,6 +73,15 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 			return Outcome{}, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err)
 		}
 		sr.dataset = ds
+	}
+
+	if spec.Searched() {
+		s, err := newSearcher(st, spec)
+		if err != nil {
+			r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, err.Error())
+			return Outcome{}, err
+		}
+		sr.search = s
 	}
 
 	wctx, cancel := context.WithCancelCause(ctx)
@@ -131,6 +141,10 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 			out.Failed++
 		case store.PointCancelled:
 			out.Cancelled++
+		case store.PointWaiting:
+			out.Waiting++
+		case store.PointPruned:
+			out.Pruned++
 		}
 	}
 	switch {
@@ -147,12 +161,19 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	case out.Pending > 0 || out.Running > 0:
 		out.State = store.SweepFailed
 		r.finishSweep(rctx, sweepID, out.State, fmt.Sprintf("%d points could not run on any host", out.Pending+out.Running))
+	case out.Waiting > 0:
+		out.State = store.SweepFailed
+		r.finishSweep(rctx, sweepID, out.State, fmt.Sprintf("%d points were left undecided by the search", out.Waiting))
 	case out.Done == 0 && out.Failed > 0:
 		out.State = store.SweepFailed
 		r.finishSweep(rctx, sweepID, out.State, "every point failed")
 	default:
 		out.State = store.SweepDone
-		r.finishSweep(rctx, sweepID, out.State, fmt.Sprintf("%d done, %d failed", out.Done, out.Failed))
+		detail := fmt.Sprintf("%d done, %d failed", out.Done, out.Failed)
+		if out.Pruned > 0 {
+			detail += fmt.Sprintf(", %d pruned by the search", out.Pruned)
+		}
+		r.finishSweep(rctx, sweepID, out.State, detail)
 	}
 	return out, firstErr
 }
@@ -219,7 +240,44 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 			}
 			release = rel
 		}
+		var wake <-chan struct{}
+		if sr.search != nil {
+			wake = sr.search.wait()
+			if _, err := r.decide(ctx, sr); err != nil {
+				release()
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
 		p, err := r.cfg.Store.ClaimNextPoint(ctx, sr.id, h.Name())
+		if errors.Is(err, store.ErrNotFound) && sr.search != nil {
+			// The search may still release points once the running ones are measured: wait for
+			// its next decision rather than leave (the poll covers a decision of another process).
+			state, derr := r.decide(ctx, sr)
+			if derr != nil {
+				release()
+				if ctx.Err() != nil {
+					return nil
+				}
+				return derr
+			}
+			if state.released > 0 {
+				release()
+				continue
+			}
+			if state.waiting > 0 && state.inFlight > 0 {
+				release()
+				r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "waiting for the search's next decision"})
+				select {
+				case <-ctx.Done():
+				case <-wake:
+				case <-r.cfg.Clock.After(r.cfg.WatchInterval):
+				}
+				continue
+			}
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			release()
 			r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "no more points for this host"})
@@ -254,6 +312,21 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 		backoff = min(2*backoff, r.cfg.MaxBackoff)
 	}
 	return nil
+}
+
+// decide runs the sweep's search once, logging what it decided.
+func (r *Runner) decide(ctx context.Context, sr *sweepRun) (searchState, error) {
+	state, rel, pr, err := sr.search.decide(ctx, sr.id)
+	if err != nil {
+		return state, err
+	}
+	for _, d := range rel {
+		r.cfg.Log.Info("search: point to run", "point", d.PointID, "why", d.Reason)
+	}
+	for _, d := range pr {
+		r.cfg.Log.Info("search: point pruned", "point", d.PointID, "why", d.Reason)
+	}
+	return state, nil
 }
 
 // attempt is one claimed attempt of a point on a host.
