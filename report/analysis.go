@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"sort"
+
+	"github.com/specsweep/specsweep/sweep"
 )
 
 // Noise tells whether the winner's margin over the runner-up is outside run-to-run noise.
@@ -54,7 +56,7 @@ func plateau(best *Cell, cells []*Cell) *Cell {
 		}
 		asGood := c.TokS.Median >= best.TokS.Median*(1-PlateauTolerance)
 		if c.TokS.N > 1 && best.TokS.N > 1 {
-			asGood = c.TokS.Max >= best.TokS.Min
+			asGood = !clearlyAbove(best.TokS, c.TokS)
 		}
 		if asGood {
 			out = c
@@ -97,9 +99,9 @@ func BestPerLevel(s *Sweep) []Best {
 					b.MarginPct = 100 * (cells[0].TokS.Median/r.TokS.Median - 1)
 				}
 				if cells[0].TokS.N > 1 && r.TokS.N > 1 {
-					b.Noise = NoiseClear
-					if cells[0].TokS.Min <= r.TokS.Max {
-						b.Noise = NoiseWithin
+					b.Noise = NoiseWithin
+					if clearlyAbove(cells[0].TokS, r.TokS) {
+						b.Noise = NoiseClear
 					}
 				}
 			}
@@ -107,6 +109,19 @@ func BestPerLevel(s *Sweep) []Best {
 		}
 	}
 	return out
+}
+
+// clearlyAbove is the "clear" rule over two figures' repeats: the slowest of a beats the fastest of
+// b. The rule has one owner, sweep.ClearlyAbove (the search applies it too); it reads only the
+// extremes, which a Stat keeps.
+func clearlyAbove(a, b Stat) bool { return sweep.ClearlyAbove(a.extremes(), b.extremes()) }
+
+// extremes are the smallest and largest value of the figure (none when not recorded).
+func (s Stat) extremes() []float64 {
+	if !s.OK() {
+		return nil
+	}
+	return []float64{s.Min, s.Max}
 }
 
 // Speedup is the best's speedup over the baseline: the median of the per-repeat speedups of

@@ -27,6 +27,8 @@ type Chart struct {
 	Title, Answers string
 	plot           *plot.Plot
 	w, h           vg.Length
+	// axisMarks are the num_steps a search chart marks on its axis, by kind ("pruned", "failed").
+	axisMarks map[string][]int
 }
 
 // Render writes the chart in format "svg", "pdf" or "png".
@@ -92,6 +94,25 @@ type shape struct {
 	Points      []*Point // ascending num_steps
 }
 
+// shapeOf is the tree shape of a speculative point.
+func shapeOf(p *Point) shape {
+	g := shape{TopK: p.TopK}
+	if p.NumDraftTokens != p.NumSteps+1 {
+		g.Draft = p.NumDraftTokens
+	}
+	return g
+}
+
+func (g shape) same(o shape) bool { return g.TopK == o.TopK && g.Draft == o.Draft }
+
+// name is the shape in a file name: "k1", "k4-d16".
+func (g shape) name() string {
+	if g.Draft == 0 {
+		return fmt.Sprintf("k%d", g.TopK)
+	}
+	return fmt.Sprintf("k%d-d%d", g.TopK, g.Draft)
+}
+
 func (g shape) label() string {
 	if g.Draft == 0 {
 		return fmt.Sprintf("topk=%d", g.TopK)
@@ -127,10 +148,7 @@ func panels(s *Sweep) []panel {
 			idx[k] = i
 			out = append(out, panel{Method: p.Method, TP: p.TP})
 		}
-		g := shape{TopK: p.TopK}
-		if p.NumDraftTokens != p.NumSteps+1 {
-			g.Draft = p.NumDraftTokens
-		}
+		g := shapeOf(p)
 		pn := &out[i]
 		j := slices.IndexFunc(pn.Groups, func(x shape) bool { return x.TopK == g.TopK && x.Draft == g.Draft })
 		if j < 0 {
@@ -337,6 +355,14 @@ func (cleanTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
+// nonNegativeTicks are cleanTicks from 0 up: the axis of a search chart reaches below 0 only to
+// hold the marks of the points not run.
+type nonNegativeTicks struct{}
+
+func (nonNegativeTicks) Ticks(min, max float64) []plot.Tick {
+	return cleanTicks{}.Ticks(math.Max(0, min), max)
+}
+
 func newPlot(title, x, y string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
@@ -462,6 +488,13 @@ func Charts(s *Sweep) ([]*Chart, error) {
 			out = append(out, c)
 		}
 	}
+	for _, pn := range pns {
+		cs, err := searchCharts(s, pn)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+	}
 	if c, err := acceptChart(s, pns); err != nil {
 		return nil, err
 	} else if c != nil {
@@ -548,6 +581,153 @@ func speedupChart(s *Sweep, pn panel) (*Chart, error) {
 	return &Chart{Name: "speedup-" + pn.name(), Title: "Speedup vs num_steps (" + pn.label() + ")",
 		Answers: "How far above the baseline (same tp, same concurrency) each num_steps is, and how the gain shrinks as concurrency grows. Below the dashed line speculation costs throughput." + pn.omittedNote(),
 		plot:    p, w: chartW, h: chartH}, nil
+}
+
+// searchCharts draws, for each tree shape of the panel that a search decided, the search's path:
+// output tok/s against num_steps of the points it ran, one line per concurrency level, and on the
+// axis a cross at each num_steps it pruned (and a ring at each that failed), so the reader sees
+// where the search went and where it did not. Shapes without num_steps (DFLASH, DSPARK, NGRAM)
+// and shapes the search ran nothing of have no chart.
+func searchCharts(s *Sweep, pn panel) ([]*Chart, error) {
+	var out []*Chart
+	notRun := 0 // searched shapes of the panel of which nothing ran
+	var shapes []shape
+	for _, p := range s.Points {
+		if p.Baseline || p.Method != pn.Method || p.TP != pn.TP || !p.Searched || p.NumSteps == 0 {
+			continue
+		}
+		if g := shapeOf(p); !slices.ContainsFunc(shapes, g.same) {
+			shapes = append(shapes, g)
+		}
+	}
+	for _, g := range shapes {
+		i := slices.IndexFunc(pn.Groups, g.same)
+		if i < 0 {
+			if !slices.ContainsFunc(s.Points, func(p *Point) bool {
+				return !p.Baseline && p.Method == pn.Method && p.TP == pn.TP && shapeOf(p).same(g) && len(p.Cells) > 0
+			}) {
+				notRun++
+			}
+			continue // nothing ran, or the shape is left out of the panel (maxGroups)
+		}
+		c, err := searchChart(s, pn, pn.Groups[i])
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	if notRun > 0 && len(out) > 0 {
+		out[0].Answers += fmt.Sprintf(" The search ran nothing of %d more tree shape(s) of %s at tp=%d; the table of pruned points lists them.", notRun, pn.Method, pn.TP)
+	}
+	return out, nil
+}
+
+// searchChart is the search path of one shape: its measured points (g.Points) and the pruned and
+// failed points of the same method, tp and shape.
+func searchChart(s *Sweep, pn panel, g shape) (*Chart, error) {
+	var pruned, failed []*Point
+	for _, p := range s.Points {
+		if p.Baseline || p.Method != pn.Method || p.TP != pn.TP || p.NumSteps == 0 || !shapeOf(p).same(g) {
+			continue
+		}
+		switch {
+		case p.State == "pruned":
+			pruned = append(pruned, p)
+		case p.State == "failed" && len(p.Cells) == 0:
+			failed = append(failed, p)
+		}
+	}
+	what := fmt.Sprintf("%s, tp=%d, %s", pn.Method, pn.TP, g.label())
+	p := newPlot("Search path: "+what, "num_steps (speculative steps)", "output throughput (tok/s)")
+	minX, maxX := math.Inf(1), math.Inf(-1)
+	entries := 0
+	for ci, c := range s.Levels {
+		var e xyErr
+		for _, pt := range g.Points {
+			if cell := pt.Cells[c]; cell != nil && cell.TokS.OK() {
+				e.add(float64(pt.NumSteps), cell.TokS)
+			}
+		}
+		if len(e.XYs) == 0 {
+			continue
+		}
+		for _, xy := range e.XYs {
+			minX, maxX = math.Min(minX, xy.X), math.Max(maxX, xy.X)
+		}
+		if err := drawSeries(p, plotutil.Color(ci), nil, plotutil.Shape(ci), e); err != nil {
+			return nil, err
+		}
+		p.Legend.Add(fmt.Sprintf("concurrency %d", c), legendLine(plotutil.Color(ci), nil, plotutil.Shape(ci)))
+		entries++
+	}
+	if entries == 0 {
+		return nil, nil
+	}
+	marks := []struct {
+		kind   string
+		pts    []*Point
+		legend string
+		glyph  draw.GlyphDrawer
+		color  color.Color
+	}{
+		{"pruned", pruned, "pruned by the search (not run)", draw.CrossGlyph{}, color.Gray{Y: 40}},
+		{"failed", failed, "failed (no result)", draw.RingGlyph{}, color.RGBA{R: 200, A: 255}},
+	}
+	axis := map[string][]int{}
+	var onAxis []*plotter.Scatter
+	var steps [2][]string
+	for i, m := range marks {
+		if len(m.pts) == 0 {
+			continue
+		}
+		sort.SliceStable(m.pts, func(a, b int) bool { return m.pts[a].NumSteps < m.pts[b].NumSteps })
+		var xy plotter.XYs
+		for _, pt := range m.pts {
+			x := float64(pt.NumSteps)
+			xy = append(xy, plotter.XY{X: x, Y: 0})
+			minX, maxX = math.Min(minX, x), math.Max(maxX, x)
+			steps[i] = append(steps[i], strconv.Itoa(pt.NumSteps))
+			axis[m.kind] = append(axis[m.kind], pt.NumSteps)
+		}
+		sc, err := plotter.NewScatter(xy)
+		if err != nil {
+			return nil, err
+		}
+		sc.Color, sc.Shape, sc.Radius = m.color, m.glyph, vg.Points(5)
+		p.Add(sc)
+		onAxis = append(onAxis, sc)
+		p.Legend.Add(m.legend, sc)
+		entries++
+	}
+	p.X.Min, p.X.Max = minX-0.4, maxX+0.4
+	p.X.Tick.Marker = stepTicks{}
+	headroom(p, entries, true)
+	if len(onAxis) > 0 {
+		// The marks sit in a strip below 0, on the num_steps axis, clear of a low line.
+		span := p.Y.Max - p.Y.Min
+		p.Y.Min = -0.07 * span
+		p.Y.Tick.Marker = nonNegativeTicks{}
+		for _, sc := range onAxis {
+			for i := range sc.XYs {
+				sc.XYs[i].Y = -0.035 * span
+			}
+		}
+	}
+	answers := "Where the search went: the output tok/s of each num_steps it ran, one line per concurrency level (bars: range over repeats)"
+	if len(pruned) > 0 {
+		answers += "; a cross on the num_steps axis marks a num_steps it decided not to run (the table of pruned points gives each reason)"
+	}
+	answers += "."
+	if len(steps[0]) > 0 {
+		answers += " Pruned: num_steps " + strings.Join(steps[0], ", ") + "."
+	}
+	if len(steps[1]) > 0 {
+		answers += " Failed: num_steps " + strings.Join(steps[1], ", ") + "."
+	}
+	return &Chart{Name: "search-" + safeName(fmt.Sprintf("%s-tp%d-%s", pn.Method, pn.TP, g.name())),
+		Title: "Search path (" + what + ")", Answers: answers, plot: p, w: chartW, h: chartH, axisMarks: axis}, nil
 }
 
 func acceptChart(s *Sweep, pns []panel) (*Chart, error) {

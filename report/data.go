@@ -83,6 +83,10 @@ type Point struct {
 	Effective [3]*int
 	Started   time.Time
 	Finished  time.Time
+	// Searched: a search decided whether the point runs (spec `search:`); Reason is the search's
+	// reason for releasing or pruning it ("" when it gave none).
+	Searched bool
+	Reason   string
 	// Cells holds the ok runs of each concurrency level, aggregated over repeats.
 	Cells map[int]*Cell
 }
@@ -186,7 +190,8 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 			FailureDetail: ps.FailureDetail, LoadS: ps.LoadS, EffectiveArgs: jsonObject(ps.EffectiveArgs),
 			Provenance: provenanceOf(ps.Provenance), Started: ps.StartedAt, Finished: ps.FinishedAt, Cells: map[int]*Cell{},
 			Requested: [3]*int{ps.NumSteps, ps.TopK, ps.NumDraftTokens},
-			Effective: [3]*int{ps.EffectiveNumSteps, ps.EffectiveTopK, ps.EffectiveNumDraftTokens}}
+			Effective: [3]*int{ps.EffectiveNumSteps, ps.EffectiveTopK, ps.EffectiveNumDraftTokens},
+			Reason:    ps.Reason}
 		s.Points = append(s.Points, p)
 		byID[p.ID] = p
 		tps[p.TP] = true
@@ -339,14 +344,19 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 }
 
 // setAlgorithms reads each point's --speculative-algorithm from its stored argv (the label's
-// spelling depends on it).
+// spelling depends on it), and whether a search decided its running.
 func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[string]*Point) error {
 	stored, err := db.Points(ctx, sweepID)
 	if err != nil {
 		return err
 	}
 	for _, sp := range stored {
-		if p := byID[sp.ID]; p != nil && !p.Baseline {
+		p := byID[sp.ID]
+		if p == nil {
+			continue
+		}
+		p.Searched = sp.Searched
+		if !p.Baseline {
 			p.Algorithm = sweep.ArgvAlgorithm(sp.Argv)
 		}
 	}
@@ -387,6 +397,22 @@ func (s *Sweep) Failures() []*Point {
 		}
 	}
 	return out
+}
+
+// Pruned are the points the search decided need not run, in plan order.
+func (s *Sweep) Pruned() []*Point {
+	var out []*Point
+	for _, p := range s.Points {
+		if p.State == string(store.PointPruned) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Searched reports whether a search decided which of the sweep's points run.
+func (s *Sweep) Searched() bool {
+	return slices.ContainsFunc(s.Points, func(p *Point) bool { return p.Searched })
 }
 
 // Evidence splits a failure detail into its cause (first line) and evidence lines.

@@ -39,6 +39,8 @@ type Table struct {
 	Num, Code []bool
 	// Wide tables are scaled to the text width in LaTeX.
 	Wide bool
+	// Para gives a column a paragraph width in LaTeX ("9cm": long text wraps); "" for none.
+	Para []string
 }
 
 // doc is everything a renderer shows, computed once.
@@ -49,6 +51,7 @@ type doc struct {
 	Charts     []*Chart
 	Pareto     Table
 	Results    Table
+	Pruned     Table // no rows unless a search pruned points
 	Failures   Table
 	Provenance Table
 	ProvFacts  [][2]string // key, value
@@ -153,27 +156,44 @@ func fmtDate(t time.Time) string {
 
 func build(s *Sweep, opt Options, charts []*Chart) *doc {
 	d := &doc{Title: fmt.Sprintf("Sweep %s (#%d)", s.Name, s.ID), Charts: charts}
-	done, failed := 0, 0
+	done, failed, pruned, waiting := 0, 0, 0, 0
 	for _, p := range s.Points {
 		switch p.State {
 		case "done":
 			done++
 		case "failed":
 			failed++
+		case "pruned":
+			pruned++
+		case "waiting":
+			waiting++
 		}
 	}
 	levels := make([]string, len(s.Levels))
 	for i, c := range s.Levels {
 		levels[i] = fmt.Sprint(c)
 	}
+	counts := fmt.Sprintf("%d points, %d done, %d failed", len(s.Points), done, failed)
+	if waiting > 0 {
+		counts += fmt.Sprintf(", %d waiting for the search", waiting)
+	}
+	if pruned > 0 {
+		counts += fmt.Sprintf(", %d pruned by the search", pruned)
+	}
 	d.Summary = append(d.Summary,
-		fmt.Sprintf("State %s: %d points, %d done, %d failed; concurrency levels %s; %d repeat(s) per level.",
-			s.State, len(s.Points), done, failed, strings.Join(levels, ", "), max(1, s.Repeats)),
+		fmt.Sprintf("State %s: %s; concurrency levels %s; %d repeat(s) per level.",
+			s.State, counts, strings.Join(levels, ", "), max(1, s.Repeats)))
+	if s.Searched() {
+		d.Summary = append(d.Summary,
+			"A search decided while the sweep ran which of the planned points run; the ones it did not run are listed with its reason under \"Pruned by the search\", and a search-path chart per method, tp and tree shape shows where it went.")
+	}
+	d.Summary = append(d.Summary,
 		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
 			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))
 	d.Best = bestTable(s)
 	d.Pareto = paretoTable(s)
 	d.Results = resultsTable(s)
+	d.Pruned = prunedTable(s)
 	d.Failures = failuresTable(s)
 	d.Provenance, d.ProvFacts = provenance(s, opt)
 	if opt.Compare != nil {
@@ -239,7 +259,13 @@ func resultsTable(s *Sweep) Table {
 	}
 	t.Head = append(t.Head, "accept", "state")
 	t.Num = append(t.Num, true, false)
+	if len(s.Pruned()) > 0 {
+		t.Note += " Points the search pruned ran nothing: they are listed under \"Pruned by the search\"."
+	}
 	for _, p := range s.Points {
+		if p.State == "pruned" {
+			continue
+		}
 		row := []string{p.Method, ranAs(p.NumSteps, p.Effective[0], p.Baseline), ranAs(p.TopK, p.Effective[1], p.Baseline),
 			ranAs(p.NumDraftTokens, p.Effective[2], p.Baseline), fmt.Sprint(p.TP)}
 		for _, c := range s.Levels {
@@ -261,6 +287,21 @@ func resultsTable(s *Sweep) Table {
 		}
 		row = append(row, p.State)
 		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// prunedTable lists the points the search decided need not run, with its reason.
+func prunedTable(s *Sweep) Table {
+	t := Table{Title: "Pruned by the search", Head: []string{"point", "configuration", "tp", "reason"},
+		Note: "The search (spec search:) decided while the sweep ran that these planned points need not run; each reason says why (what the measured points predicted for it, the climb stopping, the budget).",
+		Code: []bool{true}, Num: []bool{false, false, true}, Para: []string{"", "", "", "9cm"}, Wide: true}
+	for _, p := range s.Pruned() {
+		why := p.Reason
+		if why == "" {
+			why = "-"
+		}
+		t.Rows = append(t.Rows, []string{p.ID, p.Label(), fmt.Sprint(p.TP), why})
 	}
 	return t
 }

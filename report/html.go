@@ -50,7 +50,11 @@ func writeHTML(d *doc, opt Options) ([]string, error) {
 	if len(d.Compare) > 0 {
 		nav = append(nav, "compare", "Comparison")
 	}
-	nav = append(nav, "results", "All results", "failures", fmt.Sprintf("Failures (%d)", len(d.Failures.Rows)), "provenance", "Provenance")
+	nav = append(nav, "results", "All results")
+	if len(d.Pruned.Rows) > 0 {
+		nav = append(nav, "pruned", fmt.Sprintf("Pruned by the search (%d)", len(d.Pruned.Rows)))
+	}
+	nav = append(nav, "failures", fmt.Sprintf("Failures (%d)", len(d.Failures.Rows)), "provenance", "Provenance")
 	for i := 0; i < len(nav); i += 2 {
 		if i > 0 {
 			b.WriteString(" · ")
@@ -82,6 +86,10 @@ func writeHTML(d *doc, opt Options) ([]string, error) {
 	}
 	b.WriteString("<div id=\"results\"></div>\n")
 	htmlTable(&b, d.Results, 2)
+	if len(d.Pruned.Rows) > 0 {
+		b.WriteString("<div id=\"pruned\"></div>\n")
+		htmlTable(&b, d.Pruned, 2)
+	}
 	b.WriteString("<div id=\"failures\"></div>\n")
 	if len(d.Failures.Rows) > 0 {
 		htmlTable(&b, d.Failures, 2)

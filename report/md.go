@@ -30,6 +30,9 @@ func writeMD(d *doc, opt Options) ([]string, error) {
 		mdTable(&b, t)
 	}
 	mdTable(&b, d.Results)
+	if len(d.Pruned.Rows) > 0 {
+		mdTable(&b, d.Pruned)
+	}
 	if len(d.Failures.Rows) > 0 {
 		mdTable(&b, d.Failures)
 	} else {

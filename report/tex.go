@@ -51,6 +51,9 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 		texTable(&b, t, fmt.Sprintf("compare%d", i))
 	}
 	texTable(&b, d.Results, "results")
+	if len(d.Pruned.Rows) > 0 {
+		texTable(&b, d.Pruned, "pruned")
+	}
 	if len(d.Failures.Rows) > 0 {
 		texTable(&b, d.Failures, "failures")
 	}
@@ -93,6 +96,8 @@ func texTable(b *strings.Builder, t Table, label string) {
 			spec.WriteString(">{\\raggedright\\arraybackslash}p{" + causeW + "}")
 		case t.Title == "Failures" && i == 5:
 			spec.WriteString(">{\\raggedright\\arraybackslash\\footnotesize}p{" + evW + "}")
+		case i < len(t.Para) && t.Para[i] != "":
+			spec.WriteString(">{\\raggedright\\arraybackslash}p{" + t.Para[i] + "}")
 		case at(t.Num, i):
 			spec.WriteString("r")
 		default:
