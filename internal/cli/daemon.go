@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -273,8 +274,13 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 	}
 	var out []orchestrator.SweepJSON
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	searched := slices.ContainsFunc(sws, func(s store.Sweep) bool { return s.Waiting+s.Pruned > 0 })
 	if !asJSON {
-		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tPOINTS\tDONE\tFAILED\tPENDING\tRUNNING\tETA\tCREATED")
+		head := "ID\tNAME\tSTATE\tPOINTS\tDONE\tFAILED\tPENDING\tRUNNING"
+		if searched {
+			head += "\tWAITING\tPRUNED"
+		}
+		fmt.Fprintln(tw, head+"\tETA\tCREATED")
 	}
 	for _, s := range sws {
 		var e time.Duration
@@ -291,8 +297,12 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 		if s.Schedule != "" {
 			state += " (" + s.Schedule + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.ID, s.Name, state, s.Points, s.Done, s.Failed,
-			s.Pending, s.Running, etaText(e), s.CreatedAt.UTC().Format("2006-01-02 15:04Z"))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t", s.ID, s.Name, state, s.Points, s.Done, s.Failed,
+			s.Pending, s.Running)
+		if searched {
+			fmt.Fprintf(tw, "%d\t%d\t", s.Waiting, s.Pruned)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", etaText(e), s.CreatedAt.UTC().Format("2006-01-02 15:04Z"))
 	}
 	if asJSON {
 		if out == nil {
@@ -310,11 +320,12 @@ func printStatus(env Env, s orchestrator.SweepStatus) {
 	if sw.Schedule != "" {
 		fmt.Fprintf(w, ", schedule %q", sw.Schedule)
 	}
-	fmt.Fprintf(w, "\n%d points: %d done, %d failed, %d pending, %d running, %d cancelled; ETA %s\n\n",
-		sw.Points, sw.Done, sw.Failed, sw.Pending, sw.Running, sw.Cancelled, etaText(s.ETA))
+	fmt.Fprintf(w, "\n%d points: %d done, %d failed, %d pending, %d running, %d cancelled%s; ETA %s\n\n",
+		sw.Points, sw.Done, sw.Failed, sw.Pending, sw.Running, sw.Cancelled, searchCounts(sw.PointCounts), etaText(s.ETA))
 	if len(s.Points) == 0 {
 		return
 	}
+	var pruned []prunedPoint
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tID\tMETHOD\tSTEPS\tTOPK\tDRAFT\tTP\tSTATE\tHOST\tATTEMPTS\tFAILURE")
 	for i, p := range s.Points {
@@ -324,8 +335,18 @@ func printStatus(env Env, s orchestrator.SweepStatus) {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", i+1, p.ID, p.Method, optInt(p.NumSteps),
 			optInt(p.TopK), optInt(p.NumDraftTokens), p.TP, p.State, orDash(p.Host), p.Attempts, failure)
+		if p.State == store.PointPruned {
+			pruned = append(pruned, prunedPoint{label: pointLabel(p), reason: p.Reason})
+		}
 	}
 	tw.Flush()
+	printPruned(w, pruned)
+}
+
+// pointLabel is a stored point's label as the plan spells it ("eagle3 s=3 k=1 n=4 tp=4").
+func pointLabel(p store.Point) string {
+	return sweep.Point{Method: p.Method, Baseline: p.Baseline, Algorithm: sweep.ArgvAlgorithm(p.Argv),
+		NumSteps: p.NumSteps, TopK: p.TopK, NumDraftTokens: p.NumDraftTokens, TP: p.TP}.Label()
 }
 
 func etaText(d time.Duration) string {
@@ -392,7 +413,11 @@ func resumeCmd() command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run\n", got.Name, got.ID, got.State, got.Pending)
+			more := ""
+			if got.Waiting > 0 {
+				more = fmt.Sprintf(", %d for the search to decide", got.Waiting)
+			}
+			fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run%s\n", got.Name, got.ID, got.State, got.Pending, more)
 			return nil
 		})
 }

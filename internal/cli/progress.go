@@ -19,20 +19,26 @@ type progress struct {
 	w   io.Writer
 	tty bool
 
-	mu         sync.Mutex
-	hosts      []string
-	last       map[string]orchestrator.Update
-	total      int
-	done       int
-	failed     int
+	mu     sync.Mutex
+	hosts  []string
+	last   map[string]orchestrator.Update
+	total  int
+	done   int
+	failed int
+	// A searched sweep: pruned counts the points the search decided not to run, read again from
+	// the store (st, id) as the sweep goes, since the search decides between points.
+	searched   bool
+	pruned     int
+	st         *store.DB
+	id         int64
 	startedAt  map[string]time.Time // point start per host
 	durations  []time.Duration
 	drawnLines int
 }
 
-func newProgress(w io.Writer, tty bool, plan *sweep.Plan, hosts []sweep.Host) *progress {
-	p := &progress{w: w, tty: tty, last: map[string]orchestrator.Update{}, total: len(plan.Points),
-		startedAt: map[string]time.Time{}}
+func newProgress(w io.Writer, tty bool, spec *sweep.Spec, hosts []sweep.Host) *progress {
+	p := &progress{w: w, tty: tty, last: map[string]orchestrator.Update{}, total: len(spec.Plan().Points),
+		startedAt: map[string]time.Time{}, searched: spec.Searched()}
 	for _, h := range hosts {
 		p.hosts = append(p.hosts, h.Name)
 	}
@@ -47,8 +53,19 @@ func (p *progress) load(ctx context.Context, st *store.DB, id int64) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.total, p.done, p.failed = sw.Points, sw.Done, sw.Failed
+	p.total, p.done, p.failed, p.pruned = sw.Points, sw.Done, sw.Failed, sw.Pruned
+	p.st, p.id = st, id
 	return nil
+}
+
+// refresh reads the pruned points of a searched sweep again (the search prunes between points).
+func (p *progress) refresh() {
+	if !p.searched || p.st == nil {
+		return
+	}
+	if sw, err := p.st.Sweep(context.Background(), p.id); err == nil {
+		p.pruned = sw.Pruned
+	}
 }
 
 func (p *progress) printf(format string, a ...any) {
@@ -79,6 +96,10 @@ func (p *progress) update(u orchestrator.Update) {
 	p.last[u.Host] = u
 	if !p.tty {
 		return
+	}
+	switch u.Phase {
+	case orchestrator.PhaseStarting, orchestrator.PhaseDone, orchestrator.PhaseFailed, orchestrator.PhaseIdle:
+		p.refresh()
 	}
 	p.clear()
 	if u.Phase == orchestrator.PhaseDone || u.Phase == orchestrator.PhaseFailed {
@@ -124,8 +145,14 @@ func (p *progress) draw() {
 		}
 		fmt.Fprintf(&b, "  %-12s %s\n", h, what)
 	}
-	pending := p.total - p.done - p.failed
-	fmt.Fprintf(&b, "  %d/%d points done, %d failed, %d to go%s\n", p.done, p.total, p.failed, pending, p.eta(pending))
+	pending := p.total - p.done - p.failed - p.pruned
+	if p.searched {
+		// Points still waiting for the search's decision may be pruned: an upper bound.
+		fmt.Fprintf(&b, "  %d/%d points done, %d failed, %d pruned by the search, at most %d to go%s\n",
+			p.done, p.total, p.failed, p.pruned, pending, p.eta(pending))
+	} else {
+		fmt.Fprintf(&b, "  %d/%d points done, %d failed, %d to go%s\n", p.done, p.total, p.failed, pending, p.eta(pending))
+	}
 	fmt.Fprint(p.w, b.String())
 	p.drawnLines = len(p.hosts) + 1
 }
@@ -141,5 +168,8 @@ func (p *progress) eta(pending int) string {
 	}
 	mean := sum / time.Duration(len(p.durations))
 	eta := mean * time.Duration(pending) / time.Duration(max(1, len(p.hosts)))
+	if p.searched {
+		return ", ETA at most " + roundDuration(eta)
+	}
 	return ", ETA " + roundDuration(eta)
 }

@@ -54,6 +54,14 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 		return err
 	}
 
+	var pruned []prunedPoint
+	for _, p := range s.Pruned() {
+		pruned = append(pruned, prunedPoint{label: fmt.Sprintf("%s tp=%d", p.Label(), p.TP), reason: p.Reason})
+	}
+	if err := printPruned(w, pruned); err != nil {
+		return err
+	}
+
 	var failed []*report.Point
 	for _, p := range s.Points {
 		if p.State == string(store.PointFailed) {
@@ -83,6 +91,40 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 	fmt.Fprintf(w, "\nStored in %s (sweep id %d). Query it, e.g.:\n  specsweep runs --db %s --sweep %d --where \"concurrency = %d\" --sort \"output_tok_s DESC\"\n",
 		dbFile, sweepID, dbFile, sweepID, last)
 	return nil
+}
+
+// prunedPoint is a point the search decided need not run, with its reason.
+type prunedPoint struct{ label, reason string }
+
+// printPruned lists the points the search pruned, one line each: label and reason; nothing when
+// there are none (a grid sweep).
+func printPruned(w io.Writer, pts []prunedPoint) error {
+	if len(pts) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nPruned by the search (%d):\n", len(pts))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, p := range pts {
+		why := p.reason
+		if why == "" {
+			why = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", p.label, firstLine(why))
+	}
+	return tw.Flush()
+}
+
+// searchCounts are the counts only a search gives, each when not zero: ", 3 waiting, 5 pruned"
+// ("" for a grid sweep).
+func searchCounts(c store.PointCounts) string {
+	var s string
+	if c.Waiting > 0 {
+		s += fmt.Sprintf(", %d waiting", c.Waiting)
+	}
+	if c.Pruned > 0 {
+		s += fmt.Sprintf(", %d pruned", c.Pruned)
+	}
+	return s
 }
 
 // optional is a nullable parameter: "-" when not given.

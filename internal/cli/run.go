@@ -68,13 +68,17 @@ func runCmd() command {
 
 				tty := isTerminal(env.Stderr)
 				log := newLogger(env.Stderr, *logFormat, tty)
-				prog := newProgress(env.Stderr, tty, spec.Plan(), spec.Hosts)
+				prog := newProgress(env.Stderr, tty, spec, spec.Hosts)
 				if prep.Resumed {
 					prog.printf("resuming sweep %s (id %d): %d interrupted point(s) will re-run from the start\n",
 						spec.Name, prep.SweepID, prep.Recovered)
 				} else {
-					prog.printf("sweep %s (id %d): %d points on %d host(s), database %s\n",
-						spec.Name, prep.SweepID, len(spec.Plan().Points), len(spec.Hosts), dbFile)
+					searched := ""
+					if spec.Searched() {
+						searched = " (the search decides which run)"
+					}
+					prog.printf("sweep %s (id %d): %d points%s on %d host(s), database %s\n",
+						spec.Name, prep.SweepID, len(spec.Plan().Points), searched, len(spec.Hosts), dbFile)
 				}
 				if err := prog.load(ctx, st, prep.SweepID); err != nil {
 					return err
@@ -93,16 +97,17 @@ func runCmd() command {
 				out, runErr := runner.Run(ctx, prep.SweepID, spec)
 				prog.finish()
 				if out.Interrupted {
-					fmt.Fprintf(env.Stdout, "sweep %s (id %d) interrupted: %d done, %d failed, %d pending; units restored. "+
-						"Run the same command again to resume.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Pending)
+					fmt.Fprintf(env.Stdout, "sweep %s (id %d) interrupted: %d done, %d failed, %d pending%s; units restored. "+
+						"Run the same command again to resume.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Pending, searchCounts(out.PointCounts))
 					if runErr != nil {
 						return runErr
 					}
 					return nil
 				}
 				if out.State == store.SweepCancelled {
-					fmt.Fprintf(env.Stdout, "sweep %s (id %d) was cancelled: %d done, %d failed, %d cancelled; units restored. "+
-						"`specsweep resume %d` queues it again.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Cancelled, prep.SweepID)
+					fmt.Fprintf(env.Stdout, "sweep %s (id %d) was cancelled: %d done, %d failed, %d cancelled%s; units restored. "+
+						"`specsweep resume %d` queues it again.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Cancelled,
+						searchCounts(out.PointCounts), prep.SweepID)
 					return runErr
 				}
 				if err := printResults(ctx, env.Stdout, st, prep.SweepID, dbFile); err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"slices"
 	"strings"
 	"time"
 
@@ -165,11 +166,20 @@ func sweepsCmd() command {
 				if err != nil {
 					return err
 				}
-				cols := []string{"id", "name", "state", "points", "done", "failed", "pending", "running", "cancelled", "spec_hash", "created_at"}
+				// waiting and pruned only a search gives: their columns appear when some sweep has them.
+				searched := slices.ContainsFunc(list, func(s store.Sweep) bool { return s.Waiting+s.Pruned > 0 })
+				cols := []string{"id", "name", "state", "points", "done", "failed", "pending", "running", "cancelled"}
+				if searched {
+					cols = append(cols, "waiting", "pruned")
+				}
+				cols = append(cols, "spec_hash", "created_at")
 				vals := make([][]any, 0, len(list))
 				for _, s := range list {
-					vals = append(vals, []any{s.ID, s.Name, string(s.State), s.Points, s.Done, s.Failed, s.Pending, s.Running,
-						s.Cancelled, shortHash(s.SpecHash), formatTime(s.CreatedAt, *format)})
+					row := []any{s.ID, s.Name, string(s.State), s.Points, s.Done, s.Failed, s.Pending, s.Running, s.Cancelled}
+					if searched {
+						row = append(row, s.Waiting, s.Pruned)
+					}
+					vals = append(vals, append(row, shortHash(s.SpecHash), formatTime(s.CreatedAt, *format)))
 				}
 				return tabular.Write(env.Stdout, *format, cols, vals)
 			}

@@ -106,6 +106,12 @@ func printPlan(env Env, spec *sweep.Spec, p *sweep.Plan) {
 		}
 	}
 	levels := len(spec.Workload.Concurrency)
+	if words := searchWords(spec, len(p.Points)); words != "" {
+		// The runs and the duration are of every planned point: the most the search may run.
+		fmt.Fprintf(w, "\n%s.\n%d points x %d concurrency levels x %d repeats = at most %d runs; rough duration at most %s\n",
+			words, len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(p.Estimate))
+		return
+	}
 	fmt.Fprintf(w, "\n%d points x %d concurrency levels x %d repeats = %d runs; rough duration %s\n",
 		len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(p.Estimate))
 }

@@ -3,8 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/sweep"
 )
 
 // The orchestrator's refusals are typed and name no flag; these functions word them with the
@@ -32,4 +35,38 @@ func submitWords(err error) error {
 		return errors.New("--at conflicts with the spec's schedule.cron: a scheduled spec fires by itself")
 	}
 	return errors.New("--cron and --at exclude each other")
+}
+
+// searchWords says what a spec's search does with its planned points, for `plan`: "search climb
+// (min_gain 2%, patience 1, probe num_steps 10; budget 12 points): it decides while the sweep runs
+// which of the 20 planned points run; the others end pruned, each with its reason". "" when every
+// point runs (no search, or a grid without a budget).
+func searchWords(spec *sweep.Spec, points int) string {
+	s := spec.Search
+	if !spec.Searched() {
+		return ""
+	}
+	budget := ""
+	if s.Budget > 0 {
+		budget = fmt.Sprintf("budget %d points", s.Budget)
+	}
+	if !s.Climbs() {
+		return fmt.Sprintf("search grid (%s): the planned points run in plan order until %d have run; the rest of the %d end pruned (\"budget of %d points reached\")",
+			budget, s.Budget, points, s.Budget)
+	}
+	var opts []string
+	opts = append(opts, "min_gain "+strconv.FormatFloat(100*s.MinGain, 'g', 4, 64)+"%", fmt.Sprintf("patience %d", s.Patience))
+	if len(s.Probe) > 0 {
+		probes := make([]string, len(s.Probe))
+		for i, n := range s.Probe {
+			probes[i] = strconv.Itoa(n)
+		}
+		opts = append(opts, "probe num_steps "+strings.Join(probes, ", "))
+	}
+	what := strings.Join(opts, ", ")
+	if budget != "" {
+		what += "; " + budget
+	}
+	return fmt.Sprintf("search climb (%s): it decides while the sweep runs which of the %d planned points run; the others end pruned, each with its reason",
+		what, points)
 }
