@@ -474,6 +474,9 @@ func (w *walk) climb() (stop string, ok bool) {
 		misses, stride = misses+1, 1
 		if misses >= s.Patience {
 			stop = fmt.Sprintf("the climb stopped after steps %d (%s against the best so far, below min_gain %s)", w.steps(j), words, w.gainPct())
+			if w.seen[j] == nil {
+				stop = fmt.Sprintf("the climb stopped after steps %d, which failed", w.steps(j))
+			}
 			break
 		}
 	}
