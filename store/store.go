@@ -109,7 +109,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		db.rw.Close()
 		return nil, fmt.Errorf("store: open %s: journal mode is %q, want wal", abs, mode)
 	}
-	if err := retryBusy(ctx, func() error { return migrate(ctx, db.rw) }); err != nil {
+	if err := retryBusy(ctx, func() error { return migrate(ctx, db.rw, abs) }); err != nil {
 		db.rw.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", abs, err)
 	}
@@ -269,7 +269,13 @@ func migrationVersions() []int64 {
 	return vs // fs.Glob sorts names, and names are zero-padded
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
+// migrate applies the pending migrations to the database at path, whose open handle is db.
+//
+// Several processes may open an old file at once and all start migrating: a migration that
+// another process applied first fails here ("table already exists"). That is fine once nothing is
+// pending; while another process is still migrating, migrate waits and tries again, for as long
+// as the schema version keeps moving (BusyTimeout without progress ends it with the error).
+func migrate(ctx context.Context, db *sql.DB, path string) error {
 	cur, latest, err := schemaVersions(ctx, db)
 	if err != nil {
 		return err
@@ -277,22 +283,49 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if cur > latest {
 		return fmt.Errorf("schema version %d is newer than this program's %d: use a newer specsweep", cur, latest)
 	}
-	if cur == latest {
-		return nil
+	deadline := time.Now().Add(BusyTimeout)
+	for cur < latest {
+		err := migrateUp(ctx, path)
+		if err == nil {
+			return nil
+		}
+		got, _, err2 := schemaVersions(ctx, db)
+		switch {
+		case err2 != nil:
+			return errors.Join(err, err2)
+		case got >= latest:
+			return nil
+		case got > cur: // another process is migrating
+			deadline = time.Now().Add(BusyTimeout)
+		case time.Now().After(deadline):
+			return err
+		}
+		cur = got
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	p, err := newProvider(db)
+	return nil
+}
+
+// migrateUp runs goose on a pool of its own, closed afterwards: a migration that rebuilds a table
+// turns foreign keys off on its connection and runs its own transaction, and neither that setting
+// nor a transaction left open by a failed migration may reach a connection of the store's pool.
+// Closing the pool rolls such a transaction back and releases its lock.
+func migrateUp(ctx context.Context, path string) error {
+	mdb, err := sql.Open("sqlite3", dsn(path, false))
 	if err != nil {
 		return err
 	}
-	if _, err := p.Up(ctx); err != nil {
-		// Another process may have migrated concurrently: that is fine if
-		// nothing is pending any more.
-		if cur, latest, err2 := schemaVersions(ctx, db); err2 == nil && cur == latest {
-			return nil
-		}
+	defer mdb.Close()
+	p, err := newProvider(mdb)
+	if err != nil {
 		return err
 	}
-	return nil
+	_, err = p.Up(ctx)
+	return err
 }
 
 // write runs fn in one IMMEDIATE transaction.
