@@ -16,26 +16,18 @@ func (db *DB) LatestInstance(ctx context.Context, scheduleID int64) (Sweep, erro
 	return s, nil
 }
 
-// CancelSweep marks a sweep cancelled and cancels its pending points, in one transaction. Points
-// still running are left to the process that runs them: it sees the state, stops them and marks
-// them cancelled (a sweep cancelled while no process runs it is cleaned up by the next resume or
-// daemon start).
+// CancelSweep marks a sweep cancelled and cancels its pending and waiting points, in one
+// transaction. Points still running are left to the process that runs them: it sees the state,
+// stops them and marks them cancelled (a sweep cancelled while no process runs it is cleaned up by
+// the next resume or daemon start).
 func (db *DB) CancelSweep(ctx context.Context, id int64, reason string) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		now := db.nowMS()
 		if err := setSweepState(ctx, tx, now, id, SweepCancelled, reason); err != nil {
 			return err
 		}
-		rows, err := pointRows(ctx, tx, id, PointPending)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if err := setState(ctx, tx, now, id, r, PointCancelled, "finished_at = ?", reason, now); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := cancelPoints(ctx, tx, now, id, reason)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("store: cancel sweep %d: %w", id, err)
@@ -47,8 +39,9 @@ func (db *DB) CancelSweep(ctx context.Context, id int64, reason string) error {
 var ErrNotResumable = errors.New("not resumable")
 
 // ResumeSweep puts a cancelled, interrupted or failed sweep back in the queue, in one transaction:
-// points left running by a dead process and cancelled points become pending again (their runs
-// superseded); failed points stay failed. A cancelled schedule template becomes scheduled again.
+// points left running by a dead process and cancelled points become pending again, searched ones
+// waiting (their runs superseded); failed and pruned points stay so. A cancelled schedule template
+// becomes scheduled again.
 func (db *DB) ResumeSweep(ctx context.Context, id int64, reason string) (Sweep, error) {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		now := db.nowMS()
@@ -81,7 +74,7 @@ func (db *DB) ResumeSweep(ctx context.Context, id int64, reason string) (Sweep, 
 			return err
 		}
 		for _, r := range rows {
-			if err := setState(ctx, tx, now, id, r, PointPending, "", reason); err != nil {
+			if err := setState(ctx, tx, now, id, r, requeueState(r.searched), "", reason); err != nil {
 				return err
 			}
 		}
@@ -97,8 +90,9 @@ func (db *DB) ResumeSweep(ctx context.Context, id int64, reason string) (Sweep, 
 	return db.Sweep(ctx, id)
 }
 
-// RequeueRunning puts every running sweep back in the queue with its running points pending again:
-// what a daemon does at start for the sweeps a dead daemon left behind. It returns their ids.
+// RequeueRunning puts every running sweep back in the queue with its running points pending again
+// (searched ones waiting): what a daemon does at start for the sweeps a dead daemon left behind. It
+// returns their ids.
 func (db *DB) RequeueRunning(ctx context.Context, reason string) ([]int64, error) {
 	var ids []int64
 	err := db.write(ctx, func(tx *sql.Tx) error {

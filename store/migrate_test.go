@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/specsweep/specsweep/migrations"
@@ -19,21 +21,17 @@ import (
 // version; a database at version v gets the seed with the greatest key <= v.
 // Every seed must produce the data that checkSeeded expects after upgrading.
 var seeds = map[int64]func(ctx context.Context, tx *sql.Tx) error{
-	1: func(ctx context.Context, tx *sql.Tx) error {
-		stmts := []string{
-			`INSERT INTO sweeps (id, name, spec_hash, spec_text, state, created_at) VALUES (7, 'seeded', 'h', 'version: 1', 'running', 1000)`,
-			`INSERT INTO hosts (sweep_id, name, gpus) VALUES (7, 'gpu1', 4)`,
-			`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, tp, argv, created_at, state, attempts, host, started_at)
-			 VALUES (1, 7, 'base', 0, 'baseline', 1, 4, '["/bin/x"]', 1000, 'done', 1, 'gpu1', 1100)`,
-			`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, num_steps, topk, num_draft_tokens, tp, argv, created_at, state, attempts, host, started_at)
-			 VALUES (2, 7, 'spec', 1, 'eagle3', 0, 3, 1, 4, 4, '["/bin/x"]', 1000, 'running', 1, 'gpu1', 1200)`,
-			`INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, host, output_tok_s, started_at, finished_at)
-			 VALUES (1, 1, 16, 1, 'ok', 'gpu1', 100, 1100, 1150)`,
-			`INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, host, output_tok_s, started_at, finished_at)
-			 VALUES (2, 1, 16, 1, 'ok', 'gpu1', 180, 1200, 1250)`,
-			`INSERT INTO events (sweep_id, point_ref, host, at, kind, detail) VALUES (7, 2, 'gpu1', 1200, 'state', 'pending -> running (attempt 1)')`,
+	1: seed1,
+	// Version 5 rebuilds points: the columns of versions 3 and 4 must survive it too.
+	4: func(ctx context.Context, tx *sql.Tx) error {
+		if err := seed1(ctx, tx); err != nil {
+			return err
 		}
-		for _, s := range stmts {
+		for _, s := range []string{
+			`UPDATE points SET effective_num_steps = 3, effective_topk = 1, effective_num_draft_tokens = 4,
+			 effective_args = '{"tp_size":4}', provenance = '{"engine":"x"}', exec_start = '/bin/x', load_s = 12.5 WHERE id = 2`,
+			`UPDATE runs SET accept_length_source = 'metrics', accept_length = 2.5 WHERE point_ref = 2`,
+		} {
 			if _, err := tx.ExecContext(ctx, s); err != nil {
 				return err
 			}
@@ -42,17 +40,70 @@ var seeds = map[int64]func(ctx context.Context, tx *sql.Tx) error{
 	},
 }
 
-// checkSeeded verifies, through the current API, the data of any seed.
-func checkSeeded(t *testing.T, db *DB) {
+func seed1(ctx context.Context, tx *sql.Tx) error {
+	stmts := []string{
+		`INSERT INTO sweeps (id, name, spec_hash, spec_text, state, created_at) VALUES (7, 'seeded', 'h', 'version: 1', 'running', 1000)`,
+		`INSERT INTO hosts (sweep_id, name, gpus) VALUES (7, 'gpu1', 4)`,
+		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, tp, argv, created_at, state, attempts, host, started_at)
+		 VALUES (1, 7, 'base', 0, 'baseline', 1, 4, '["/bin/x"]', 1000, 'done', 1, 'gpu1', 1100)`,
+		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, num_steps, topk, num_draft_tokens, tp, argv, created_at, state, attempts, host, started_at)
+		 VALUES (2, 7, 'spec', 1, 'eagle3', 0, 3, 1, 4, 4, '["/bin/x"]', 1000, 'running', 1, 'gpu1', 1200)`,
+		`INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, host, output_tok_s, started_at, finished_at)
+		 VALUES (1, 1, 16, 1, 'ok', 'gpu1', 100, 1100, 1150)`,
+		`INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, host, output_tok_s, started_at, finished_at)
+		 VALUES (2, 1, 16, 1, 'ok', 'gpu1', 180, 1200, 1250)`,
+		`INSERT INTO events (sweep_id, point_ref, host, at, kind, detail) VALUES (7, 2, 'gpu1', 1200, 'state', 'pending -> running (attempt 1)')`,
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSeeded verifies, through the current API, the data of the seed of version key.
+func checkSeeded(t *testing.T, db *DB, key int64) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := db.FindSweep(ctx, "seeded")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ID != 7 || s.Done != 1 || s.Running != 1 {
+	if s.ID != 7 || s.Done != 1 || s.Running != 1 || s.Points != 2 {
 		t.Errorf("seeded sweep: %+v", s)
 	}
+	pts, err := db.Points(ctx, 7)
+	if err != nil || len(pts) != 2 {
+		t.Fatalf("seeded points: %+v %v", pts, err)
+	}
+	for _, p := range pts {
+		if p.Searched || p.Reason != "" { // version 5: no point of an older sweep is searched
+			t.Errorf("seeded point %s: searched %v, reason %q", p.ID, p.Searched, p.Reason)
+		}
+	}
+	if p := pts[1]; key >= 4 && (p.EffectiveNumSteps == nil || *p.EffectiveNumSteps != 3 || *p.EffectiveNumDraftTokens != 4 ||
+		string(p.EffectiveArgs) != `{"tp_size":4}` || p.ExecStart != "/bin/x" || p.Load.Seconds() != 12.5) {
+		t.Errorf("seeded point spec lost its version 3 columns: %+v", p)
+	}
+	if key >= 4 {
+		sums, err := db.RunSummaries(ctx, RunsQuery{SweepID: 7, Where: "point_id = 'spec'"})
+		if err != nil || len(sums) != 1 || sums[0].AcceptLengthSource != "metrics" || *sums[0].AcceptLength != 2.5 {
+			t.Errorf("seeded run of spec: %+v %v", sums, err)
+		}
+	}
+	evs, err := db.Events(ctx, 7, "spec")
+	if err != nil || len(evs) == 0 || evs[0].Detail != "pending -> running (attempt 1)" || evs[0].Host != "gpu1" {
+		t.Errorf("seeded events of spec: %+v %v", evs, err)
+	}
+	fk, err := db.rw.QueryContext(ctx, "PRAGMA foreign_key_check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fk.Next() {
+		t.Error("foreign key violations after the upgrade")
+	}
+	fk.Close()
 	rows, err := db.QueryRuns(ctx, RunsQuery{Sweep: "seeded", Where: "point_id = 'spec'"})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +154,7 @@ func TestMigrationsFromEveryVersion(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			seeded := false
+			seeded := int64(0)
 			if from > 0 {
 				p, err := newProvider(raw)
 				if err != nil {
@@ -129,7 +180,7 @@ func TestMigrationsFromEveryVersion(t *testing.T) {
 					if err := tx.Commit(); err != nil {
 						t.Fatal(err)
 					}
-					seeded = true
+					seeded = key
 				}
 			}
 			raw.Close()
@@ -146,8 +197,8 @@ func TestMigrationsFromEveryVersion(t *testing.T) {
 			if got := schemaOf(t, db.rw); got != want {
 				t.Errorf("schema after upgrade from %d differs from a fresh database:\n%s\nwant:\n%s", from, got, want)
 			}
-			if seeded {
-				checkSeeded(t, db)
+			if seeded > 0 {
+				checkSeeded(t, db, seeded)
 			}
 		})
 	}
@@ -178,5 +229,196 @@ func TestNewerSchemaRefused(t *testing.T) {
 	db.Close()
 	if _, err := Open(ctx, db.Path()); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Errorf("newer schema: %v", err)
+	}
+}
+
+// dump returns every row of a query, for comparing a database before and after an upgrade.
+func dump(t *testing.T, db *sql.DB, query string) [][]any {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out [][]any
+	for rows.Next() {
+		v := make([]any, len(cols))
+		p := make([]any, len(cols))
+		for i := range v {
+			p[i] = &v[i]
+		}
+		if err := rows.Scan(p...); err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range v {
+			if b, ok := x.([]byte); ok {
+				v[i] = string(b)
+			}
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// v4PointColumns are the columns of points before version 5 rebuilt the table.
+const v4PointColumns = `id, sweep_id, point_id, plan_order, method, baseline, num_steps, topk, num_draft_tokens, tp,
+	argv, env, planned_runs, state, attempts, host, failure_class, failure_detail, effective_args, provenance,
+	exec_start, load_s, created_at, started_at, finished_at, effective_num_steps, effective_topk,
+	effective_num_draft_tokens`
+
+// TestSearchMigrationKeepsData upgrades a version-4 database with points in every state, runs and
+// events (of sweeps, points and hosts) to version 5, which rebuilds the points table, several
+// processes at once: every row keeps its id and values, the views read the same, and the foreign
+// keys still hold and still cascade.
+func TestSearchMigrationKeepsData(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v4.db")
+	raw, err := sql.Open("sqlite3", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newProvider(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	stmts := []string{
+		`INSERT INTO sweeps (id, name, spec_hash, spec_text, state, schedule, created_at) VALUES (3, 'tmpl', 'h', 'x', 'scheduled', '@daily', 900)`,
+		`INSERT INTO sweeps (id, name, spec_hash, spec_text, state, created_at, started_at, schedule_id) VALUES (5, 'old', 'h', 'version: 1', 'running', 1000, 1001, 3)`,
+		`INSERT INTO sweeps (id, name, spec_hash, spec_text, state, created_at) VALUES (6, 'other', 'h', 'version: 1', 'queued', 1000)`,
+		`INSERT INTO hosts (sweep_id, name, address, unit, gpus) VALUES (5, 'g4', 'g4.example', 'sglang.service', 4), (5, 'g8', '', '', 8), (6, 'g4', '', '', 4)`,
+		// Ids with gaps, plan order unlike id order, every state.
+		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, tp, argv, env, planned_runs, created_at, state, attempts, host, started_at, finished_at, load_s, exec_start, effective_args, provenance)
+		 VALUES (10, 5, 'base', 1, 'baseline', 1, 4, '["/bin/x","--tp-size","4"]', '{"A":"1"}', 2, 1000, 'done', 1, 'g4', 1100, 1190, 90.5, '/bin/x', '{"tp_size":4}', '{"engine":"0.5"}')`,
+		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, num_steps, topk, num_draft_tokens, tp, argv, planned_runs, created_at, state, attempts, host, started_at, effective_num_steps, effective_topk, effective_num_draft_tokens)
+		 VALUES (12, 5, 's3', 0, 'eagle3', 0, 3, 1, 4, 4, '[]', 2, 1000, 'running', 2, 'g4', 1200, 3, 1, 4)`,
+		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, num_steps, tp, argv, planned_runs, created_at, state, attempts, host, failure_class, failure_detail, started_at, finished_at)
+		 VALUES (15, 5, 'ngram', 2, 'ngram', 0, NULL, 8, '[]', 2, 1000, 'failed', 1, 'g8', 'oom', 'CUDA out of memory', 1300, 1350)`,
+		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, tp, argv, created_at, state, attempts, host, failure_class, failure_detail)
+		 VALUES (16, 5, 'b8', 3, 'baseline', 1, 8, '[]', 1000, 'pending', 1, 'g8', 'interrupted', 'host lost')`,
+		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, tp, argv, created_at, state, finished_at)
+		 VALUES (17, 5, 'c', 4, 'baseline', 1, 4, '[]', 1000, 'cancelled', 1400)`,
+		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, tp, argv, created_at)
+		 VALUES (20, 6, 'base', 0, 'baseline', 1, 4, '[]', 1000)`,
+		`INSERT INTO runs (id, point_ref, attempt, concurrency, repeat, status, host, requests, completed, failed, output_tok_s, accept_length, accept_length_source, started_at, finished_at, error)
+		 VALUES (1, 10, 1, 1, 1, 'ok', 'g4', 8, 8, 0, 100, NULL, '', 1100, 1150, ''),
+		        (2, 10, 1, 16, 1, 'ok', 'g4', 64, 64, 0, 400, NULL, '', 1150, 1190, ''),
+		        (4, 12, 1, 1, 1, 'superseded', 'g8', 8, 8, 0, 150, 2.5, 'metrics', 1150, 1160, ''),
+		        (5, 12, 2, 1, 1, 'ok', 'g4', 8, 8, 0, 160, 2.6, 'decode_log', 1200, 1250, ''),
+		        (7, 15, 1, 1, 1, 'failed', 'g8', 8, 3, 5, NULL, NULL, '', 1300, 1350, 'connection refused')`,
+		`INSERT INTO events (id, sweep_id, point_ref, host, at, kind, detail)
+		 VALUES (1, 5, NULL, NULL, 1000, 'sweep_state', 'created queued (5 points, 2 hosts)'),
+		        (2, 5, 12, 'g4', 1200, 'state', 'pending -> running (attempt 2)'),
+		        (3, 5, 15, 'g8', 1350, 'state', 'running -> failed (oom: CUDA out of memory)'),
+		        (4, NULL, NULL, 'g8', 1360, 'reconnect', 'daemon event'),
+		        (6, 6, 20, NULL, 1370, 'stop', 'stopped in 1s')`,
+	}
+	for _, s := range stmts {
+		if _, err := raw.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	queries := []string{
+		"SELECT * FROM sweeps ORDER BY id",
+		"SELECT * FROM hosts ORDER BY id",
+		"SELECT " + v4PointColumns + " FROM points ORDER BY id",
+		"SELECT * FROM runs ORDER BY id",
+		"SELECT * FROM events ORDER BY id",
+		"SELECT * FROM run_detail ORDER BY run_id",
+		"SELECT * FROM run_summary ORDER BY sweep_id, point_id, started_at",
+		"SELECT * FROM point_summary",
+		"SELECT * FROM event_log",
+	}
+	before := make([][][]any, len(queries))
+	for i, q := range queries {
+		before[i] = dump(t, raw, q)
+	}
+	if len(before[2]) != 6 || len(before[3]) != 5 || len(before[4]) != 5 || len(before[5]) != 5 {
+		t.Fatalf("seeded %d points, %d runs, %d events", len(before[2]), len(before[3]), len(before[4]))
+	}
+	raw.Close()
+
+	// Several processes open the old file at once; one rebuilds, the others wait and see it done.
+	dbs := make([]*DB, 4)
+	errs := make([]error, len(dbs))
+	var wg sync.WaitGroup
+	for i := range dbs {
+		wg.Go(func() { dbs[i], errs[i] = Open(ctx, path) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		defer dbs[i].Close()
+	}
+	db := dbs[0]
+	for i, q := range queries {
+		if strings.HasPrefix(q, "SELECT * FROM point_summary") {
+			q = strings.Replace(q, "*", "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, "+
+				"state, attempts, failure_class, failure_detail, load_s, exec_start, effective_args, provenance, "+
+				"started_at, finished_at, effective_num_steps, effective_topk, effective_num_draft_tokens, baseline", 1)
+		}
+		if got := dump(t, db.rw, q); !reflect.DeepEqual(got, before[i]) {
+			t.Errorf("%s after the upgrade:\n got %v\nwant %v", q, got, before[i])
+		}
+	}
+	if got := dump(t, db.rw, "SELECT count(*) FROM points WHERE reason IS NOT NULL OR searched <> 0"); got[0][0] != int64(0) {
+		t.Errorf("%v points have a reason or are searched after the upgrade", got[0][0])
+	}
+	if got := dump(t, db.rw, "SELECT count(*) FROM point_summary WHERE reason IS NOT NULL"); got[0][0] != int64(0) {
+		t.Errorf("point_summary.reason: %v not NULL", got[0][0])
+	}
+	if got := dump(t, db.rw, "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'points' AND sql IS NOT NULL ORDER BY name"); fmt.Sprint(got) != "[[points_baseline] [points_by_state]]" {
+		t.Errorf("indexes of points: %v", got)
+	}
+	if got := dump(t, db.rw, "PRAGMA foreign_key_check"); len(got) != 0 {
+		t.Errorf("foreign key violations: %v", got)
+	}
+	// Every connection of the pool enforces foreign keys again.
+	conns := make([]*sql.Conn, 3)
+	for i := range conns {
+		c, err := db.rw.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+		var on int
+		if err := c.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&on); err != nil || on != 1 {
+			t.Errorf("connection %d: foreign_keys = %d (%v)", i, on, err)
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if _, err := db.rw.ExecContext(ctx, "INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, started_at, finished_at) VALUES (11, 1, 1, 1, 'ok', 0, 0)"); err == nil {
+		t.Error("a run of a missing point accepted")
+	}
+	if _, err := db.rw.ExecContext(ctx, "UPDATE points SET host = 'nohost' WHERE id = 20"); err == nil {
+		t.Error("a point on a host not of its sweep accepted")
+	}
+
+	// The old points work through the API: the interrupted one is recovered and re-run.
+	if n, err := db.RecoverInterrupted(ctx, 5, ""); err != nil || n != 1 {
+		t.Errorf("recover: %d %v", n, err)
+	}
+	if att, err := db.ClaimPoint(ctx, 5, "s3", "g4"); err != nil || att != 3 {
+		t.Errorf("claim: %d %v", att, err)
+	}
+	// Deleting a sweep still cascades through the rebuilt table to its runs and events.
+	if _, err := db.rw.ExecContext(ctx, "DELETE FROM sweeps WHERE id = 5"); err != nil {
+		t.Fatal(err)
+	}
+	got := dump(t, db.rw, `SELECT (SELECT count(*) FROM points), (SELECT count(*) FROM runs),
+		(SELECT count(*) FROM events WHERE point_ref IS NOT NULL), (SELECT group_concat(id) FROM events)`)
+	if fmt.Sprint(got) != "[[1 0 1 4,6]]" {
+		t.Errorf("after deleting sweep 5: points, runs, point events, events = %v, want [[1 0 1 4,6]]", got)
 	}
 }

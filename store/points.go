@@ -12,40 +12,58 @@ import (
 
 // PointState is the state of one point of a sweep.
 //
+//	waiting -> pending     ApplySearch releases it (a searched point only)
+//	waiting -> pruned      ApplySearch prunes it
+//	waiting -> cancelled   CancelPoints, CancelSweep
 //	pending -> running     ClaimPoint, ClaimNextPoint (attempts+1)
 //	running -> done        FinishPoint, RecordRunAndFinish
 //	running -> failed      FinishPoint with a FailureClass
 //	running -> cancelled   FinishPoint
-//	running -> pending     ReleasePoint, RecoverInterrupted (the attempt's runs become superseded)
-//	pending -> cancelled   CancelPoints
-//	failed, cancelled -> pending   RequeuePoints (their runs become superseded)
+//	running -> pending     ReleasePoint, RecoverInterrupted, ResumeSweep, RequeueRunning
+//	                       (the attempt's runs become superseded)
+//	pending -> cancelled   CancelPoints, CancelSweep
+//	failed, cancelled -> pending   RequeuePoints, ResumeSweep (their runs become superseded)
 //
-// done is final. Whenever a point goes back to pending, every run it has is
-// marked superseded, so the ok runs of a point always belong to its current
-// attempt.
+// A searched point (NewPoint.Searched: a search decides whether it runs) starts
+// waiting, and wherever another point goes back to pending (running -> pending,
+// failed, cancelled -> pending) it goes back to waiting instead: the search
+// decides it again from the recorded runs, and its reason is cleared. A
+// searched point becomes pending only by ApplySearch; a point that is not
+// searched is never waiting or pruned.
+//
+// done and pruned are final. Whenever a point goes back to pending or waiting,
+// every run it has is marked superseded, so the ok runs of a point always
+// belong to its current attempt.
 type PointState string
 
 // Point states.
 const (
+	PointWaiting   PointState = "waiting"
 	PointPending   PointState = "pending"
 	PointRunning   PointState = "running"
 	PointDone      PointState = "done"
 	PointFailed    PointState = "failed"
 	PointCancelled PointState = "cancelled"
+	PointPruned    PointState = "pruned"
 )
 
 var pointTransitions = map[PointState][]PointState{
+	PointWaiting:   {PointPending, PointPruned, PointCancelled},
 	PointPending:   {PointRunning, PointCancelled},
-	PointRunning:   {PointDone, PointFailed, PointCancelled, PointPending},
-	PointFailed:    {PointPending},
-	PointCancelled: {PointPending},
+	PointRunning:   {PointDone, PointFailed, PointCancelled, PointPending, PointWaiting},
+	PointFailed:    {PointPending, PointWaiting},
+	PointCancelled: {PointPending, PointWaiting},
 	PointDone:      nil,
+	PointPruned:    nil,
 }
 
 // Valid reports whether s is a known point state.
 func (s PointState) Valid() bool { _, ok := pointTransitions[s]; return ok }
 
-// CanTransition reports whether a point may move from s to to.
+// CanTransition reports whether a point may move from s to to. Whether the
+// point is searched narrows this further (see PointState): running,
+// failed and cancelled go back to waiting for a searched point and to pending
+// for any other.
 func (s PointState) CanTransition(to PointState) bool {
 	for _, t := range pointTransitions[s] {
 		if t == to {
@@ -53,6 +71,18 @@ func (s PointState) CanTransition(to PointState) bool {
 		}
 	}
 	return false
+}
+
+// Final reports whether no change leaves s (done and pruned).
+func (s PointState) Final() bool { return s.Valid() && len(pointTransitions[s]) == 0 }
+
+// requeueState is the state a point goes back to when its attempt is interrupted or it is
+// requeued: waiting for a searched point (the search decides it again), pending for any other.
+func requeueState(searched bool) PointState {
+	if searched {
+		return PointWaiting
+	}
+	return PointPending
 }
 
 // FailureClass says why a point failed (docs/schema.md, point_summary.failure_class).
@@ -88,17 +118,21 @@ func (c FailureClass) Valid() bool {
 	return false
 }
 
-// Point is a stored point.
+// Point is a stored point. NewPoint.Searched says whether a search decides its running.
 type Point struct {
 	SweepID   int64
 	PlanOrder int
 	NewPoint
 
-	State    PointState
+	State PointState
+	// Reason is the search's reason for releasing or pruning the point; "" when it gave none (or
+	// the point is waiting, or not searched).
+	Reason   string
 	Attempts int    // attempts started so far; the current attempt's number
 	Host     string // host of the current attempt
 	// FailureClass and FailureDetail: why the point failed, or, for a pending
-	// point whose attempt was interrupted, FailInterrupted and the reason.
+	// (or waiting) point whose attempt was interrupted, FailInterrupted and the
+	// reason.
 	FailureClass  FailureClass
 	FailureDetail string
 	PointInfo
@@ -130,7 +164,7 @@ const pointSelect = `SELECT p.sweep_id, p.plan_order, p.point_id, p.method, p.ba
 	p.num_draft_tokens, p.tp, p.argv, p.env, p.planned_runs, p.state, p.attempts, p.host,
 	p.failure_class, p.failure_detail, p.effective_args, p.provenance, p.exec_start, p.load_s,
 	p.created_at, p.started_at, p.finished_at, p.effective_num_steps, p.effective_topk,
-	p.effective_num_draft_tokens FROM points p `
+	p.effective_num_draft_tokens, p.searched, p.reason FROM points p `
 
 func scanPoint(sc interface{ Scan(...any) error }) (Point, error) {
 	var p Point
@@ -140,12 +174,14 @@ func scanPoint(sc interface{ Scan(...any) error }) (Point, error) {
 	var load sql.NullFloat64
 	var created, started, finished sql.NullInt64
 	var effSteps, effTopK, effDraft sql.NullInt64
+	var reason sql.NullString
 	err := sc.Scan(&p.SweepID, &p.PlanOrder, &p.ID, &p.Method, &p.Baseline, &steps, &topk, &draft,
 		&p.TP, &argv, &env, &p.Runs, &p.State, &p.Attempts, &host, &class, &detail, &effArgs, &prov,
-		&execStart, &load, &created, &started, &finished, &effSteps, &effTopK, &effDraft)
+		&execStart, &load, &created, &started, &finished, &effSteps, &effTopK, &effDraft, &p.Searched, &reason)
 	if err != nil {
 		return Point{}, err
 	}
+	p.Reason = reason.String
 	p.NumSteps, p.TopK, p.NumDraftTokens = intPtr(steps), intPtr(topk), intPtr(draft)
 	p.EffectiveNumSteps, p.EffectiveTopK, p.EffectiveNumDraftTokens = intPtr(effSteps), intPtr(effTopK), intPtr(effDraft)
 	if err := json.Unmarshal([]byte(argv), &p.Argv); err != nil {
@@ -215,13 +251,14 @@ type pointRow struct {
 	attempts    int
 	host        string
 	plannedRuns int
+	searched    bool
 }
 
 func lookupPoint(ctx context.Context, tx *sql.Tx, sweepID int64, pointID string) (pointRow, error) {
 	var r pointRow
 	var host sql.NullString
-	err := tx.QueryRowContext(ctx, `SELECT id, state, attempts, host, planned_runs FROM points
-		WHERE sweep_id = ? AND point_id = ?`, sweepID, pointID).Scan(&r.ref, &r.state, &r.attempts, &host, &r.plannedRuns)
+	err := tx.QueryRowContext(ctx, `SELECT id, state, attempts, host, planned_runs, searched FROM points
+		WHERE sweep_id = ? AND point_id = ?`, sweepID, pointID).Scan(&r.ref, &r.state, &r.attempts, &host, &r.plannedRuns, &r.searched)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -243,12 +280,34 @@ func (r pointRow) checkRunning(attempt int) error {
 // setState performs a checked update of a point's state (compare-and-set
 // on the state read in the same transaction) and logs a "state" event.
 func setState(ctx context.Context, tx *sql.Tx, now, sweepID int64, r pointRow, to PointState, set string, detail string, args ...any) error {
+	if err := transition(ctx, tx, r, to, set, args...); err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("%s -> %s", r.state, to)
+	if detail != "" {
+		msg += " (" + detail + ")"
+	}
+	return insertEvent(ctx, tx, now, sweepID, &r.ref, r.host, "state", msg)
+}
+
+// transition is setState without the event: the checked update, and the
+// superseding of the point's runs when it goes back to pending or waiting.
+func transition(ctx context.Context, tx *sql.Tx, r pointRow, to PointState, set string, args ...any) error {
 	if !r.state.CanTransition(to) {
 		return fmt.Errorf("point is %s, cannot become %s: %w", r.state, to, ErrTransition)
+	}
+	switch {
+	case to == PointWaiting && !r.searched:
+		return fmt.Errorf("point is not searched, cannot become %s: %w", to, ErrTransition)
+	case to == PointPending && r.searched && r.state != PointWaiting:
+		return fmt.Errorf("point is searched: it goes back to waiting, not pending: %w", ErrTransition)
 	}
 	q := "UPDATE points SET state = ?"
 	if set != "" {
 		q += ", " + set
+	}
+	if to == PointWaiting {
+		q += ", reason = NULL" // the search decides it again
 	}
 	q += " WHERE id = ? AND state = ?"
 	res, err := tx.ExecContext(ctx, q, append(append([]any{to}, args...), r.ref, r.state)...)
@@ -260,17 +319,13 @@ func setState(ctx context.Context, tx *sql.Tx, now, sweepID int64, r pointRow, t
 	} else if n != 1 {
 		return fmt.Errorf("point changed concurrently: %w", ErrTransition)
 	}
-	if to == PointPending {
+	if to == PointPending || to == PointWaiting {
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = 'superseded'
 			WHERE point_ref = ? AND status <> 'superseded'`, r.ref); err != nil {
 			return err
 		}
 	}
-	msg := fmt.Sprintf("%s -> %s", r.state, to)
-	if detail != "" {
-		msg += " (" + detail + ")"
-	}
-	return insertEvent(ctx, tx, now, sweepID, &r.ref, r.host, "state", msg)
+	return nil
 }
 
 // ClaimPoint moves a pending point to running on host, starting attempt
@@ -415,8 +470,9 @@ func finish(ctx context.Context, tx *sql.Tx, now, sweepID int64, pointID string,
 }
 
 // ReleasePoint puts a running point back to pending (its attempt was
-// interrupted and will be re-run): the attempt's runs become superseded and
-// the point records FailInterrupted with the reason.
+// interrupted and will be re-run), or a searched one back to waiting: the
+// attempt's runs become superseded and the point records FailInterrupted with
+// the reason.
 func (db *DB) ReleasePoint(ctx context.Context, sweepID int64, pointID string, attempt int, reason string) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		r, err := lookupPoint(ctx, tx, sweepID, pointID)
@@ -439,13 +495,14 @@ func release(ctx context.Context, tx *sql.Tx, now, sweepID int64, r pointRow, re
 	if reason != "" {
 		detail += ": " + reason
 	}
-	return setState(ctx, tx, now, sweepID, r, PointPending,
+	return setState(ctx, tx, now, sweepID, r, requeueState(r.searched),
 		"finished_at = ?, failure_class = ?, failure_detail = ?",
 		detail, now, FailInterrupted, sql.NullString{String: reason, Valid: reason != ""})
 }
 
-// RecoverInterrupted releases every running point of a sweep, as after a
-// crash of the process that ran them, and returns how many it released.
+// RecoverInterrupted releases every running point of a sweep (back to pending,
+// or waiting for a searched one), as after a crash of the process that ran
+// them, and returns how many it released.
 // Call it before resuming a sweep, while no worker runs it.
 func (db *DB) RecoverInterrupted(ctx context.Context, sweepID int64, reason string) (int, error) {
 	if reason == "" {
@@ -477,7 +534,7 @@ func pointRows(ctx context.Context, tx *sql.Tx, sweepID int64, states ...PointSt
 	for _, s := range states {
 		args = append(args, s)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, state, attempts, coalesce(host, ''), planned_runs FROM points
+	rows, err := tx.QueryContext(ctx, `SELECT id, state, attempts, coalesce(host, ''), planned_runs, searched FROM points
 		WHERE sweep_id = ? AND state IN (?`+strings.Repeat(", ?", len(states)-1)+`) ORDER BY plan_order`, args...)
 	if err != nil {
 		return nil, err
@@ -486,7 +543,7 @@ func pointRows(ctx context.Context, tx *sql.Tx, sweepID int64, states ...PointSt
 	var out []pointRow
 	for rows.Next() {
 		var r pointRow
-		if err := rows.Scan(&r.ref, &r.state, &r.attempts, &r.host, &r.plannedRuns); err != nil {
+		if err := rows.Scan(&r.ref, &r.state, &r.attempts, &r.host, &r.plannedRuns, &r.searched); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -494,24 +551,15 @@ func pointRows(ctx context.Context, tx *sql.Tx, sweepID int64, states ...PointSt
 	return out, rows.Err()
 }
 
-// CancelPoints cancels every pending point of a sweep and returns how many.
-// Running points are left to the workers that own them (they finish them
-// with PointCancelled).
+// CancelPoints cancels every pending and waiting point of a sweep and returns
+// how many. Running points are left to the workers that own them (they finish
+// them with PointCancelled).
 func (db *DB) CancelPoints(ctx context.Context, sweepID int64, reason string) (int, error) {
 	n := 0
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		rows, err := pointRows(ctx, tx, sweepID, PointPending)
-		if err != nil {
-			return err
-		}
-		now := db.nowMS()
-		for _, r := range rows {
-			if err := setState(ctx, tx, now, sweepID, r, PointCancelled, "finished_at = ?", reason, now); err != nil {
-				return err
-			}
-		}
-		n = len(rows)
-		return nil
+		var err error
+		n, err = cancelPoints(ctx, tx, db.nowMS(), sweepID, reason)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("store: cancel pending points of sweep %d: %w", sweepID, err)
@@ -519,8 +567,23 @@ func (db *DB) CancelPoints(ctx context.Context, sweepID int64, reason string) (i
 	return n, nil
 }
 
+// cancelPoints cancels a sweep's pending and waiting points.
+func cancelPoints(ctx context.Context, tx *sql.Tx, now, sweepID int64, reason string) (int, error) {
+	rows, err := pointRows(ctx, tx, sweepID, PointPending, PointWaiting)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		if err := setState(ctx, tx, now, sweepID, r, PointCancelled, "finished_at = ?", reason, now); err != nil {
+			return 0, err
+		}
+	}
+	return len(rows), nil
+}
+
 // RequeuePoints puts a sweep's points in the given states (failed and/or
-// cancelled) back to pending, superseding their runs, and returns how many.
+// cancelled) back to pending, or waiting for a searched one, superseding
+// their runs, and returns how many.
 func (db *DB) RequeuePoints(ctx context.Context, sweepID int64, reason string, from ...PointState) (int, error) {
 	n := 0
 	err := db.write(ctx, func(tx *sql.Tx) error {
@@ -538,7 +601,7 @@ func (db *DB) RequeuePoints(ctx context.Context, sweepID int64, reason string, f
 		}
 		now := db.nowMS()
 		for _, r := range rows {
-			if err := setState(ctx, tx, now, sweepID, r, PointPending, "", reason); err != nil {
+			if err := setState(ctx, tx, now, sweepID, r, requeueState(r.searched), "", reason); err != nil {
 				return err
 			}
 		}

@@ -9,19 +9,30 @@ import (
 )
 
 func TestPointTransitionsTable(t *testing.T) {
-	all := []PointState{PointPending, PointRunning, PointDone, PointFailed, PointCancelled}
+	all := []PointState{PointWaiting, PointPending, PointRunning, PointDone, PointFailed, PointCancelled, PointPruned}
 	legal := map[[2]PointState]bool{
+		{PointWaiting, PointPending}: true, {PointWaiting, PointPruned}: true, {PointWaiting, PointCancelled}: true,
 		{PointPending, PointRunning}: true, {PointPending, PointCancelled}: true,
 		{PointRunning, PointDone}: true, {PointRunning, PointFailed}: true,
-		{PointRunning, PointCancelled}: true, {PointRunning, PointPending}: true,
+		{PointRunning, PointCancelled}: true, {PointRunning, PointPending}: true, {PointRunning, PointWaiting}: true,
 		{PointFailed, PointPending}: true, {PointCancelled, PointPending}: true,
+		{PointFailed, PointWaiting}: true, {PointCancelled, PointWaiting}: true,
 	}
 	for _, from := range all {
+		if !from.Valid() {
+			t.Errorf("%s: not valid", from)
+		}
+		if want := from == PointDone || from == PointPruned; from.Final() != want {
+			t.Errorf("%s: Final = %v", from, !want)
+		}
 		for _, to := range all {
 			if got := from.CanTransition(to); got != legal[[2]PointState{from, to}] {
 				t.Errorf("%s -> %s: CanTransition = %v", from, to, got)
 			}
 		}
+	}
+	if PointState("bogus").Valid() || PointState("bogus").Final() {
+		t.Error("unknown state valid or final")
 	}
 }
 

@@ -204,6 +204,8 @@ type PointSummary struct {
 	EffectiveNumSteps, EffectiveTopK, EffectiveNumDraftTokens *int
 	// IsBaseline: the point runs without speculative decoding.
 	IsBaseline bool
+	// Reason is the search's reason for releasing or pruning the point; "" when it gave none.
+	Reason string
 }
 
 // Baseline reports whether the point runs without speculative decoding.
@@ -214,7 +216,7 @@ func (db *DB) PointSummaries(ctx context.Context, sweepID int64) ([]PointSummary
 	var out []PointSummary
 	err := db.scan(ctx, `SELECT sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp,
 		state, attempts, failure_class, failure_detail, load_s, exec_start, effective_args, provenance,
-		started_at, finished_at, effective_num_steps, effective_topk, effective_num_draft_tokens, baseline
+		started_at, finished_at, effective_num_steps, effective_topk, effective_num_draft_tokens, baseline, reason
 		FROM point_summary WHERE sweep_id = ?`, []any{sweepID}, func(_ []string, v []driver.Value) error {
 		p := PointSummary{Sweep: vString(v[0]), SweepID: vInt64(v[1]), PointID: vString(v[2]), Host: vString(v[3]),
 			Method: vString(v[4]), NumSteps: vIntPtr(v[5]), TopK: vIntPtr(v[6]), NumDraftTokens: vIntPtr(v[7]),
@@ -222,7 +224,7 @@ func (db *DB) PointSummaries(ctx context.Context, sweepID int64) ([]PointSummary
 			FailureClass: FailureClass(vString(v[11])), FailureDetail: vString(v[12]), ExecStart: vString(v[14]),
 			StartedAt: vTime(v[17]), FinishedAt: vTime(v[18]),
 			EffectiveNumSteps: vIntPtr(v[19]), EffectiveTopK: vIntPtr(v[20]), EffectiveNumDraftTokens: vIntPtr(v[21]),
-			IsBaseline: vInt64(v[22]) != 0}
+			IsBaseline: vInt64(v[22]) != 0, Reason: vString(v[23])}
 		var load float64
 		if vFloat(v[13], &load) != nil {
 			p.LoadS = load

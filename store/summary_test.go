@@ -173,7 +173,7 @@ func TestTypedReadersMatchTheViews(t *testing.T) {
 		t.Fatalf("%d typed points, %d raw", len(pts), len(rawP.Values))
 	}
 	for i, p := range pts {
-		want := norm(rawP.Values[i], map[int]bool{3: true, 11: true, 12: true, 14: true})
+		want := norm(rawP.Values[i], map[int]bool{3: true, 11: true, 12: true, 14: true, 23: true})
 		if want[13] == nil {
 			want[13] = 0.0
 		}

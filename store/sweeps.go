@@ -99,15 +99,22 @@ type NewPoint struct {
 	// repeats). When positive, FinishPoint refuses "done" until the current
 	// attempt has recorded that many runs.
 	Runs int
+	// Searched: a search decides whether the point runs. CreateSweep stores it
+	// waiting; ApplySearch releases it (pending) or prunes it.
+	Searched bool
 }
 
 // PointCounts counts a sweep's points by state.
 type PointCounts struct {
 	Pending, Running, Done, Failed, Cancelled int
+	// Waiting (for the search's decision) and Pruned (the search decided they need not run).
+	Waiting, Pruned int
 }
 
 // Total is the number of points.
-func (c PointCounts) Total() int { return c.Pending + c.Running + c.Done + c.Failed + c.Cancelled }
+func (c PointCounts) Total() int {
+	return c.Waiting + c.Pending + c.Running + c.Done + c.Failed + c.Cancelled + c.Pruned
+}
 
 // Sweep is a stored sweep.
 type Sweep struct {
@@ -129,8 +136,9 @@ type Sweep struct {
 	PointCounts
 }
 
-// CreateSweep stores a sweep with its hosts and its points (all pending, in
-// the given plan order) in one transaction and returns the sweep's id.
+// CreateSweep stores a sweep with its hosts and its points (in the given plan
+// order: pending, or waiting when searched) in one transaction and returns the
+// sweep's id.
 func (db *DB) CreateSweep(ctx context.Context, s NewSweep, hosts []NewHost, points []NewPoint) (int64, error) {
 	if s.State == "" {
 		s.State = SweepQueued
@@ -169,12 +177,13 @@ func (db *DB) CreateSweep(ctx context.Context, s NewSweep, hosts []NewHost, poin
 		}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO points
 			(sweep_id, point_id, plan_order, method, baseline, num_steps, topk, num_draft_tokens,
-			 tp, argv, env, planned_runs, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			 tp, argv, env, planned_runs, created_at, state, searched)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
 		defer stmt.Close()
+		searched := 0
 		for i, p := range points {
 			argv, err := json.Marshal(nonNil(p.Argv))
 			if err != nil {
@@ -188,14 +197,22 @@ func (db *DB) CreateSweep(ctx context.Context, s NewSweep, hosts []NewHost, poin
 			if err != nil {
 				return fmt.Errorf("point %s: %w", p.ID, err)
 			}
+			state := PointPending
+			if p.Searched {
+				state = PointWaiting
+				searched++
+			}
 			if _, err := stmt.ExecContext(ctx, id, p.ID, i, p.Method, p.Baseline,
 				nullInt(p.NumSteps), nullInt(p.TopK), nullInt(p.NumDraftTokens),
-				p.TP, string(argv), string(envJSON), p.Runs, now); err != nil {
+				p.TP, string(argv), string(envJSON), p.Runs, now, state, p.Searched); err != nil {
 				return fmt.Errorf("point %s: %w", p.ID, err)
 			}
 		}
-		return insertEvent(ctx, tx, now, id, nil, "", "sweep_state",
-			fmt.Sprintf("created %s (%d points, %d hosts)", s.State, len(points), len(hosts)))
+		detail := fmt.Sprintf("created %s (%d points, %d hosts)", s.State, len(points), len(hosts))
+		if searched > 0 {
+			detail = fmt.Sprintf("created %s (%d points, %d of them searched, %d hosts)", s.State, len(points), searched, len(hosts))
+		}
+		return insertEvent(ctx, tx, now, id, nil, "", "sweep_state", detail)
 	})
 	if err != nil {
 		return 0, wrap(err)
@@ -221,7 +238,8 @@ const sweepSelect = `SELECT s.id, s.name, s.spec_hash, s.spec_text, s.schedule, 
 	s.not_before, s.created_at, s.started_at, s.finished_at, coalesce(s.schedule_id, 0),
 	coalesce(sum(p.state = 'pending'), 0), coalesce(sum(p.state = 'running'), 0),
 	coalesce(sum(p.state = 'done'), 0), coalesce(sum(p.state = 'failed'), 0),
-	coalesce(sum(p.state = 'cancelled'), 0)
+	coalesce(sum(p.state = 'cancelled'), 0), coalesce(sum(p.state = 'waiting'), 0),
+	coalesce(sum(p.state = 'pruned'), 0)
 	FROM sweeps s LEFT JOIN points p ON p.sweep_id = s.id `
 
 func scanSweep(sc interface{ Scan(...any) error }) (Sweep, error) {
@@ -229,7 +247,7 @@ func scanSweep(sc interface{ Scan(...any) error }) (Sweep, error) {
 	var notBefore, created, started, finished sql.NullInt64
 	err := sc.Scan(&s.ID, &s.Name, &s.SpecHash, &s.SpecText, &s.Schedule, &s.State,
 		&notBefore, &created, &started, &finished, &s.ScheduleID,
-		&s.Pending, &s.Running, &s.Done, &s.Failed, &s.Cancelled)
+		&s.Pending, &s.Running, &s.Done, &s.Failed, &s.Cancelled, &s.Waiting, &s.Pruned)
 	s.Points = s.Total()
 	s.NotBefore, s.CreatedAt, s.StartedAt, s.FinishedAt = fromMS(notBefore), fromMS(created), fromMS(started), fromMS(finished)
 	return s, err
