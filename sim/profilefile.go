@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/specsweep/specsweep/internal/textdist"
 )
 
 // A profile file (SGLANGSIM_PROFILE=/path/profile.json) is one JSON object
@@ -165,7 +167,7 @@ func decodeError(data []byte, err error) error {
 func unknownField(name string) string {
 	best, bestD := "", 3
 	for _, f := range profileFields() {
-		if d := editDistance(strings.ToLower(name), f); d < bestD {
+		if d := textdist.Distance(strings.ToLower(name), f); d < bestD {
 			best, bestD = f, d
 		}
 	}
@@ -173,26 +175,6 @@ func unknownField(name string) string {
 		return fmt.Sprintf("unknown field; did you mean %q?", best)
 	}
 	return "unknown field (known: " + strings.Join(profileFields(), ", ") + ")"
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func typeWord(t reflect.Type) string {

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/specsweep/specsweep/internal/textdist"
 )
 
 // Load reads the spec file at path and parses it (see Parse).
@@ -257,7 +259,7 @@ func suggest(key string, fields []field) string {
 	names := make([]string, len(fields))
 	for i, f := range fields {
 		names[i] = f.key
-		if d := distance(key, f.key); d < bestD {
+		if d := textdist.Distance(key, f.key); d < bestD {
 			best, bestD = f.key, d
 		}
 	}
@@ -265,30 +267,6 @@ func suggest(key string, fields []field) string {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
 	return " (known keys: " + strings.Join(names, ", ") + ")"
-}
-
-// distance is the Levenshtein distance, for "did you mean" hints.
-func distance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // str decodes a string. Any scalar but null is accepted as written (so
