@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -469,19 +468,7 @@ matrix: {method: [baseline, eagle3], num_steps: [1, 2, 3, 4, 5, 6, 7, 8], topk: 
 workload: {concurrency: [1, 8], requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
 search: {strategy: climb, probe: [8]}
 `, hostsYAML(hosts, []int{4, 4}), testhost.SimPath, fastEnv))
-	runs := `SELECT count(*) FROM runs`
-	for i, after := range []time.Duration{2 * time.Second, 0, 4 * time.Second} {
-		cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
-		if after == 0 {
-			base := countRows(f.db, runs)
-			waitFor(t, time.Minute, "a run to be recorded", func() bool { return countRows(f.db, runs) > base })
-		} else {
-			time.Sleep(after)
-		}
-		signal(t, cmd, syscall.SIGKILL)
-		_ = cmd.Wait()
-		t.Logf("kill %d after %s: %d runs so far\n%s", i+1, after, countRows(f.db, runs), tail(out.String(), 5))
-	}
+	killRuns(t, f, 2*time.Second, 0, 4*time.Second)
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	if r.code != 0 {
 		t.Fatalf("final run failed:\n%s", r)

@@ -195,20 +195,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 func TestKill9AnywhereThenResume(t *testing.T) {
 	hosts := testhost.Boot(t, 2, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{4, 4}, ""))
-	runs := `SELECT count(*) FROM runs`
-	for i, after := range []time.Duration{300 * time.Millisecond, 1500 * time.Millisecond, 0, 3 * time.Second} {
-		cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
-		if after == 0 {
-			// Kill right after the first run of this attempt is committed.
-			base := countRows(f.db, runs)
-			waitFor(t, time.Minute, "a run to be recorded", func() bool { return countRows(f.db, runs) > base })
-		} else {
-			time.Sleep(after)
-		}
-		signal(t, cmd, syscall.SIGKILL)
-		_ = cmd.Wait()
-		t.Logf("kill %d after %s: %d runs so far\n%s", i+1, after, countRows(f.db, runs), tail(out.String(), 5))
-	}
+	killRuns(t, f, 300*time.Millisecond, 1500*time.Millisecond, 0, 3*time.Second)
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	if r.code != 0 {
 		t.Fatalf("final run failed:\n%s", r)
@@ -231,6 +218,25 @@ func TestKill9AnywhereThenResume(t *testing.T) {
 		t.Errorf("%d runs recorded more than once", n)
 	}
 	checkRestored(t, hosts)
+}
+
+// killRuns starts `run` once per instant and kills it with SIGKILL that long after the start (0:
+// right after the first run of that attempt is committed).
+func killRuns(t *testing.T, f sweepFiles, afters ...time.Duration) {
+	t.Helper()
+	runs := `SELECT count(*) FROM runs`
+	for i, after := range afters {
+		cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
+		if after == 0 {
+			base := countRows(f.db, runs)
+			waitFor(t, time.Minute, "a run to be recorded", func() bool { return countRows(f.db, runs) > base })
+		} else {
+			time.Sleep(after)
+		}
+		signal(t, cmd, syscall.SIGKILL)
+		_ = cmd.Wait()
+		t.Logf("kill %d after %s: %d runs so far\n%s", i+1, after, countRows(f.db, runs), tail(out.String(), 5))
+	}
 }
 
 // TestSIGTERMStopsCleanly: SIGTERM stops the load, restores the units, puts the running points
