@@ -228,6 +228,7 @@ func (r *Runner) finishSweep(ctx context.Context, id int64, to store.SweepState,
 // fails: then nothing more can be recorded and the sweep must stop.
 func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 	backoff := r.cfg.RetryBackoff
+	idle := 0 // polls in a row with points left to decide and none running
 	for ctx.Err() == nil {
 		release := func() {}
 		if r.cfg.BeforePoint != nil {
@@ -267,7 +268,13 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 				release()
 				continue
 			}
-			if state.waiting > 0 && state.inFlight > 0 {
+			// Wait while a running point may lead to a decision, or for a while when only pending
+			// points (another host's to claim) are left: if no host takes them, nothing changes.
+			if state.running > 0 {
+				idle = 0
+			}
+			if state.waiting > 0 && (state.running > 0 || (state.pending > 0 && idle < maxIdlePolls)) {
+				idle++
 				release()
 				r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "waiting for the search's next decision"})
 				select {
@@ -313,6 +320,9 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 	}
 	return nil
 }
+
+// maxIdlePolls bounds how long a worker waits for the search while nothing runs anywhere.
+const maxIdlePolls = 20
 
 // decide runs the sweep's search once, logging what it decided.
 func (r *Runner) decide(ctx context.Context, sr *sweepRun) (searchState, error) {

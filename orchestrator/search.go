@@ -38,8 +38,8 @@ func newSearcher(st Store, spec *sweep.Spec) (*searcher, error) {
 
 // searchState is what decide saw: whether a worker without a point should wait for one.
 type searchState struct {
-	waiting, inFlight int
-	released          int
+	waiting, pending, running int
+	released                  int
 }
 
 // decide runs the search once and applies its decisions.
@@ -57,8 +57,10 @@ func (s *searcher) decide(ctx context.Context, sweepID int64) (searchState, []sw
 		switch p.State {
 		case store.PointWaiting:
 			state.waiting++
-		case store.PointPending, store.PointRunning:
-			state.inFlight++
+		case store.PointPending:
+			state.pending++
+		case store.PointRunning:
+			state.running++
 		}
 	}
 	d := s.spec.Decide(s.plan, known)
@@ -69,7 +71,7 @@ func (s *searcher) decide(ctx context.Context, sweepID int64) (searchState, []sw
 		return state, nil, nil, fmt.Errorf("orchestrator: search of sweep %d: %w", sweepID, err)
 	}
 	state.waiting -= len(d.Release) + len(d.Prune)
-	state.inFlight += len(d.Release)
+	state.pending += len(d.Release)
 	state.released = len(d.Release)
 	close(s.changed)
 	s.changed = make(chan struct{})

@@ -121,3 +121,35 @@ func TestSearchResumesWithTheSameDecisions(t *testing.T) {
 		t.Errorf("%v runs recorded twice", n)
 	}
 }
+
+// TestSearchEndsWhenNoHostCanTakeWhatIsLeft: the only host that holds tp 4 refuses us; the other
+// host's worker must not wait for the search forever: the sweep ends, saying what could not run.
+func TestSearchEndsWhenNoHostCanTakeWhatIsLeft(t *testing.T) {
+	h := searchHarness(t)
+	spec, err := sweep.Parse("search.yaml", []byte(strings.Replace(searchSpec, "{name: a, address: a.example, gpus: 4}",
+		"{name: a, address: a.example, gpus: 2}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.spec = spec
+	h.world.behave = func(host string, l hostctl.Launch, n int) behaviour {
+		if host == "b" {
+			return behaviour{startErr: &hostctl.HostKeyError{Msg: "host key for b.example changed"}}
+		}
+		return behaviour{}
+	}
+	done := make(chan struct{})
+	var out Outcome
+	go func() {
+		defer close(done)
+		_, out, err = h.run(context.Background())
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not end: a worker waits for points no host can take")
+	}
+	if err != nil || out.State != store.SweepFailed || out.Pending == 0 {
+		t.Fatalf("outcome %+v, %v: want failed with the tp 4 points pending", out, err)
+	}
+}
