@@ -55,12 +55,20 @@ func main() {
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			if dir, err := bins(); *real && err == nil {
+				os.RemoveAll(dir)
+			}
 			os.Exit(1)
 		}
 		ratio := r.climbGPU / r.gridGPU
 		worst = max(worst, ratio)
 		allSame = allSame && r.same
 		fmt.Printf("%-22s %8d %8d %9.0fs %9.0fs %5.0f%%  %s\n", short(name), r.gridPts, r.climbPts, r.gridGPU, r.climbGPU, 100*ratio, strings.Join(r.levels, "; "))
+	}
+	if *real {
+		if dir, err := bins(); err == nil {
+			os.RemoveAll(dir)
+		}
 	}
 	fmt.Printf("\nworst GPU-time ratio %.0f%% (target at most 50%%); same answer (or within min_gain) at every level: %v\n", 100*worst, allSame)
 }
