@@ -39,12 +39,14 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	@for s in bench/*.sh; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; }; done; true
 
-# One target per run (-fuzz must match exactly one): the spec parser, the cron helper, the journal reader, ExecStart quoting.
+# One target per run (-fuzz must match exactly one): the spec parser, the cron helper, the search, the journal reader, ExecStart quoting, the simulator's profile files.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./sweep
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCron$$' -fuzztime 60s ./sweep
+	$(GO) test -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime 60s ./sweep
 	$(GO) test -run '^$$' -fuzz '^FuzzParseJournal$$' -fuzztime 60s ./hostctl
 	$(GO) test -run '^$$' -fuzz '^FuzzExecStart$$' -fuzztime 60s ./hostctl
+	$(GO) test -run '^$$' -fuzz '^FuzzParseProfile$$' -fuzztime 60s ./sim
 
 clean:
 	rm -rf $(BIN)

@@ -360,3 +360,70 @@ search: {strategy: climb}
 		t.Fatalf("released %v, want the first point of each chain", d.Release)
 	}
 }
+
+// FuzzDecide: whatever the measurements (zeros, NaN, infinities, failed levels, repeats that
+// disagree), the search ends, decides every point once and never panics.
+func FuzzDecide(f *testing.F) {
+	f.Add([]byte("\x10\x20\x30\x40\x50\x60\x70\x80"), uint8(0))
+	f.Add([]byte("\xff\x00\xff\x00"), uint8(3))
+	f.Add([]byte{}, uint8(7))
+	f.Fuzz(func(t *testing.T, data []byte, mode uint8) {
+		search := []string{"{strategy: climb}", "{strategy: climb, probe: [10], patience: 2}",
+			"{strategy: climb, budget: 5}", "{strategy: grid, budget: 3}"}[mode%4]
+		s := searchSpec(t, mode&4 != 0, "[1, 16]", 1+int(mode>>3)%2, search)
+		plan := s.Plan()
+		at := 0
+		next := func() float64 {
+			if len(data) == 0 {
+				return 1
+			}
+			b := data[at%len(data)]
+			at++
+			switch b {
+			case 0xff:
+				return math.NaN()
+			case 0xfe:
+				return math.Inf(1)
+			}
+			return float64(b)
+		}
+		known := map[string]sweep.PointResult{}
+		for round := 0; ; round++ {
+			if round > 2*len(plan.Points)+2 {
+				t.Fatal("the search does not end")
+			}
+			d := s.Decide(plan, known)
+			if len(d.Release) == 0 && len(d.Prune) == 0 {
+				break
+			}
+			for _, r := range d.Release {
+				if _, dup := known[r.PointID]; dup {
+					t.Fatalf("%s decided twice", r.PointID)
+				}
+				res := sweep.PointResult{Knowledge: sweep.Measured, Levels: map[int]sweep.LevelResult{}}
+				for _, c := range s.Workload.Concurrency {
+					if v := next(); v == 7 {
+						continue // a failed level
+					}
+					var tok []float64
+					for range s.Workload.Repeats {
+						tok = append(tok, next())
+					}
+					res.Levels[c] = sweep.LevelResult{OutputTokS: tok, AcceptLength: next() / 32}
+				}
+				known[r.PointID] = res
+			}
+			for _, p := range d.Prune {
+				if _, dup := known[p.PointID]; dup {
+					t.Fatalf("%s decided twice", p.PointID)
+				}
+				known[p.PointID] = sweep.PointResult{Knowledge: sweep.Dropped}
+			}
+		}
+		for _, pt := range plan.Points {
+			if _, ok := known[pt.ID]; !ok {
+				t.Fatalf("%s left undecided", pt.Label())
+			}
+		}
+	})
+}
