@@ -134,6 +134,8 @@ type Engine struct {
 
 	waiting, running []*Request
 	used             int // KV pool tokens reserved by running requests
+	// admittedAt is the latest arrival among the requests the last Iterate admitted (zero: none).
+	admittedAt time.Time
 
 	// decode log window
 	decodeIters                    int
@@ -328,6 +330,12 @@ func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
 		e.used += fp
 		e.running = append(e.running, r)
 		admitted = append(admitted, r)
+	}
+	e.admittedAt = time.Time{}
+	for _, r := range admitted {
+		if r.Arrival.After(e.admittedAt) {
+			e.admittedAt = r.Arrival
+		}
 	}
 	if len(admitted) > 0 {
 		return e.batchTime(now, e.Model.PrefillTime(newTokens)), func(end time.Time) { e.commitPrefill(admitted, newTokens, end) }
@@ -538,6 +546,23 @@ func (e *Engine) tokenUsage() float64 {
 	return float64(e.used) / float64(e.Model.Plan.MaxTotalTokens)
 }
 
+// batchStart is when a batch planned at now starts, the previous one having ended at prev (zero:
+// idle before). A little late, it starts at prev so the delay does not accumulate, but never before
+// the arrival of a request it admitted (arrived): that request would get its first token before it
+// came (a truth line with first token before arrival, seen under CPU load).
+func batchStart(now, prev, arrived time.Time) time.Time {
+	if prev.IsZero() || !prev.Before(now) || now.Sub(prev) >= 20*time.Millisecond {
+		return now
+	}
+	if arrived.After(prev) {
+		if arrived.After(now) {
+			return now
+		}
+		return arrived
+	}
+	return prev
+}
+
 // Run is the live scheduler loop. It paces batches by deadlines so timer
 // overshoot does not accumulate, and returns when stop is closed. check runs
 // before every iteration (failure injection); it may block or never return.
@@ -563,11 +588,7 @@ func (e *Engine) Run(stop <-chan struct{}, check func()) {
 				return
 			}
 		}
-		start := now
-		if !deadline.IsZero() && now.Sub(deadline) < 20*time.Millisecond && deadline.Before(now) {
-			start = deadline // we are a little late: do not let the delay accumulate
-		}
-		deadline = start.Add(d)
+		deadline = batchStart(now, deadline, e.admittedAt).Add(d)
 		if wait := time.Until(deadline); wait > 0 {
 			timer.Reset(wait)
 			select {
