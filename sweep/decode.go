@@ -37,6 +37,7 @@ func (p *parser) spec(root *yaml.Node) *Spec {
 			Dataset:        DefaultDataset,
 			Repeats:        DefaultRepeats,
 			Seed:           DefaultSeed,
+			OutputCheck:    DefaultOutputCheck,
 		},
 	}
 	n := root
@@ -452,6 +453,7 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 				w.Temperature = x
 			}
 		}},
+		{"output_check", false, func(v *yaml.Node) { p.outputCheck(v, &w.OutputCheck) }},
 	})
 	if !ok {
 		return
@@ -467,6 +469,53 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 		}
 		seen[c] = true
 	}
+}
+
+// maxCheckPrompts and maxCheckTokens bound the output check: it is meant to cost little.
+const (
+	maxCheckPrompts = 256
+	maxCheckTokens  = 4096
+)
+
+// outputCheck decodes workload.output_check: false (off), true (the default) or a mapping.
+func (p *parser) outputCheck(n *yaml.Node, c *OutputCheck) {
+	const path = "workload.output_check"
+	if r := resolve(n); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!bool" {
+		if on, ok := p.boolean(r, path); ok {
+			*c = DefaultOutputCheck
+			c.Enabled = on
+			if !on {
+				*c = OutputCheck{}
+			}
+		}
+		return
+	}
+	*c = DefaultOutputCheck
+	p.object(n, path, []field{
+		{"prompts", false, func(v *yaml.Node) {
+			if x, ok := p.positive(v, path+".prompts"); ok {
+				if x > maxCheckPrompts {
+					p.errf(resolve(v), "%s.prompts: %d is too many (at most %d: the check is meant to cost little)", path, x, maxCheckPrompts)
+					return
+				}
+				c.Prompts = x
+			}
+		}},
+		{"max_tokens", false, func(v *yaml.Node) {
+			if x, ok := p.positive(v, path+".max_tokens"); ok {
+				if x > maxCheckTokens {
+					p.errf(resolve(v), "%s.max_tokens: %d is too many (at most %d)", path, x, maxCheckTokens)
+					return
+				}
+				c.MaxTokens = x
+			}
+		}},
+		{"fail_on_mismatch", false, func(v *yaml.Node) {
+			if x, ok := p.boolean(v, path+".fail_on_mismatch"); ok {
+				c.FailOnMismatch = x
+			}
+		}},
+	})
 }
 
 func (p *parser) schedule(n *yaml.Node) *Schedule {

@@ -165,7 +165,33 @@ type Workload struct {
 	// Temperature is every request's sampling temperature (0, greedy, by default; omitted from the
 	// hash when 0 so specs written before it keep theirs).
 	Temperature float64 `json:"temperature,omitempty"`
+	// OutputCheck is the lossless check of every point's outputs against the baseline's
+	// (docs/spec.md, "output_check"); omitted from the hash when it is the default.
+	OutputCheck OutputCheck `json:"output_check,omitzero"`
 }
+
+// Defaults of workload.output_check.
+const (
+	DefaultCheckPrompts   = 8
+	DefaultCheckMaxTokens = 64
+)
+
+// DefaultOutputCheck is the check a spec gets when it says nothing: on, 8 prompts of 64 tokens.
+var DefaultOutputCheck = OutputCheck{Enabled: true, Prompts: DefaultCheckPrompts, MaxTokens: DefaultCheckMaxTokens}
+
+// OutputCheck is workload.output_check: fixed seeded prompts answered greedily by every point
+// before its load, compared with the baseline's answers at the same tp.
+type OutputCheck struct {
+	Enabled   bool `json:"enabled"`
+	Prompts   int  `json:"prompts"`
+	MaxTokens int  `json:"max_tokens"`
+	// FailOnMismatch fails a mismatching point (class output_mismatch) instead of only flagging it.
+	FailOnMismatch bool `json:"fail_on_mismatch,omitempty"`
+}
+
+// IsZero reports whether c is the default, so the hash of a spec that leaves it out (or writes
+// the default) is the hash it had before the check existed.
+func (c OutputCheck) IsZero() bool { return c == DefaultOutputCheck }
 
 // DatasetPath returns PATH of a "sharegpt:PATH" dataset, or "".
 func (w Workload) DatasetPath() string {

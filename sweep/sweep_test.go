@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"reflect"
 	"slices"
@@ -72,7 +73,8 @@ workload: {concurrency: [1], requests: 1, input_tokens: 1, output_tokens: 1}
 		t.Errorf("server = %+v", s.Server)
 	}
 	wantWorkload := sweep.Workload{API: "chat", Concurrency: []int{1}, Requests: 1, WarmupRequests: 4,
-		InputTokens: 1, OutputTokens: 1, Dataset: "random", Repeats: 1, Seed: 1}
+		InputTokens: 1, OutputTokens: 1, Dataset: "random", Repeats: 1, Seed: 1,
+		OutputCheck: sweep.OutputCheck{Enabled: true, Prompts: 8, MaxTokens: 64}}
 	if !reflect.DeepEqual(s.Workload, wantWorkload) {
 		t.Errorf("workload = %+v", s.Workload)
 	}
@@ -652,5 +654,39 @@ func TestNotes(t *testing.T) {
 				t.Errorf("notes:\n got %q\nwant %q", p.Notes, tt.want)
 			}
 		})
+	}
+}
+
+// TestOutputCheckForms: false turns the check off, true and the defaults written out are the
+// default (and keep the hash of a spec that says nothing), a mapping sets its keys.
+func TestOutputCheckForms(t *testing.T) {
+	base := `version: 1
+name: t
+hosts: [{name: h, address: h.example, gpus: 1}]
+server: {command: [/bin/sglang]}
+methods: {baseline: []}
+matrix: {method: [baseline]}
+workload: {concurrency: [1], requests: 1, input_tokens: 1, output_tokens: 1%s}
+`
+	parse := func(extra string) *sweep.Spec {
+		t.Helper()
+		s, err := sweep.Parse("t.yaml", []byte(fmt.Sprintf(base, extra)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	none := parse("")
+	for _, same := range []string{", output_check: true", ", output_check: {prompts: 8, max_tokens: 64}", ", output_check: {}"} {
+		if s := parse(same); s.Hash() != none.Hash() || s.Workload.OutputCheck != sweep.DefaultOutputCheck {
+			t.Errorf("%q: check %+v, hash differs: %v", same, s.Workload.OutputCheck, s.Hash() != none.Hash())
+		}
+	}
+	if s := parse(", output_check: false"); s.Workload.OutputCheck.Enabled || s.Hash() == none.Hash() {
+		t.Errorf("false: %+v", s.Workload.OutputCheck)
+	}
+	s := parse(", output_check: {prompts: 4, max_tokens: 32, fail_on_mismatch: true}")
+	if c := s.Workload.OutputCheck; !c.Enabled || c.Prompts != 4 || c.MaxTokens != 32 || !c.FailOnMismatch {
+		t.Errorf("mapping: %+v", c)
 	}
 }
