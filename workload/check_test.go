@@ -127,7 +127,7 @@ func TestMismatchThreshold(t *testing.T) {
 	}{
 		{1, 1, false}, {0.95, 1, false}, {0.89, 1, true}, {0.3, 1, true},
 		{0.75, 0.9, false}, {0.69, 0.9, true}, // twice the reference's disagreement
-		{0.05, 0.4, false},                    // a reference that disagrees with itself a lot flags only the worst
+		{0.05, 0.4, false}, // a reference that disagrees with itself a lot flags only the worst
 	} {
 		if got := Mismatch(c.agreement, c.self); got != c.want {
 			t.Errorf("Mismatch(%v, %v) = %v (threshold %v)", c.agreement, c.self, got, MismatchThreshold(c.self))
