@@ -5,8 +5,9 @@ import (
 	"github.com/specsweep/specsweep/store"
 )
 
-// failureClasses is the one mapping of hostctl's failure classes to the store's. The store has one
-// class more, interrupted, which only the orchestrator gives (a point put back to pending).
+// failureClasses is the one mapping of hostctl's failure classes to the store's. The store has two
+// classes more, which only the orchestrator gives: interrupted (a point put back to pending) and
+// output_mismatch (the output check, orchestrator/outcheck.go).
 var failureClasses = map[hostctl.Class]store.FailureClass{
 	hostctl.ClassBadArgs:            store.FailBadArgs,
 	hostctl.ClassOOM:                store.FailOOM,

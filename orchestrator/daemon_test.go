@@ -92,7 +92,7 @@ func newDaemonHarnessOn(t *testing.T, path string, log *slog.Logger) *daemonHarn
 		return behaviour{loadDelay: 5 * time.Millisecond}
 	})}
 	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond, Log: log,
-		Runner: Config{Load: h.world.load, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
+		Runner: Config{Load: h.world.load, Answer: h.world.answer, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
 			SilenceProbe: 200 * time.Millisecond, LivenessTimeout: 300 * time.Millisecond,
 			RetryBackoff: time.Millisecond},
 		Hosts: func(spec *sweep.Spec, id int64) []Host {

@@ -30,6 +30,8 @@ type behaviour struct {
 	// to aliveURL (its /health_generate answers 200).
 	partial  int
 	aliveURL string
+	// lossy: the server's greedy answers are not the model's (a broken speculative path).
+	lossy bool
 }
 
 // fakeWorld holds every fake host and checks invariants across them: one server per host at a time,
@@ -41,6 +43,7 @@ type fakeWorld struct {
 	hosts  map[string]*fakeHost
 	starts map[string]int // launches by point argv key
 	levels []levelCall
+	checks []checkCall // output check passes
 	// speed, when set, is a speculative point's output tok/s per concurrent request (by its
 	// --speculative-num-steps); otherwise 100 x (1 + 0.3 x steps).
 	speed func(steps int) float64
@@ -168,6 +171,39 @@ func (i *fakeInstance) BaseURL() string {
 	return "http://127.0.0.1:1" // loopback, refused: a probe of a server that was not scripted fails
 }
 func (i *fakeInstance) Address() string { return i.id + ".fake:30000" }
+
+// answer is the fake output check: a ready server answers each prompt with a text that depends only
+// on the prompt (greedy decoding is lossless), unless it is lossy.
+func (w *fakeWorld) answer(ctx context.Context, cfg workload.CheckConfig) ([]string, error) {
+	w.mu.Lock()
+	var inst *fakeInstance
+	for _, h := range w.hosts {
+		if h.running != nil && "http://"+h.running.Address() == cfg.URL {
+			inst = h.running
+		}
+	}
+	if inst == nil || !inst.ready || inst.stopped {
+		w.mu.Unlock()
+		w.t.Errorf("output check against %s, which is not a ready server", cfg.URL)
+		return nil, errors.New("no server")
+	}
+	lossy := inst.b.lossy
+	w.checks = append(w.checks, checkCall{argv: strings.Join(inst.l.Argv, " "), cfg: cfg})
+	w.mu.Unlock()
+	out := make([]string, len(cfg.Prompts))
+	for i, p := range cfg.Prompts {
+		out[i] = "the answer to " + p + " is long enough to count words in"
+		if lossy {
+			out[i] = "the answer to something else entirely"
+		}
+	}
+	return out, ctx.Err()
+}
+
+type checkCall struct {
+	argv string
+	cfg  workload.CheckConfig
+}
 
 // load is the fake load generator: it finds the instance by its address and returns figures that
 // grow with concurrency and speculative steps, or fails like a client facing a dead server.

@@ -45,6 +45,9 @@ type Store interface {
 // LoadFunc measures one load level (workload.Run).
 type LoadFunc func(ctx context.Context, cfg workload.Config) (*workload.Result, error)
 
+// AnswerFunc answers the output check's prompts (workload.Answer).
+type AnswerFunc func(ctx context.Context, cfg workload.CheckConfig) ([]string, error)
+
 // Clock is the time source of backoffs and health checks, injected so tests need not sleep.
 type Clock interface {
 	Now() time.Time
@@ -62,9 +65,11 @@ type Config struct {
 	// Hosts are the sweep's hosts; each gets one worker. Their names must be the sweep's host names.
 	Hosts []Host
 	// Load measures a level; nil means workload.Run.
-	Load  LoadFunc
-	Clock Clock
-	Log   *slog.Logger
+	Load LoadFunc
+	// Answer runs one pass of the output check (workload.Answer by default).
+	Answer AnswerFunc
+	Clock  Clock
+	Log    *slog.Logger
 	// MaxAttempts bounds how often a point is tried when the host is the problem (unreachable, lost
 	// connection); deterministic failures (bad_args, oom, ...) are never retried. Default 3.
 	MaxAttempts int
@@ -144,6 +149,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Load == nil {
 		c.Load = workload.Run
+	}
+	if c.Answer == nil {
+		c.Answer = workload.Answer
 	}
 	if c.Clock == nil {
 		c.Clock = realClock{}

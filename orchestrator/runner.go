@@ -47,7 +47,8 @@ type sweepRun struct {
 	id      int64
 	spec    *sweep.Spec
 	dataset workload.Dataset
-	search  *searcher // nil: every stored point runs
+	search  *searcher      // nil: every stored point runs
+	outputs *outputChecker // nil: no output check
 }
 
 // Run executes every pending point of the sweep (already stored, e.g. by Prepare) until none is left
@@ -82,6 +83,20 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 			return Outcome{}, err
 		}
 		sr.search = s
+	}
+
+	if spec.Workload.OutputCheck.Enabled {
+		os, ok := st.(outputStore)
+		if !ok {
+			err := errors.New("orchestrator: the store cannot keep the output check's answers")
+			r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, err.Error())
+			return Outcome{}, err
+		}
+		sr.outputs = &outputChecker{st: os}
+		// A resume may hold answers whose reference came after them.
+		if err := r.compareAll(ctx, sr); err != nil {
+			return Outcome{}, err
+		}
 	}
 
 	wctx, cancel := context.WithCancelCause(ctx)
@@ -417,6 +432,31 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 		a.event(r, ctx, "load_via_tunnel", "the server is reachable only through the SSH connection")
 	}
 	defer client.CloseIdleConnections()
+	if sr.outputs != nil {
+		fin, err := r.checkOutputs(ctx, a, url, client)
+		if ctx.Err() != nil {
+			return false, r.interrupt(ctx, a)
+		}
+		if err != nil {
+			return false, err
+		}
+		if fin != nil {
+			// Its outputs are not the model's: the spec asks not to spend its load on it.
+			if err := a.waitInfo(); err != nil {
+				if ctx.Err() != nil {
+					return false, r.interrupt(ctx, a)
+				}
+				return false, err
+			}
+			if err := r.cfg.Store.FinishPoint(ctx, sr.id, p.ID, p.Attempts, *fin); err != nil {
+				return false, err
+			}
+			a.event(r, ctx, "failure", fin.FailureDetail)
+			a.update(r, PhaseFailed, string(fin.FailureClass)+": "+fin.FailureDetail)
+			r.stop(ctx, a)
+			return false, nil
+		}
+	}
 	total, n := len(w.Concurrency)*w.Repeats, 0
 	for rep := 1; rep <= w.Repeats; rep++ {
 		for _, c := range w.Concurrency {

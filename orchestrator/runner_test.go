@@ -87,7 +87,7 @@ func (h *harness) run(ctx context.Context, opts ...func(*Config)) (Prepared, Out
 		}
 		hosts = append(hosts, fh)
 	}
-	cfg := Config{Store: h.db, Hosts: hosts, Load: h.world.load, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
+	cfg := Config{Store: h.db, Hosts: hosts, Load: h.world.load, Answer: h.world.answer, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
 		SilenceProbe: 200 * time.Millisecond, LivenessTimeout: 300 * time.Millisecond,
 		RetryBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 		Observe: func(u Update) { h.mu.Lock(); h.ups = append(h.ups, u); h.mu.Unlock() }}

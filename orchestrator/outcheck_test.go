@@ -1,0 +1,108 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
+)
+
+func lossyAt(steps string, tp string) func(host string, l hostctl.Launch, n int) behaviour {
+	return func(host string, l hostctl.Launch, n int) behaviour {
+		b := behaviour{}
+		if argAfter(l.Argv, "--speculative-num-steps") == steps && argAfter(l.Argv, "--tp-size") == tp {
+			b.lossy = true
+		}
+		if argAfter(l.Argv, "--speculative-algorithm") == "" && argAfter(l.Argv, "--tp-size") == "1" {
+			b.loadDelay = 40 * time.Millisecond // the tp 1 reference comes late: points are compared after it
+		}
+		return b
+	}
+}
+
+func checks(h *harness) map[string]string {
+	out := map[string]string{}
+	for _, row := range h.query(`SELECT tp, coalesce(num_steps, 0), state, coalesce(output_check, ''), coalesce(failure_class, '')
+		FROM point_summary`) {
+		out[fmt.Sprintf("%v/%v", row[0], row[1])] = fmt.Sprintf("%v %v %v", row[2], row[3], row[4])
+	}
+	return out
+}
+
+// TestOutputCheckFlagsALossyPoint: the baselines answer twice and are the references; every other
+// point is compared with the reference of its tp, also when the reference comes after it; a lossy
+// point is flagged and still measured.
+func TestOutputCheckFlagsALossyPoint(t *testing.T) {
+	h := newHarness(t, 1, lossyAt("3", "1"))
+	_, out, err := h.run(context.Background())
+	if err != nil || out.State != store.SweepDone {
+		t.Fatalf("%+v %v", out, err)
+	}
+	got := checks(h)
+	want := map[string]string{"1/0": "done reference ", "1/1": "done ok ", "1/2": "done ok ", "1/3": "done mismatch ",
+		"8/0": "done reference ", "8/1": "done ok ", "8/2": "done ok ", "8/3": "done ok "}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("tp/steps %s: %q, want %q", k, got[k], w)
+		}
+	}
+	if n := h.scalar(`SELECT count(*) FROM run_summary WHERE tp = 1 AND num_steps = 3 AND status = 'ok'`); n != int64(2) {
+		t.Errorf("the mismatching point measured %v levels, want its 2", n)
+	}
+	if v := h.scalar(`SELECT output_agreement FROM point_summary WHERE tp = 1 AND num_steps = 3`); v.(float64) > 0.5 {
+		t.Errorf("agreement of the lossy point %v", v)
+	}
+	// Each baseline answered twice (one by one, then all at once last first); the others once.
+	passes := map[string][]string{}
+	for _, c := range h.world.checks {
+		shape := "c=1"
+		if c.cfg.Concurrency > 1 {
+			shape = "all"
+		}
+		if c.cfg.Reverse {
+			shape += " reversed"
+		}
+		passes[c.argv] = append(passes[c.argv], shape)
+	}
+	for argv, p := range passes {
+		if strings.Contains(argv, "--speculative-algorithm") != (len(p) == 1) {
+			t.Errorf("%s: passes %v", argv, p)
+		}
+		if len(p) == 2 && (p[0] != "c=1" || p[1] != "all reversed") {
+			t.Errorf("reference passes %v", p)
+		}
+	}
+	if n := h.scalar(`SELECT count(*) FROM event_log WHERE kind = 'output_check'`); n != int64(8) {
+		t.Errorf("%v output_check events, want one per point", n)
+	}
+}
+
+// TestOutputCheckFailOnMismatch: with fail_on_mismatch a lossy point whose reference has answered
+// fails as output_mismatch before its load.
+func TestOutputCheckFailOnMismatch(t *testing.T) {
+	h := newHarness(t, 1, lossyAt("2", "8"))
+	spec, err := sweep.Parse("test.yaml", []byte(strings.Replace(strings.Replace(testSpec, "REPEATS", "1", 1),
+		"  output_tokens: 8\n", "  output_tokens: 8\n  output_check: {fail_on_mismatch: true}\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.spec = spec
+	_, out, err := h.run(context.Background())
+	if err != nil || out.Failed != 1 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if got := checks(h)["8/2"]; got != "failed mismatch output_mismatch" {
+		t.Errorf("lossy point: %q", got)
+	}
+	if n := h.scalar(`SELECT count(*) FROM run_summary WHERE tp = 8 AND num_steps = 2`); n != int64(0) {
+		t.Errorf("the failed point ran %v levels", n)
+	}
+	if d := h.scalar(`SELECT failure_detail FROM point_summary WHERE tp = 8 AND num_steps = 2`).(string); !strings.Contains(d, "output check: mismatch: prompt 1 differs from word 4") {
+		t.Errorf("failure detail %q", d)
+	}
+}
