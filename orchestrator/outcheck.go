@@ -14,8 +14,8 @@ import (
 )
 
 // The output check (docs/spec.md, "output_check"): every point answers fixed prompts greedily once
-// it is ready, before its load; the baseline of the same tp answers them twice (one by one, then
-// all at once in reverse order) and is the reference. A point is compared as soon as both its
+// it is ready, before its load; the baseline of the same tp answers them twice (all at once, then
+// last first in batches of half the size) and is the reference. A point is compared as soon as both its
 // answers and the reference's are stored, whichever came first.
 
 // outputStore is what the check needs of the store (*store.DB satisfies it).
@@ -57,13 +57,11 @@ func (r *Runner) checkOutputs(ctx context.Context, a *attempt, url string, clien
 	ans := checkAnswers{Prompts: prompts}
 	passes := []workload.CheckConfig{cfg}
 	if a.p.Baseline {
-		// The reference answers twice, so its own run-to-run agreement is known: one by one in
-		// order, then all at once last first.
-		one := cfg
-		one.Concurrency = 1
-		all := cfg
-		all.Reverse = true
-		passes = []workload.CheckConfig{one, all}
+		// The reference answers twice, so its own run-to-run agreement is known: all at once in
+		// order, then last first in batches of half the size (another order and batch shape).
+		half := cfg
+		half.Reverse, half.Concurrency = true, max(1, len(prompts)/2)
+		passes = []workload.CheckConfig{cfg, half}
 	}
 	for _, pc := range passes {
 		texts, err := r.cfg.Answer(ctx, pc)

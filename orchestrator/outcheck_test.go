@@ -57,13 +57,11 @@ func TestOutputCheckFlagsALossyPoint(t *testing.T) {
 	if v := h.scalar(`SELECT output_agreement FROM point_summary WHERE tp = 1 AND num_steps = 3`); v.(float64) > 0.5 {
 		t.Errorf("agreement of the lossy point %v", v)
 	}
-	// Each baseline answered twice (one by one, then all at once last first); the others once.
+	// Each baseline answered twice (all at once, then last first in batches of half); the others
+	// once, all at once.
 	passes := map[string][]string{}
 	for _, c := range h.world.checks {
-		shape := "c=1"
-		if c.cfg.Concurrency > 1 {
-			shape = "all"
-		}
+		shape := fmt.Sprintf("c=%d", c.cfg.Concurrency)
 		if c.cfg.Reverse {
 			shape += " reversed"
 		}
@@ -73,8 +71,8 @@ func TestOutputCheckFlagsALossyPoint(t *testing.T) {
 		if strings.Contains(argv, "--speculative-algorithm") != (len(p) == 1) {
 			t.Errorf("%s: passes %v", argv, p)
 		}
-		if len(p) == 2 && (p[0] != "c=1" || p[1] != "all reversed") {
-			t.Errorf("reference passes %v", p)
+		if len(p) == 2 && (p[0] != "c=8" || p[1] != "c=4 reversed") || len(p) == 1 && p[0] != "c=8" {
+			t.Errorf("%s: passes %v", argv, p)
 		}
 	}
 	if n := h.scalar(`SELECT count(*) FROM event_log WHERE kind = 'output_check'`); n != int64(8) {
