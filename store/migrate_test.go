@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -23,21 +25,31 @@ import (
 var seeds = map[int64]func(ctx context.Context, tx *sql.Tx) error{
 	1: seed1,
 	// Version 5 rebuilds points: the columns of versions 3 and 4 must survive it too.
-	4: func(ctx context.Context, tx *sql.Tx) error {
-		if err := seed1(ctx, tx); err != nil {
+	4: seed4,
+	// Version 6 adds the output check's columns to points: the search's of version 5 must survive.
+	5: func(ctx context.Context, tx *sql.Tx) error {
+		if err := seed4(ctx, tx); err != nil {
 			return err
 		}
-		for _, s := range []string{
-			`UPDATE points SET effective_num_steps = 3, effective_topk = 1, effective_num_draft_tokens = 4,
-			 effective_args = '{"tp_size":4}', provenance = '{"engine":"x"}', exec_start = '/bin/x', load_s = 12.5 WHERE id = 2`,
-			`UPDATE runs SET accept_length_source = 'metrics', accept_length = 2.5 WHERE point_ref = 2`,
-		} {
-			if _, err := tx.ExecContext(ctx, s); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := tx.ExecContext(ctx, `UPDATE points SET searched = 1, reason = 'kept: +80% at c=16' WHERE id = 1`)
+		return err
 	},
+}
+
+func seed4(ctx context.Context, tx *sql.Tx) error {
+	if err := seed1(ctx, tx); err != nil {
+		return err
+	}
+	for _, s := range []string{
+		`UPDATE points SET effective_num_steps = 3, effective_topk = 1, effective_num_draft_tokens = 4,
+		 effective_args = '{"tp_size":4}', provenance = '{"engine":"x"}', exec_start = '/bin/x', load_s = 12.5 WHERE id = 2`,
+		`UPDATE runs SET accept_length_source = 'metrics', accept_length = 2.5 WHERE point_ref = 2`,
+	} {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func seed1(ctx context.Context, tx *sql.Tx) error {
@@ -78,9 +90,30 @@ func checkSeeded(t *testing.T, db *DB, key int64) {
 		t.Fatalf("seeded points: %+v %v", pts, err)
 	}
 	for _, p := range pts {
-		if p.Searched || p.Reason != "" { // version 5: no point of an older sweep is searched
+		// Version 5: no point of an older sweep is searched; the seed of version 5 has one.
+		if searched := key >= 5 && p.ID == "base"; p.Searched != searched || (p.Reason != "") != searched {
 			t.Errorf("seeded point %s: searched %v, reason %q", p.ID, p.Searched, p.Reason)
 		}
+	}
+	if key >= 5 && pts[0].Reason != "kept: +80% at c=16" {
+		t.Errorf("seeded point base: reason %q", pts[0].Reason)
+	}
+	// Version 6: no point has outputs or an output check.
+	outs, err := db.OutputChecks(ctx, 7)
+	if err != nil || len(outs) != 2 {
+		t.Fatalf("seeded output checks: %+v %v", outs, err)
+	}
+	for _, o := range outs {
+		if o.Outputs != nil || o.Check != "" || o.Agreement != nil || o.Evidence != nil {
+			t.Errorf("seeded point %s has outputs: %+v", o.PointID, o)
+		}
+	}
+	if o := outs[0]; o.PointID != "base" || !o.Baseline || o.TP != 4 || o.State != PointDone || o.Attempt != 1 {
+		t.Errorf("seeded output check of base: %+v", o)
+	}
+	sums, err := db.PointSummaries(ctx, 7)
+	if err != nil || len(sums) != 2 || sums[0].OutputCheck != "" || sums[0].OutputAgreement != nil {
+		t.Errorf("seeded point summaries: %+v %v", sums, err)
 	}
 	if p := pts[1]; key >= 4 && (p.EffectiveNumSteps == nil || *p.EffectiveNumSteps != 3 || *p.EffectiveNumDraftTokens != 4 ||
 		string(p.EffectiveArgs) != `{"tp_size":4}` || p.ExecStart != "/bin/x" || p.Load.Seconds() != 12.5) {
@@ -117,6 +150,20 @@ func checkSeeded(t *testing.T, db *DB, key int64) {
 	}
 	if att, err := db.ClaimPoint(ctx, 7, "spec", "gpu1"); err != nil || att != 2 {
 		t.Errorf("claim: %d %v", att, err)
+	}
+	// The output check works on the old points: the re-run stores outputs and is checked; the old
+	// done baseline has none to check.
+	if err := db.SetPointOutputs(ctx, 7, "spec", 2, json.RawMessage(`{"prompts":1,"runs":[["x"]]}`)); err != nil {
+		t.Error(err)
+	}
+	if err := db.SetOutputCheck(ctx, 7, "spec", OutputCheck{Result: OutputCheckOK, Agreement: fp(1), Attempt: 2}); err != nil {
+		t.Error(err)
+	}
+	if err := db.SetOutputCheck(ctx, 7, "base", OutputCheck{Result: OutputCheckReference}); !errors.Is(err, ErrNoOutputs) {
+		t.Errorf("check of the old baseline: %v, want ErrNoOutputs", err)
+	}
+	if err := db.FinishPoint(ctx, 7, "spec", 2, PointFinish{State: PointFailed, FailureClass: FailOutputMismatch}); err != nil {
+		t.Error(err)
 	}
 }
 

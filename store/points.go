@@ -32,8 +32,9 @@ import (
 // searched is never waiting or pruned.
 //
 // done and pruned are final. Whenever a point goes back to pending or waiting,
-// every run it has is marked superseded, so the ok runs of a point always
-// belong to its current attempt.
+// every run it has is marked superseded, and its outputs and output check are
+// cleared, so the ok runs and the outputs of a point always belong to its
+// current attempt.
 type PointState string
 
 // Point states.
@@ -100,12 +101,17 @@ const (
 	FailHostUnreachable    FailureClass = "host_unreachable"
 	FailGPUBusy            FailureClass = "gpu_busy"
 	FailInterrupted        FailureClass = "interrupted"
+	// FailOutputMismatch: the point's greedy outputs differ from its reference's (the baseline
+	// of the same tp) beyond the reference's own run-to-run agreement (SetOutputCheck). The
+	// orchestrator's own class, as FailInterrupted: no hostctl class maps to it.
+	FailOutputMismatch FailureClass = "output_mismatch"
 )
 
 // FailureClasses lists every known failure class.
 var FailureClasses = []FailureClass{
 	FailBadArgs, FailOOM, FailCrashDuringLoad, FailCrashDuringStart, FailStopTimeoutSigkill,
 	FailRestartLoop, FailReadyTimeout, FailHostUnreachable, FailGPUBusy, FailInterrupted,
+	FailOutputMismatch,
 }
 
 // Valid reports whether c is a known failure class.
@@ -291,7 +297,8 @@ func setState(ctx context.Context, tx *sql.Tx, now, sweepID int64, r pointRow, t
 }
 
 // transition is setState without the event: the checked update, and the
-// superseding of the point's runs when it goes back to pending or waiting.
+// superseding of the point's runs (and the clearing of its outputs and output
+// check) when it goes back to pending or waiting.
 func transition(ctx context.Context, tx *sql.Tx, r pointRow, to PointState, set string, args ...any) error {
 	if !r.state.CanTransition(to) {
 		return fmt.Errorf("point is %s, cannot become %s: %w", r.state, to, ErrTransition)
@@ -308,6 +315,9 @@ func transition(ctx context.Context, tx *sql.Tx, r pointRow, to PointState, set 
 	}
 	if to == PointWaiting {
 		q += ", reason = NULL" // the search decides it again
+	}
+	if to == PointPending || to == PointWaiting {
+		q += ", " + clearOutputs // they were the attempt's, as its runs
 	}
 	q += " WHERE id = ? AND state = ?"
 	res, err := tx.ExecContext(ctx, q, append(append([]any{to}, args...), r.ref, r.state)...)
@@ -366,7 +376,7 @@ func claim(ctx context.Context, tx *sql.Tx, now, sweepID int64, r pointRow, host
 	attempt := r.attempts + 1
 	r.host = host
 	err := setState(ctx, tx, now, sweepID, r, PointRunning,
-		"attempts = attempts + 1, host = ?, started_at = ?, finished_at = NULL, failure_class = NULL, failure_detail = NULL",
+		"attempts = attempts + 1, host = ?, started_at = ?, finished_at = NULL, failure_class = NULL, failure_detail = NULL, "+clearOutputs,
 		fmt.Sprintf("attempt %d", attempt), host, now)
 	return attempt, err
 }

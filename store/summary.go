@@ -206,6 +206,11 @@ type PointSummary struct {
 	IsBaseline bool
 	// Reason is the search's reason for releasing or pruning the point; "" when it gave none.
 	Reason string
+	// OutputCheck is the verdict of the output check on the current attempt's outputs
+	// (OutputCheckReference, OutputCheckOK, OutputCheckMismatch); "" when not checked.
+	OutputCheck string
+	// OutputAgreement is the check's agreement in [0, 1]; nil when not measured.
+	OutputAgreement *float64
 }
 
 // Baseline reports whether the point runs without speculative decoding.
@@ -216,7 +221,8 @@ func (db *DB) PointSummaries(ctx context.Context, sweepID int64) ([]PointSummary
 	var out []PointSummary
 	err := db.scan(ctx, `SELECT sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp,
 		state, attempts, failure_class, failure_detail, load_s, exec_start, effective_args, provenance,
-		started_at, finished_at, effective_num_steps, effective_topk, effective_num_draft_tokens, baseline, reason
+		started_at, finished_at, effective_num_steps, effective_topk, effective_num_draft_tokens, baseline, reason,
+		output_check, output_agreement
 		FROM point_summary WHERE sweep_id = ?`, []any{sweepID}, func(_ []string, v []driver.Value) error {
 		p := PointSummary{Sweep: vString(v[0]), SweepID: vInt64(v[1]), PointID: vString(v[2]), Host: vString(v[3]),
 			Method: vString(v[4]), NumSteps: vIntPtr(v[5]), TopK: vIntPtr(v[6]), NumDraftTokens: vIntPtr(v[7]),
@@ -224,10 +230,11 @@ func (db *DB) PointSummaries(ctx context.Context, sweepID int64) ([]PointSummary
 			FailureClass: FailureClass(vString(v[11])), FailureDetail: vString(v[12]), ExecStart: vString(v[14]),
 			StartedAt: vTime(v[17]), FinishedAt: vTime(v[18]),
 			EffectiveNumSteps: vIntPtr(v[19]), EffectiveTopK: vIntPtr(v[20]), EffectiveNumDraftTokens: vIntPtr(v[21]),
-			IsBaseline: vInt64(v[22]) != 0, Reason: vString(v[23])}
-		var load float64
-		if vFloat(v[13], &load) != nil {
-			p.LoadS = load
+			IsBaseline: vInt64(v[22]) != 0, Reason: vString(v[23]), OutputCheck: vString(v[24])}
+		f := make([]float64, 2) // one allocation for the row's figures
+		p.OutputAgreement = vFloat(v[25], &f[1])
+		if vFloat(v[13], &f[0]) != nil {
+			p.LoadS = f[0]
 		}
 		if s := vString(v[15]); s != "" {
 			p.EffectiveArgs = json.RawMessage(s)

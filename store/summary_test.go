@@ -11,7 +11,7 @@ import (
 )
 
 // summaryDB is sampleSweep with ok runs (two repeats of s1), a failed run, a failed point, an
-// interrupted one and recorded point info.
+// interrupted one, recorded point info and output checks (b4 a reference, s1 a mismatch).
 func summaryDB(t *testing.T) (*DB, int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -42,6 +42,16 @@ func summaryDB(t *testing.T) (*DB, int64) {
 		if err := db.SetPointInfo(ctx, sw, pid, a, PointInfo{EffectiveArgs: json.RawMessage(`{"tp_size":4}`),
 			Provenance: json.RawMessage(`{"engine":"x"}`), ExecStart: "/bin/python -m x", Load: 1500 * time.Millisecond,
 			EffectiveNumSteps: ip(2)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SetPointOutputs(ctx, sw, pid, a, json.RawMessage(`{"prompts":1,"runs":[["a"]]}`)); err != nil {
+			t.Fatal(err)
+		}
+		check := OutputCheck{Result: OutputCheckReference, Agreement: fp(1)}
+		if pid == "s1" {
+			check = OutputCheck{Result: OutputCheckMismatch, Agreement: fp(0.25), Evidence: json.RawMessage(`{"prompt":0}`)}
+		}
+		if err := db.SetOutputCheck(ctx, sw, pid, check); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []int{1, 16} {
@@ -173,7 +183,7 @@ func TestTypedReadersMatchTheViews(t *testing.T) {
 		t.Fatalf("%d typed points, %d raw", len(pts), len(rawP.Values))
 	}
 	for i, p := range pts {
-		want := norm(rawP.Values[i], map[int]bool{3: true, 11: true, 12: true, 14: true, 23: true})
+		want := norm(rawP.Values[i], map[int]bool{3: true, 11: true, 12: true, 14: true, 23: true, 24: true})
 		if want[13] == nil {
 			want[13] = 0.0
 		}
@@ -186,6 +196,15 @@ func TestTypedReadersMatchTheViews(t *testing.T) {
 	}
 	if p := pts[2]; p.State != PointFailed || p.FailureClass != FailOOM || p.FailureDetail != "oom\nline" {
 		t.Errorf("s2: %+v", p)
+	}
+	if p := pts[0]; p.OutputCheck != OutputCheckReference || p.OutputAgreement == nil || *p.OutputAgreement != 1 {
+		t.Errorf("b4's output check: %q %v", p.OutputCheck, p.OutputAgreement)
+	}
+	if p := pts[1]; p.OutputCheck != OutputCheckMismatch || p.OutputAgreement == nil || *p.OutputAgreement != 0.25 {
+		t.Errorf("s1's output check: %q %v", p.OutputCheck, p.OutputAgreement)
+	}
+	if p := pts[4]; p.OutputCheck != "" || p.OutputAgreement != nil {
+		t.Errorf("s1t8's output check: %q %v", p.OutputCheck, p.OutputAgreement)
 	}
 }
 

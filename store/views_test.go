@@ -16,7 +16,7 @@ func TestViewColumns(t *testing.T) {
 			"itl_p99_ms, tpot_p50_ms, e2e_p50_ms, accept_length, speedup, started_at, finished_at, accept_length_source",
 		"point_summary": "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, state, attempts, " +
 			"failure_class, failure_detail, load_s, exec_start, effective_args, provenance, started_at, finished_at, " +
-			"effective_num_steps, effective_topk, effective_num_draft_tokens, baseline, reason",
+			"effective_num_steps, effective_topk, effective_num_draft_tokens, baseline, reason, output_check, output_agreement",
 		"event_log": "sweep, sweep_id, point_id, host, at, kind, detail",
 	}
 	for view, cols := range want {
