@@ -319,6 +319,8 @@ type PointJSON struct {
 	Attempts       int    `json:"attempts"`
 	FailureClass   string `json:"failure_class,omitempty"`
 	FailureDetail  string `json:"failure_detail,omitempty"`
+	// Reason is the search's reason for running or pruning the point (docs/spec.md, "search").
+	Reason string `json:"reason,omitempty"`
 }
 
 // ActivityJSON is what a host is doing.
@@ -357,7 +359,7 @@ func SweepToJSON(s store.Sweep, eta time.Duration) SweepJSON {
 func PointToJSON(p store.Point) PointJSON {
 	return PointJSON{ID: p.ID, Method: p.Method, NumSteps: p.NumSteps, TopK: p.TopK, NumDraftTokens: p.NumDraftTokens,
 		TP: p.TP, State: string(p.State), Host: p.Host, Attempts: p.Attempts, FailureClass: string(p.FailureClass),
-		FailureDetail: p.FailureDetail}
+		FailureDetail: p.FailureDetail, Reason: p.Reason}
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
