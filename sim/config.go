@@ -8,9 +8,10 @@ import (
 
 // FailMode is a parsed SGLANGSIM_FAIL value.
 type FailMode struct {
-	Kind     string  // "", "oom", "oom-kv", "oom-weights", "crash-during-load", "exit-during-start", "hang-after", "ignore-sigterm", "slow-drain"
+	Kind     string  // "", "oom", "oom-kv", "oom-weights", "crash-during-load", "exit-during-start", "hang-after", "ignore-sigterm", "slow-drain", "lossy"
 	Requests int     // requests, for crash-during-load and hang-after
 	Seconds  float64 // for slow-drain
+	Prob     float64 // for lossy: the probability that an accepted draft token is wrong, in (0, 1]
 }
 
 // ParseFail parses SGLANGSIM_FAIL.
@@ -38,8 +39,18 @@ func ParseFail(s string) (FailMode, error) {
 			return f, fmt.Errorf("SGLANGSIM_FAIL=slow-drain needs seconds, e.g. slow-drain:30")
 		}
 		f.Seconds = v
+	case "lossy":
+		v, err := strconv.ParseFloat(strings.TrimSpace(arg), 64)
+		if !hasArg || err != nil || !(v > 0 && v <= 1) {
+			got := "no probability"
+			if hasArg {
+				got = fmt.Sprintf("%q", arg)
+			}
+			return f, fmt.Errorf("SGLANGSIM_FAIL=lossy needs the probability that an accepted draft token is wrong, in (0, 1], e.g. lossy:0.05 (got %s)", got)
+		}
+		f.Prob = v
 	default:
-		return f, fmt.Errorf("unknown SGLANGSIM_FAIL %q (oom, oom-kv, oom-weights, crash-during-load:N, exit-during-start, hang-after:N, ignore-sigterm, slow-drain:S)", s)
+		return f, fmt.Errorf("unknown SGLANGSIM_FAIL %q (oom, oom-kv, oom-weights, crash-during-load:N, exit-during-start, hang-after:N, ignore-sigterm, slow-drain:S, lossy:P)", s)
 	}
 	return f, nil
 }
@@ -60,6 +71,9 @@ type Config struct {
 	// HealthGenerate is SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION (default
 	// true): false makes /health answer 200 without a generation.
 	HealthGenerate bool
+	// Nondeterminism is SGLANGSIM_NONDETERMINISM: the probability that a
+	// greedy request's text diverges late, as BF16 batching makes it (0: never).
+	Nondeterminism float64
 }
 
 // LoadConfig reads the knobs from the environment.
@@ -91,6 +105,13 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if err := num(e.name, e.dst, e.pos); err != nil {
 			return c, err
 		}
+	}
+	if v := strings.TrimSpace(getenv("SGLANGSIM_NONDETERMINISM")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !validProb(f) {
+			return c, fmt.Errorf("invalid SGLANGSIM_NONDETERMINISM=%q: want a probability in [0, 1] (the share of greedy requests whose text diverges late)", v)
+		}
+		c.Nondeterminism = f
 	}
 	var err error
 	if c.Fail, err = ParseFail(getenv("SGLANGSIM_FAIL")); err != nil {

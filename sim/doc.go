@@ -17,8 +17,13 @@
 //     (SGLANGSIM_PROFILE=FILE, [LoadProfile], strict, [Profile.Validate]).
 //   - The HTTP server ([Server]) and its lifecycle: load, warmup, ready,
 //     drain.
+//   - The output text (output.go): a greedy request's words and length are a
+//     function of the model and the prompt only, so speculative decoding is
+//     lossless; SGLANGSIM_NONDETERMINISM makes some diverge late, as BF16
+//     batching does.
 //   - Failure modes ([FailMode], SGLANGSIM_FAIL): out of memory, crash
-//     during load, exit during start, hang, ignored SIGTERM, slow drain.
+//     during load, exit during start, hang, ignored SIGTERM, slow drain, a
+//     lossy speculative path (wrong accepted draft tokens).
 //   - The truth file ([Truth], SGLANGSIM_TRUTH): JSON lines of the server's
 //     own readiness, per-request and exit times, to check a client against.
 //

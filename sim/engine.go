@@ -16,7 +16,7 @@ import (
 // blocks on a slow client.
 type Request struct {
 	RID     string
-	Salt    uint64 // picks the output words
+	Salt    uint64 // picks the output words: the seed, or the greedy key (output.go)
 	Prompt  int    // prompt tokens
 	MaxNew  int
 	Arrival time.Time
@@ -31,6 +31,14 @@ type Request struct {
 	stop   string // finish reason when target is reached: "length" or "stop"
 	rng    *rand.Rand
 
+	greedy bool       // Salt is the greedy key: the words are a function of model and prompt
+	seed   uint64     // the request's seed (rng's, and the lossy RNG's)
+	nondet divergence // drawn at arrival (SGLANGSIM_NONDETERMINISM); set before Submit
+
+	// lossy (SGLANGSIM_FAIL=lossy:P), scheduler-owned
+	lossRNG   *rand.Rand
+	wrongSeen bool
+
 	generated, verify int // scheduler-owned
 	lastSched         time.Time
 
@@ -43,18 +51,38 @@ type Request struct {
 	verifyCt int
 	done     bool
 	finish   string
-	firstGen time.Time // when the scheduler produced the first token
+	firstGen time.Time  // when the scheduler produced the first token
+	wrong    divergence // first wrong accepted draft token (lossy); set by the scheduler
 }
 
-// NewRequest prepares a request; seed makes its accepted lengths and output
-// length reproducible.
+// NewRequest prepares a sampled request; seed makes its accepted lengths,
+// output length and words reproducible.
 func NewRequest(rid string, prompt, maxNew int, ignoreEOS bool, naturalLen int, seed uint64) *Request {
+	return newRequest(rid, prompt, maxNew, ignoreEOS, naturalLen, seed, false, 0)
+}
+
+// NewGreedyRequest prepares a greedy request (temperature below
+// GreedyTemperature): seed drives its acceptance as NewRequest's does, while
+// its words and, without ignore_eos, its length come from key alone, the
+// greedy key of its model and prompt.
+func NewGreedyRequest(rid string, prompt, maxNew int, ignoreEOS bool, naturalLen int, seed, key uint64) *Request {
+	return newRequest(rid, prompt, maxNew, ignoreEOS, naturalLen, seed, true, key)
+}
+
+func newRequest(rid string, prompt, maxNew int, ignoreEOS bool, naturalLen int, seed uint64, greedy bool, key uint64) *Request {
 	r := &Request{RID: rid, Salt: seed, Prompt: prompt, MaxNew: maxNew, notify: make(chan struct{}, 1),
-		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seed: seed, nondet: noDivergence, wrong: noDivergence}
+	if greedy {
+		r.greedy, r.Salt = true, key
+	}
 	r.target, r.stop = maxNew, "length"
 	if !ignoreEOS && naturalLen > 0 {
 		// Output length of a model that stops by itself: exponential around the profile's mean.
-		n := 1 + int(r.rng.ExpFloat64()*float64(naturalLen))
+		x := r.rng.ExpFloat64() // drawn in both cases: the acceptance draws that follow are the same
+		if greedy {
+			x = rand.New(rand.NewPCG(key, 0x656f73)).ExpFloat64() // the EOS position is the model's
+		}
+		n := 1 + int(x*float64(naturalLen))
 		if n < maxNew {
 			r.target, r.stop = n, "stop"
 		}
@@ -154,6 +182,10 @@ type Engine struct {
 	noiseRNG *rand.Rand
 	noiseEnd time.Time
 	noiseF   float64
+
+	// LossyP is SGLANGSIM_FAIL=lossy's probability that an accepted draft
+	// token is wrong (0: none); only speculative decode steps draw it.
+	LossyP float64
 }
 
 // noisePeriod is how long (in simulated time) one draw of the speed noise lasts.
@@ -407,6 +439,10 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 			l = sampleChain(r.rng, r.accept)
 		}
 		n := min(l, r.target-r.generated)
+		if spec && e.LossyP > 0 && !r.Internal {
+			// The step's first l-1 tokens are accepted drafts, the last the target's bonus token.
+			r.lossy(e.LossyP, r.generated, min(n, l-1))
+		}
 		// SGLang counts the tokens it kept: a request finishing mid-step drops the accepted tokens
 		// after its last one before the step's accept length is taken (the EAGLE verify loop sets
 		// accept_index[i, j+1:] = -1 at req.finished(), then recounts accept_length).

@@ -362,7 +362,7 @@ func sampleChain(r *rand.Rand, accept []float64) int {
 // above it the verifier samples and accepts a draft token with the overlap
 // of the two distributions, modelled as p^(1 + TempAlpha*min(t, 2)).
 func (m *Model) AcceptAt(t float64) []float64 {
-	if t < 1e-5 || len(m.accept) == 0 {
+	if t < GreedyTemperature || len(m.accept) == 0 {
 		return m.accept
 	}
 	k := 1 + m.Profile.TempAlpha*math.Min(t, 2)

@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"io"
 	"math"
@@ -42,7 +43,9 @@ type Server struct {
 
 	modelJSON string // served model name, JSON-quoted
 	info      map[string]any
-	die       func(reason string) // truth exit line, then self-SIGKILL
+	// nondetSeed seeds, with the request count, the SGLANGSIM_NONDETERMINISM draws.
+	nondetSeed uint64
+	die        func(reason string) // truth exit line, then self-SIGKILL
 }
 
 func newServer(a *Args, m *Model, c Config, log *Logger, truth *Truth, die func(string)) *Server {
@@ -51,6 +54,12 @@ func newServer(a *Args, m *Model, c Config, log *Logger, truth *Truth, die func(
 	s.modelJSON = string(q)
 	s.info = a.ServerInfo(&m.Plan)
 	s.Engine = NewEngine(m, c.TimeScale, log.TP)
+	if c.Fail.Kind == "lossy" {
+		s.Engine.LossyP = c.Fail.Prob // drawn only by speculative decode steps
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "sglangsim/nondeterminism/%d", a.RandomSeed)
+	s.nondetSeed = h.Sum64()
 	return s
 }
 
@@ -374,18 +383,19 @@ func CountTokens(s string) int {
 }
 
 // countContent counts the tokens of a JSON prompt or message content: a
-// string, a list of token ids, or a list of {"type":"text","text":...} parts.
-func countContent(raw json.RawMessage) (int, error) {
+// string, a list of token ids, or a list of {"type":"text","text":...} parts;
+// it returns the decoded content too (nil for none).
+func countContent(raw json.RawMessage) (int, any, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return 0, nil
+		return 0, nil, nil
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	switch x := v.(type) {
 	case string:
-		return CountTokens(x), nil
+		return CountTokens(x), v, nil
 	case []any:
 		n := 0
 		for _, e := range x {
@@ -394,12 +404,12 @@ func countContent(raw json.RawMessage) (int, error) {
 				n++
 			case string:
 				if len(x) > 1 {
-					return 0, fmt.Errorf("batched prompts are not supported by sglangsim")
+					return 0, nil, fmt.Errorf("batched prompts are not supported by sglangsim")
 				}
 				n += CountTokens(y)
 			case []any:
 				if len(x) > 1 {
-					return 0, fmt.Errorf("batched prompts are not supported by sglangsim")
+					return 0, nil, fmt.Errorf("batched prompts are not supported by sglangsim")
 				}
 				n += len(y)
 			case map[string]any:
@@ -408,9 +418,9 @@ func countContent(raw json.RawMessage) (int, error) {
 				}
 			}
 		}
-		return n, nil
+		return n, v, nil
 	}
-	return 0, fmt.Errorf("unsupported prompt type")
+	return 0, nil, fmt.Errorf("unsupported prompt type")
 }
 
 var vocab = []string{"the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on",
@@ -437,6 +447,7 @@ type genParams struct {
 	seed         *int64
 	rid          string
 	temperature  *float64
+	key          uint64 // greedy key: hash of the model and the prompt's content
 }
 
 func (s *Server) newRID() string {
@@ -454,6 +465,11 @@ func (s *Server) requestSeed(p *genParams, n uint64) uint64 {
 	return h.Sum64()
 }
 
+// greedyHasher starts a greedy key of this server's model for a prompt kind.
+func (s *Server) greedyHasher(kind string) hash.Hash64 {
+	return greedyHasher(s.Args.ModelPath, s.Model.Profile.Name, kind)
+}
+
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	s.openAI(w, r, "chat")
 }
@@ -467,6 +483,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, api string) {
 	var body struct {
 		Prompt   json.RawMessage `json:"prompt"`
 		Messages []struct {
+			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 		MaxTokens           *int     `json:"max_tokens"`
@@ -492,19 +509,29 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, api string) {
 			openAIError(w, 400, "messages: field required")
 			return
 		}
+		h := s.greedyHasher("chat")
 		for _, m := range body.Messages {
-			n, e := countContent(m.Content)
+			n, v, e := countContent(m.Content)
 			if e != nil {
 				err = e
 			}
 			p.prompt += n
+			io.WriteString(h, m.Role)
+			h.Write([]byte{0})
+			hashContent(h, v)
+			h.Write([]byte{1})
 		}
+		p.key = h.Sum64()
 	} else {
 		if len(body.Prompt) == 0 {
 			openAIError(w, 400, "prompt: field required")
 			return
 		}
-		p.prompt, err = countContent(body.Prompt)
+		var v any
+		p.prompt, v, err = countContent(body.Prompt)
+		h := s.greedyHasher("text")
+		hashContent(h, v)
+		p.key = h.Sum64()
 	}
 	if err != nil {
 		openAIError(w, 400, err.Error())
@@ -543,11 +570,15 @@ func (s *Server) generateNative(w http.ResponseWriter, r *http.Request) {
 	}
 	p := genParams{api: "generate", stream: body.Stream, rid: body.RID, ignoreEOS: body.SamplingParams.IgnoreEOS,
 		seed: body.SamplingParams.Seed, maxNew: 128, maxNewSet: true, temperature: body.SamplingParams.Temperature}
+	h := s.greedyHasher("text")
 	if body.Text != nil {
 		p.prompt = CountTokens(*body.Text)
+		hashContent(h, *body.Text)
 	} else {
 		p.prompt = len(body.InputIDs)
+		hashIDs(h, body.InputIDs)
 	}
+	p.key = h.Sum64()
 	if body.SamplingParams.MaxNewTokens != nil {
 		p.maxNew = *body.SamplingParams.MaxNewTokens
 	}
@@ -600,16 +631,26 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genParams, 
 		rid = s.newRID()
 	}
 	seed := s.requestSeed(p, n)
-	req := NewRequest(rid, p.prompt, max(p.maxNew, 1), p.ignoreEOS, s.Model.Profile.NaturalLen, seed)
-	req.Arrival = arrival
-	req.Temperature = 1 // SGLang's SamplingParams default
+	temp := 1.0 // SGLang's SamplingParams default
 	if p.temperature != nil {
 		if *p.temperature < 0 || math.IsNaN(*p.temperature) {
 			s.errorOut(w, p, 400, fmt.Sprintf("temperature must be non-negative, got %v.", *p.temperature))
 			return
 		}
-		req.Temperature = *p.temperature
+		temp = *p.temperature
 	}
+	var req *Request
+	if temp < GreedyTemperature {
+		// Greedy: the words (and the EOS position) are the model's for this prompt.
+		req = NewGreedyRequest(rid, p.prompt, max(p.maxNew, 1), p.ignoreEOS, s.Model.Profile.NaturalLen, seed, p.key)
+		if p.maxNew > 0 {
+			req.nondet = nondeterminism(s.nondetSeed, n, s.Config.Nondeterminism, req.target)
+		}
+	} else {
+		req = NewRequest(rid, p.prompt, max(p.maxNew, 1), p.ignoreEOS, s.Model.Profile.NaturalLen, seed)
+	}
+	req.Arrival = arrival
+	req.Temperature = temp
 	s.reqMu.Lock()
 	s.reqs[rid] = req
 	s.reqMu.Unlock()
@@ -629,7 +670,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genParams, 
 
 // respond consumes the request's output and writes the API's format.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, p *genParams, req *Request, empty bool) {
-	salt := req.Salt
 	created := strconv.FormatInt(time.Now().Unix(), 10)
 	flusher, _ := w.(http.Flusher)
 	var (
@@ -667,13 +707,14 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p *genParams, r
 			continue
 		}
 		buf = buf[:0]
+		div := req.divergence() // set before the steps it diverges were pushed
 		for _, k := range steps {
-			text = appendWords(text[:0], sent, k, salt)
-			buf = s.appendChunk(buf, p, req, created, text, sent == 0, "", sent+k, verify)
+			text = req.appendText(text[:0], sent, k, div)
+			buf = s.appendChunk(buf, p, req, created, text, sent == 0, "", sent+k, verify, div)
 			sent += k
 		}
 		if done {
-			buf = s.appendChunk(buf, p, req, created, nil, sent == 0 && p.api == "chat", finish, sent, verify)
+			buf = s.appendChunk(buf, p, req, created, nil, sent == 0 && p.api == "chat", finish, sent, verify, div)
 			if p.includeUsage && p.api != "generate" {
 				buf = s.appendUsage(buf, p, req, created, total)
 			}
@@ -697,7 +738,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p *genParams, r
 	}
 	if !p.stream {
 		first = req.FirstGen()
-		text = appendWords(text[:0], 0, total, salt)
+		text = req.appendText(text[:0], 0, total, req.divergence())
 		s.writeFull(w, p, req, created, string(text), finish, total, verify)
 	}
 	finishAt = time.Now()
@@ -714,7 +755,7 @@ func finishJSON(finish string) (reason, matched string) {
 	return strconv.Quote(finish), "null"
 }
 
-func (s *Server) appendChunk(b []byte, p *genParams, req *Request, created string, text []byte, first bool, finish string, sent, verify int) []byte {
+func (s *Server) appendChunk(b []byte, p *genParams, req *Request, created string, text []byte, first bool, finish string, sent, verify int, div divergence) []byte {
 	reason, matched := finishJSON(finish)
 	switch p.api {
 	case "chat":
@@ -746,7 +787,7 @@ func (s *Server) appendChunk(b []byte, p *genParams, req *Request, created strin
 		b = append(b, `","logprobs":null,"finish_reason":`...)
 	default: // native /generate: cumulative text
 		b = append(b, `data: {"text":"`...)
-		b = appendWords(b, 0, sent, req.Salt)
+		b = req.appendText(b, 0, sent, div)
 		b = append(b, `","meta_info":`...)
 		b = s.appendMeta(b, req, finish, sent, verify)
 		return append(b, "}\n\n"...)
