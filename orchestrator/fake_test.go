@@ -172,19 +172,24 @@ func (i *fakeInstance) BaseURL() string {
 }
 func (i *fakeInstance) Address() string { return i.id + ".fake:30000" }
 
+// ready finds the ready server at url (w.mu held); nil, and the test fails, when there is none.
+func (w *fakeWorld) ready(url, what string) *fakeInstance {
+	for _, h := range w.hosts {
+		if h.running != nil && "http://"+h.running.Address() == url && h.running.ready && !h.running.stopped {
+			return h.running
+		}
+	}
+	w.t.Errorf("%s against %s, which is not a ready server", what, url)
+	return nil
+}
+
 // answer is the fake output check: a ready server answers each prompt with a text that depends only
 // on the prompt (greedy decoding is lossless), unless it is lossy.
 func (w *fakeWorld) answer(ctx context.Context, cfg workload.CheckConfig) ([]string, error) {
 	w.mu.Lock()
-	var inst *fakeInstance
-	for _, h := range w.hosts {
-		if h.running != nil && "http://"+h.running.Address() == cfg.URL {
-			inst = h.running
-		}
-	}
-	if inst == nil || !inst.ready || inst.stopped {
+	inst := w.ready(cfg.URL, "output check")
+	if inst == nil {
 		w.mu.Unlock()
-		w.t.Errorf("output check against %s, which is not a ready server", cfg.URL)
 		return nil, errors.New("no server")
 	}
 	lossy := inst.b.lossy
@@ -209,15 +214,9 @@ type checkCall struct {
 // grow with concurrency and speculative steps, or fails like a client facing a dead server.
 func (w *fakeWorld) load(ctx context.Context, cfg workload.Config) (*workload.Result, error) {
 	w.mu.Lock()
-	var inst *fakeInstance
-	for _, h := range w.hosts {
-		if h.running != nil && "http://"+h.running.Address() == cfg.URL {
-			inst = h.running
-		}
-	}
-	if inst == nil || !inst.ready || inst.stopped {
+	inst := w.ready(cfg.URL, "load")
+	if inst == nil {
 		w.mu.Unlock()
-		w.t.Errorf("load against %s, which is not a ready server", cfg.URL)
 		return nil, errors.New("no server")
 	}
 	inst.levels++
