@@ -31,6 +31,9 @@ type Best struct {
 	Noise     Noise
 	// Candidates is the number of configurations compared.
 	Candidates int
+	// Mismatched is the number of configurations measured at this level but left out because
+	// their output check failed (they do not answer as the baseline does).
+	Mismatched int
 	// Plateau is the configuration with the fewest num_steps of the best's method, topk and draft
 	// shape that is as good as the best: within run-to-run noise (ranges overlap) with repeats,
 	// within PlateauTolerance otherwise. It is Best itself when no fewer steps are as good; nil for
@@ -67,18 +70,25 @@ func plateau(best *Cell, cells []*Cell) *Cell {
 
 // BestPerLevel ranks the configurations of each tp and concurrency level by median output tok/s
 // over repeats (baselines included: a baseline that wins says speculation does not pay there).
+// A point whose output check failed (Point.Mismatch) does not compete: it is fast and wrong, so it
+// is never the best, the runner-up or the plateau; Mismatched counts those left out.
 func BestPerLevel(s *Sweep) []Best {
 	var out []Best
 	for _, tp := range s.TPs {
 		for _, c := range s.Levels {
 			var cells []*Cell
 			var base *Cell
+			mismatched := 0
 			for _, p := range s.Points {
 				if p.TP != tp {
 					continue
 				}
 				cell := p.Cells[c]
 				if cell == nil || !cell.TokS.OK() {
+					continue
+				}
+				if p.Mismatch() {
+					mismatched++
 					continue
 				}
 				cells = append(cells, cell)
@@ -91,7 +101,7 @@ func BestPerLevel(s *Sweep) []Best {
 			}
 			sort.SliceStable(cells, func(i, j int) bool { return cells[i].TokS.Median > cells[j].TokS.Median })
 			b := Best{TP: tp, Concurrency: c, Best: cells[0], Baseline: base, Candidates: len(cells), Noise: NoiseUnknown,
-				Plateau: plateau(cells[0], cells)}
+				Plateau: plateau(cells[0], cells), Mismatched: mismatched}
 			if len(cells) > 1 {
 				r := cells[1]
 				b.RunnerUp = r
@@ -142,10 +152,14 @@ type ParetoPoint struct {
 }
 
 // Pareto places every cell with a known TPOT and marks the Pareto front: the cells no other cell
-// beats on both per-user and per-GPU tok/s. The result is sorted by per-GPU tok/s, ascending.
+// beats on both per-user and per-GPU tok/s. The result is sorted by per-GPU tok/s, ascending. The
+// cells of a point whose output check failed are left out (they are not a trade-off one may make).
 func Pareto(s *Sweep) []ParetoPoint {
 	var pts []ParetoPoint
 	for _, cell := range s.Cells() {
+		if cell.Point.Mismatch() {
+			continue
+		}
 		if u := cell.PerUser(); u > 0 {
 			pts = append(pts, ParetoPoint{Cell: cell, PerGPU: cell.PerGPU(), PerUser: u})
 		}

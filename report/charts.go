@@ -262,10 +262,56 @@ func stepsChart(s *Sweep, pn panel, p *plot.Plot, value func(*Cell) (Stat, bool)
 			entries++
 		}
 	}
+	// A ring around each measured value of a point whose output check failed.
+	var bad plotter.XYs
+	for _, g := range pn.Groups {
+		for _, pt := range g.Points {
+			if !pt.Mismatch() {
+				continue
+			}
+			for _, c := range s.Levels {
+				if cell := pt.Cells[c]; cell != nil {
+					if st, ok := value(cell); ok {
+						bad = append(bad, plotter.XY{X: float64(pt.NumSteps), Y: st.Median})
+					}
+				}
+			}
+		}
+	}
+	if len(bad) > 0 {
+		sc, err := plotter.NewScatter(bad)
+		if err != nil {
+			return 0, err
+		}
+		sc.Color, sc.Shape, sc.Radius = mismatchColor, draw.RingGlyph{}, vg.Points(6)
+		p.Add(sc)
+		p.Legend.Add("output MISMATCH (not lossless)", sc)
+		entries++
+	}
 	if entries > 0 {
 		p.X.Min, p.X.Max = minX-0.4, maxX+0.4
 	}
 	return entries, nil
+}
+
+// mismatchColor rings the points whose output check failed.
+var mismatchColor = color.RGBA{R: 200, A: 255}
+
+// mismatchNote is a chart caption's sentence on the panel's points whose output check failed; ""
+// when none.
+func (p panel) mismatchNote() string {
+	var steps []string
+	for _, g := range p.Groups {
+		for _, pt := range g.Points {
+			if pt.Mismatch() && len(pt.Cells) > 0 {
+				steps = append(steps, shortLabel(pt, false))
+			}
+		}
+	}
+	if len(steps) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Red rings (%s): the output check failed, the point does not answer as the baseline does; it is never named best.", strings.Join(steps, ", "))
 }
 
 // legendLine is a legend sample: a line in a colour and dash, with a glyph when given.
@@ -555,7 +601,7 @@ func throughputChart(s *Sweep, pn panel) (*Chart, error) {
 	p.X.Tick.Marker = stepTicks{baseline: withBase}
 	headroom(p, n, true)
 	return &Chart{Name: "throughput-" + pn.name(), Title: "Output tok/s vs num_steps (" + pn.label() + ")",
-		Answers: "Which num_steps gives the most output tokens per second at each concurrency, and where adding steps stops paying (the line flattens or falls). The leftmost point is the baseline without speculation; bars show the range over repeats; line styles tell tree shapes apart." + pn.omittedNote(),
+		Answers: "Which num_steps gives the most output tokens per second at each concurrency, and where adding steps stops paying (the line flattens or falls). The leftmost point is the baseline without speculation; bars show the range over repeats; line styles tell tree shapes apart." + pn.omittedNote() + pn.mismatchNote(),
 		plot:    p, w: chartW, h: chartH}, nil
 }
 
@@ -579,7 +625,7 @@ func speedupChart(s *Sweep, pn panel) (*Chart, error) {
 	}
 	headroom(p, n+1, false)
 	return &Chart{Name: "speedup-" + pn.name(), Title: "Speedup vs num_steps (" + pn.label() + ")",
-		Answers: "How far above the baseline (same tp, same concurrency) each num_steps is, and how the gain shrinks as concurrency grows. Below the dashed line speculation costs throughput." + pn.omittedNote(),
+		Answers: "How far above the baseline (same tp, same concurrency) each num_steps is, and how the gain shrinks as concurrency grows. Below the dashed line speculation costs throughput." + pn.omittedNote() + pn.mismatchNote(),
 		plot:    p, w: chartW, h: chartH}, nil
 }
 
@@ -862,8 +908,23 @@ func paretoChart(s *Sweep) (*Chart, error) {
 	p.X.Max *= 1.18 // room for the labels
 	headroom(p, len(s.Levels)+1, true)
 	return &Chart{Name: "pareto", Title: "Per-user vs per-GPU tok/s (Pareto front)",
-		Answers: "The trade-off between what one user sees (decode speed) and what a GPU delivers in total. Points on the dashed front are the configurations worth running: for each, no other configuration is better on both axes. Read off the best configuration for a latency target.",
+		Answers: "The trade-off between what one user sees (decode speed) and what a GPU delivers in total. Points on the dashed front are the configurations worth running: for each, no other configuration is better on both axes. Read off the best configuration for a latency target." + paretoMismatchNote(s),
 		plot:    p, w: chartW, h: chartH}, nil
+}
+
+// paretoMismatchNote says which measured points the Pareto chart leaves out for their failed output
+// check; "" when none.
+func paretoMismatchNote(s *Sweep) string {
+	var labels []string
+	for _, p := range s.Mismatches() {
+		if len(p.Cells) > 0 {
+			labels = append(labels, shortLabel(p, true))
+		}
+	}
+	if len(labels) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Left out: %s, whose output check failed (not lossless).", strings.Join(labels, ", "))
 }
 
 // methods counts the speculative methods of a sweep.

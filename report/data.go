@@ -87,6 +87,14 @@ type Point struct {
 	// reason for releasing or pruning it ("" when it gave none).
 	Searched bool
 	Reason   string
+	// OutputCheck is the lossless output check of the point's current attempt (docs/spec.md,
+	// "output_check"): store.OutputCheckReference, OutputCheckOK, OutputCheckMismatch, or "" when
+	// not checked (no baseline at its tp, or not compared yet). OutputAgreement is its agreement in
+	// [0, 1] (a reference's with itself; nil when not measured) and OutputEvidence what the check
+	// recorded (nil when none; FromRuns reads none).
+	OutputCheck     string
+	OutputAgreement *float64
+	OutputEvidence  *OutputEvidence
 	// Cells holds the ok runs of each concurrency level, aggregated over repeats.
 	Cells map[int]*Cell
 }
@@ -191,7 +199,7 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 			Provenance: provenanceOf(ps.Provenance), Started: ps.StartedAt, Finished: ps.FinishedAt, Cells: map[int]*Cell{},
 			Requested: [3]*int{ps.NumSteps, ps.TopK, ps.NumDraftTokens},
 			Effective: [3]*int{ps.EffectiveNumSteps, ps.EffectiveTopK, ps.EffectiveNumDraftTokens},
-			Reason:    ps.Reason}
+			Reason:    ps.Reason, OutputCheck: ps.OutputCheck, OutputAgreement: ps.OutputAgreement}
 		s.Points = append(s.Points, p)
 		byID[p.ID] = p
 		tps[p.TP] = true
@@ -202,6 +210,18 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	sort.Ints(s.TPs)
 	if err := setAlgorithms(ctx, db, s.ID, byID); err != nil {
 		return nil, err
+	}
+	if s.Checked() {
+		// The evidence of the checks (the first divergence, both texts) is not in point_summary.
+		outs, err := db.OutputChecks(ctx, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range outs {
+			if p := byID[o.PointID]; p != nil && p.OutputCheck != "" {
+				p.OutputEvidence = ParseOutputEvidence(o.Evidence)
+			}
+		}
 	}
 
 	agg := newAggregator()
@@ -339,6 +359,16 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 		if err := setAlgorithms(ctx, db, s.ID, points[s]); err != nil {
 			return nil, err
 		}
+		// The output check, so that a mismatching point is never named best.
+		sums, err := db.PointSummaries(ctx, s.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, ps := range sums {
+			if p := points[s][ps.PointID]; p != nil {
+				p.OutputCheck, p.OutputAgreement = ps.OutputCheck, ps.OutputAgreement
+			}
+		}
 	}
 	return out, nil
 }
@@ -413,6 +443,68 @@ func (s *Sweep) Pruned() []*Point {
 // Searched reports whether a search decided which of the sweep's points run.
 func (s *Sweep) Searched() bool {
 	return slices.ContainsFunc(s.Points, func(p *Point) bool { return p.Searched })
+}
+
+// Mismatch reports whether the point's outputs do not answer as the reference's do (the lossless
+// check failed): such a point is never the best, nor on the Pareto front.
+func (p *Point) Mismatch() bool { return p.OutputCheck == store.OutputCheckMismatch }
+
+// Checked reports whether some point of the sweep has an output check result.
+func (s *Sweep) Checked() bool {
+	return slices.ContainsFunc(s.Points, func(p *Point) bool { return p.OutputCheck != "" })
+}
+
+// Mismatches are the points whose output check failed, in plan order.
+func (s *Sweep) Mismatches() []*Point {
+	var out []*Point
+	for _, p := range s.Points {
+		if p.Mismatch() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Reference is the point checked as the reference of tp (its first baseline that answered), or nil.
+func (s *Sweep) Reference(tp int) *Point {
+	for _, p := range s.Points {
+		if p.TP == tp && p.OutputCheck == store.OutputCheckReference {
+			return p
+		}
+	}
+	return nil
+}
+
+// OutputEvidence is what the output check recorded of a comparison (points.output_evidence, as the
+// orchestrator writes it): the agreement, the earliest divergence and both texts there, the prompt,
+// and the reference's agreement with itself and the threshold below which a point mismatches. A
+// reference's evidence compares its own two answers.
+type OutputEvidence struct {
+	Agreement float64 `json:"agreement"`
+	// Diverged: some answer differs; Prompt (0-based) is the prompt of the earliest divergence and
+	// Word (0-based) its position in whitespace-separated words, the same in both texts.
+	Diverged   bool   `json:"diverged"`
+	Prompt     int    `json:"prompt"`
+	Word       int    `json:"word"`
+	Reference  string `json:"reference"` // the reference's answer to that prompt
+	Got        string `json:"got"`       // the point's answer
+	PromptText string `json:"prompt_text"`
+	// ReferenceAgreement is the reference's agreement with itself and Threshold the agreement
+	// under which a point mismatches (nil when not recorded).
+	ReferenceAgreement *float64 `json:"reference_agreement"`
+	Threshold          *float64 `json:"threshold"`
+}
+
+// ParseOutputEvidence decodes a stored evidence; nil when there is none or it does not decode.
+func ParseOutputEvidence(raw []byte) *OutputEvidence {
+	if len(raw) == 0 {
+		return nil
+	}
+	var e OutputEvidence
+	if json.Unmarshal(raw, &e) != nil {
+		return nil
+	}
+	return &e
 }
 
 // Evidence splits a failure detail into its cause (first line) and evidence lines.

@@ -47,6 +47,8 @@ type Table struct {
 type doc struct {
 	Title      string
 	Summary    []string // sentences
+	Check      Table    // the output check; no rows unless some point was checked
+	Diverge    []divergence
 	Best       Table
 	Charts     []*Chart
 	Pareto     Table
@@ -187,9 +189,14 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 		d.Summary = append(d.Summary,
 			"A search decided while the sweep ran which of the planned points run; the ones it did not run are listed with its reason under \"Pruned by the search\", and a search-path chart per method, tp and tree shape shows where it went.")
 	}
+	if c := checkSummary(s); c != "" {
+		d.Summary = append(d.Summary, c)
+	}
 	d.Summary = append(d.Summary,
 		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
 			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))
+	d.Check = checkTable(s)
+	d.Diverge = divergences(s)
 	d.Best = bestTable(s)
 	d.Pareto = paretoTable(s)
 	d.Results = resultsTable(s)
@@ -232,7 +239,23 @@ func bestTable(s *Sweep) Table {
 		t.Note = "One repeat per level: the run-to-run noise is not measured (set workload.repeats to 2 or more to flag margins inside it). " +
 			"plateau: the fewest num_steps (same method and tree shape) within 2% of the best."
 	}
+	t.Note += mismatchNote(s, "They are left out of the ranking: a point that does not answer as the baseline does is never the best, runner-up or plateau.")
 	return t
+}
+
+// mismatchNote is a table note's sentence on the measured points whose output check failed; ""
+// when there are none.
+func mismatchNote(s *Sweep, what string) string {
+	var labels []string
+	for _, p := range s.Mismatches() {
+		if len(p.Cells) > 0 {
+			labels = append(labels, fmt.Sprintf("%s tp=%d", p.Label(), p.TP))
+		}
+	}
+	if len(labels) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Output check: %d measured point(s) mismatch (%s). %s", len(labels), strings.Join(labels, ", "), what)
 }
 
 func paretoTable(s *Sweep) Table {
@@ -246,6 +269,7 @@ func paretoTable(s *Sweep) Table {
 		t.Rows = append(t.Rows, []string{f.Cell.Point.Label(), fmt.Sprint(f.Cell.Point.TP), fmt.Sprint(f.Cell.Concurrency),
 			fmt.Sprintf("%.1f", f.PerUser), fmt.Sprintf("%.1f", f.PerGPU), fmtTok(f.Cell.TokS)})
 	}
+	t.Note += mismatchNote(s, "They are left out of the front and do not push other configurations off it.")
 	return t
 }
 
@@ -259,6 +283,12 @@ func resultsTable(s *Sweep) Table {
 	}
 	t.Head = append(t.Head, "accept", "state")
 	t.Num = append(t.Num, true, false)
+	checked := s.Checked()
+	if checked {
+		t.Head = append(t.Head, "output check")
+		t.Num = append(t.Num, false)
+		t.Note += " output check: the result and agreement of the lossless check against the reference of its tp (see \"Output check\"); MISMATCH: the point does not answer as the baseline does."
+	}
 	if len(s.Pruned()) > 0 {
 		t.Note += " Points the search pruned ran nothing: they are listed under \"Pruned by the search\"."
 	}
@@ -286,6 +316,15 @@ func resultsTable(s *Sweep) Table {
 			row = append(row, "-")
 		}
 		row = append(row, p.State)
+		if checked {
+			c := checkWord(p.OutputCheck)
+			if p.OutputCheck == "" {
+				c = "-"
+			} else if p.OutputAgreement != nil {
+				c += " " + fmtAgreement(p.OutputAgreement)
+			}
+			row = append(row, c)
+		}
 		t.Rows = append(t.Rows, row)
 	}
 	return t
@@ -409,6 +448,9 @@ func compareTables(c *Comparison) []Table {
 		Note: fmt.Sprintf("A = %s, B = %s; ratio = B's best median output tok/s over A's.", a, b),
 		Head: []string{"tp", "concurrency", "A best", "A tok/s", "B best", "B tok/s", "ratio B/A"},
 		Num:  []bool{true, true, false, true, false, true, true}, Wide: true}
+	if c.A.Checked() || c.B.Checked() {
+		best.Note += " A point whose output check failed is never a sweep's best."
+	}
 	for _, p := range c.Bests {
 		best.Rows = append(best.Rows, []string{fmt.Sprint(p.TP), fmt.Sprint(p.Concurrency), p.A.Best.Point.Label(), fmtTok(p.A.Best.TokS),
 			p.B.Best.Point.Label(), fmtTok(p.B.Best.TokS), fmt.Sprintf("%.3f", p.Ratio())})
@@ -418,7 +460,12 @@ func compareTables(c *Comparison) []Table {
 		Head: []string{"configuration", "tp", "concurrency", "A tok/s", "B tok/s", "ratio B/A"},
 		Num:  []bool{false, true, true, true, true, true}}
 	for _, p := range c.Matched {
-		m.Rows = append(m.Rows, []string{p.Config.Label(), fmt.Sprint(p.Config.TP), fmt.Sprint(p.Concurrency), fmtTok(p.A.TokS), fmtTok(p.B.TokS), fmt.Sprintf("%.3f", p.Ratio())})
+		label := p.Config.Label()
+		if a, b := p.A.Point.Mismatch(), p.B.Point.Mismatch(); a || b {
+			label += map[[2]bool]string{{true, false}: " (output MISMATCH in A)", {false, true}: " (output MISMATCH in B)",
+				{true, true}: " (output MISMATCH in A and B)"}[[2]bool{a, b}]
+		}
+		m.Rows = append(m.Rows, []string{label, fmt.Sprint(p.Config.TP), fmt.Sprint(p.Concurrency), fmtTok(p.A.TokS), fmtTok(p.B.TokS), fmt.Sprintf("%.3f", p.Ratio())})
 	}
 	return []Table{best, m}
 }

@@ -32,6 +32,10 @@ figcaption b{color:#1d232b}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px;font-size:.9em}dt{font-weight:600}dd{margin:0;font-family:ui-monospace,"DejaVu Sans Mono",monospace;word-break:break-all}
 footer{margin-top:2em;color:#8a949e;font-size:.8em}
 nav{font-size:.88em;margin:.6em 0 0}nav a{color:#2458a6;text-decoration:none}
+.bad{color:#b00020;font-weight:700}p.lead.bad{font-weight:600}
+table.sbs{table-layout:fixed;width:100%;max-width:1200px}table.sbs td{width:50%;white-space:pre-wrap;word-break:break-word;font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:.92em}
+mark{background:#ffd9a8;color:#5a1d00;font-weight:700}em.end{color:#8a949e}
+p.prompt{margin:.3em 0}
 `
 
 func writeHTML(d *doc, opt Options) ([]string, error) {
@@ -42,11 +46,23 @@ func writeHTML(d *doc, opt Options) ([]string, error) {
 	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style></head><body>\n", e(d.Title), css)
 	fmt.Fprintf(&b, "<h1>%s</h1>\n", e(d.Title))
 	for _, s := range d.Summary {
-		fmt.Fprintf(&b, "<p class=\"lead\">%s</p>\n", e(s))
+		class := "lead"
+		if strings.HasPrefix(s, "Output check FAILED") {
+			class = "lead bad"
+		}
+		fmt.Fprintf(&b, "<p class=\"%s\">%s</p>\n", class, e(s))
 	}
 	// A table of contents: in-page links only.
 	b.WriteString("<nav>")
-	nav := []string{"best", "Best configuration", "charts", "Charts", "pareto", "Pareto front"}
+	var nav []string
+	if len(d.Check.Rows) > 0 {
+		title := "Output check"
+		if len(d.Diverge) > 0 {
+			title += fmt.Sprintf(" (%d MISMATCH)", len(d.Diverge))
+		}
+		nav = append(nav, "check", title)
+	}
+	nav = append(nav, "best", "Best configuration", "charts", "Charts", "pareto", "Pareto front")
 	if len(d.Compare) > 0 {
 		nav = append(nav, "compare", "Comparison")
 	}
@@ -62,6 +78,11 @@ func writeHTML(d *doc, opt Options) ([]string, error) {
 		fmt.Fprintf(&b, "<a href=\"#%s\">%s</a>", nav[i], e(nav[i+1]))
 	}
 	b.WriteString("</nav>\n")
+	if len(d.Check.Rows) > 0 {
+		b.WriteString("<div id=\"check\"></div>\n")
+		htmlTable(&b, d.Check, 2)
+		htmlDivergences(&b, d.Diverge)
+	}
 	b.WriteString("<div id=\"best\"></div>\n")
 	htmlTable(&b, d.Best, 2)
 	if len(d.Charts) > 0 {
@@ -131,6 +152,8 @@ func htmlTable(b *strings.Builder, t Table, level int) {
 				class = ` class="c"`
 			case at(t.Num, i):
 				class = ` class="n"`
+			case strings.HasPrefix(c, checkMismatch):
+				class = ` class="bad"`
 			case c == string(NoiseWithin):
 				class = ` class="noise-within"`
 			case c == string(NoiseClear) && t.Head[i] == "noise":
@@ -147,6 +170,33 @@ func htmlTable(b *strings.Builder, t Table, level int) {
 	b.WriteString("</tbody></table></div>\n")
 	if t.Note != "" {
 		fmt.Fprintf(b, "<p class=\"note\">%s</p>\n", e(t.Note))
+	}
+}
+
+// htmlDivergences shows each mismatching point's divergent answer beside the reference's, the
+// prompt above, each marked from the divergent word on.
+func htmlDivergences(b *strings.Builder, ds []divergence) {
+	e := html.EscapeString
+	side := func(head, tail string) string {
+		if tail == "" {
+			return e(head) + `<em class="end">` + e(" "+endOfAnswer) + "</em>"
+		}
+		return e(head) + "<mark>" + e(tail) + "</mark>"
+	}
+	for _, d := range ds {
+		fmt.Fprintf(b, "<h3 class=\"bad\">%s</h3>\n", e(d.Title))
+		if d.Missing != "" {
+			fmt.Fprintf(b, "<p>%s</p>\n", e(d.Missing))
+			continue
+		}
+		if d.Prompt != "" {
+			fmt.Fprintf(b, "<p class=\"prompt\"><b>%s</b></p>\n", e(d.Prompt))
+		}
+		fmt.Fprintf(b, "<table class=\"sbs\">\n<thead><tr><th>%s</th><th>%s</th></tr></thead>\n<tbody><tr><td>%s</td><td>%s</td></tr></tbody></table>\n",
+			e(d.RefLabel), e(d.GotLabel), side(d.RefHead, d.RefTail), side(d.GotHead, d.GotTail))
+	}
+	if len(ds) > 0 {
+		b.WriteString("<p class=\"note\">Highlighted: each answer from the first word where the two differ on.</p>\n")
 	}
 }
 

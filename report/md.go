@@ -18,6 +18,10 @@ func writeMD(d *doc, opt Options) ([]string, error) {
 		b.WriteString(mdEscape(s) + "\n")
 	}
 	b.WriteString("\n")
+	if len(d.Check.Rows) > 0 {
+		mdTable(&b, d.Check)
+		mdDivergences(&b, d.Diverge)
+	}
 	mdTable(&b, d.Best)
 	if len(d.Charts) > 0 {
 		b.WriteString("## Charts\n\n")
@@ -52,7 +56,36 @@ func writeMD(d *doc, opt Options) ([]string, error) {
 	return append([]string{f}, charts...), nil
 }
 
-var mdReplacer = strings.NewReplacer(`\`, `\\`, "|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;", ">", "&gt;")
+// mdDivergences shows each mismatching point's divergent answer beside the reference's in a
+// two-column table, the prompt above, each in bold from the divergent word on.
+func mdDivergences(b *strings.Builder, ds []divergence) {
+	cell := func(s string) string { return strings.ReplaceAll(mdEscape(s), "\n", "<br>") }
+	side := func(head, tail string) string {
+		if tail == "" {
+			return cell(head) + " *" + cell(endOfAnswer) + "*"
+		}
+		// The bold run starts at a word and ends at one (the tail is trimmed), as Markdown needs.
+		return cell(head) + "**" + cell(tail) + "**"
+	}
+	for _, d := range ds {
+		fmt.Fprintf(b, "### %s\n\n", mdEscape(d.Title))
+		if d.Missing != "" {
+			fmt.Fprintf(b, "%s\n\n", mdEscape(d.Missing))
+			continue
+		}
+		if d.Prompt != "" {
+			fmt.Fprintf(b, "%s\n\n", mdEscape(d.Prompt))
+		}
+		fmt.Fprintf(b, "| %s | %s |\n|---|---|\n| %s | %s |\n\n", cell(d.RefLabel), cell(d.GotLabel),
+			side(d.RefHead, d.RefTail), side(d.GotHead, d.GotTail))
+	}
+	if len(ds) > 0 {
+		b.WriteString("In bold: each answer from the first word where the two differ on.\n\n")
+	}
+}
+
+// "~" and "$" too: GitHub strikes through ~text~ and typesets $math$.
+var mdReplacer = strings.NewReplacer(`\`, `\\`, "|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;", ">", "&gt;", "~", `\~`, "$", `\$`)
 
 // mdEscape makes text literal in Markdown; "](" is broken up so no data can form a link.
 func mdEscape(s string) string { return strings.ReplaceAll(mdReplacer.Replace(s), "](", `]\(`) }

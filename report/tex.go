@@ -41,6 +41,11 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 	if !opt.Fragment {
 		sec = "\\section"
 	}
+	if len(d.Check.Rows) > 0 {
+		fmt.Fprintf(&b, "%s*{Output check}\n", sec)
+		texTable(&b, d.Check, "outputcheck")
+		texDivergences(&b, d.Diverge)
+	}
 	texTable(&b, d.Best, "best")
 	for _, c := range d.Charts {
 		fmt.Fprintf(&b, "\\begin{figure}[!htbp]\n\\centering\n\\includegraphics[width=0.85\\linewidth]{\\specsweepdir %s}\n\\caption{%s. %s}\n\\label{fig:%s}\n\\end{figure}\n\n",
@@ -75,6 +80,63 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 		return nil, err
 	}
 	return append([]string{f}, charts...), nil
+}
+
+// texDivergences shows each mismatching point's divergent answer beside the reference's in a
+// two-column tabular, the prompt above, each in bold from the divergent word on.
+func texDivergences(b *strings.Builder, ds []divergence) {
+	side := func(head, tail string) string {
+		if tail == "" {
+			return texLines(head) + ` \emph{` + texEscape(endOfAnswer) + `}`
+		}
+		if head == "" {
+			return `{\bfseries ` + texLines(tail) + `}`
+		}
+		return texLines(head) + `{\bfseries ` + texLines(tail) + `}`
+	}
+	for _, d := range ds {
+		fmt.Fprintf(b, "\\paragraph*{%s}\n", texEscape(d.Title))
+		if d.Missing != "" {
+			fmt.Fprintf(b, "%s\n\n", texEscape(d.Missing))
+			continue
+		}
+		if d.Prompt != "" {
+			fmt.Fprintf(b, "\\emph{%s}\n\n", texEscape(d.Prompt))
+		}
+		b.WriteString("\\noindent{\\footnotesize\\setlength{\\tabcolsep}{4pt}\n")
+		b.WriteString("\\begin{tabular}{@{}>{\\raggedright\\arraybackslash}p{0.47\\linewidth}>{\\raggedright\\arraybackslash}p{0.47\\linewidth}@{}}\n\\toprule\n")
+		fmt.Fprintf(b, "\\textbf{%s} & \\textbf{%s} \\\\\n\\midrule\n", texEscape(d.RefLabel), texEscape(d.GotLabel))
+		// {} first: \midrule would take an answer's leading "[" for its optional width.
+		fmt.Fprintf(b, "{}%s & {}%s \\\\\n\\bottomrule\n\\end{tabular}}\n\n", side(d.RefHead, d.RefTail), side(d.GotHead, d.GotTail))
+	}
+	if len(ds) > 0 {
+		b.WriteString("In bold: each answer from the first word where the two differ on.\n\n")
+	}
+}
+
+// texLines is texEscape of a text of several lines, the line breaks kept as \newline: blank lines
+// collapse, and none comes first, where LaTeX has no line to end. A text that ends with a line
+// break (the part before a divergent word) keeps it.
+func texLines(s string) string {
+	var b strings.Builder
+	brk := false
+	for i, l := range strings.Split(s, "\n") {
+		if i > 0 {
+			brk = true
+		}
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if brk && b.Len() > 0 {
+			b.WriteString(`\newline `)
+		}
+		brk = false
+		b.WriteString(texEscape(l))
+	}
+	if brk && b.Len() > 0 {
+		b.WriteString(`\newline `)
+	}
+	return b.String()
 }
 
 // longRows is the most rows of a table float; longer tables become a longtable.
