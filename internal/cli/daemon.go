@@ -260,7 +260,17 @@ func statusCmd() command {
 					}
 					return writeIndentedJSON(env.Stdout, out)
 				}
-				printStatus(env, s)
+				outs, err := st.OutputChecks(ctx, sw.ID)
+				if err != nil {
+					return err
+				}
+				checks := map[string]store.PointOutputs{}
+				for _, o := range outs {
+					if o.Check != "" {
+						checks[o.PointID] = o
+					}
+				}
+				printStatus(env, s, checks)
 				return nil
 			}
 		},
@@ -313,7 +323,10 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 	return tw.Flush()
 }
 
-func printStatus(env Env, s orchestrator.SweepStatus) {
+// printStatus writes one sweep's state: its counts, the output check's block when points do not
+// answer as the baseline does, the points (with a CHECK column when some point has an output
+// check, checks by point id) and the points the search pruned.
+func printStatus(env Env, s orchestrator.SweepStatus, checks map[string]store.PointOutputs) {
 	w := env.Stdout
 	sw := s.Sweep
 	fmt.Fprintf(w, "sweep %s (id %d): %s", sw.Name, sw.ID, sw.State)
@@ -325,16 +338,29 @@ func printStatus(env Env, s orchestrator.SweepStatus) {
 	if len(s.Points) == 0 {
 		return
 	}
+	if ms := storedMismatches(s.Points, checks); len(ms) > 0 {
+		printMismatches(w, ms)
+		fmt.Fprintln(w)
+	}
+	checked := len(checks) > 0
 	var pruned []prunedPoint
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tID\tMETHOD\tSTEPS\tTOPK\tDRAFT\tTP\tSTATE\tHOST\tATTEMPTS\tFAILURE")
+	head := "#\tID\tMETHOD\tSTEPS\tTOPK\tDRAFT\tTP\tSTATE\tHOST\tATTEMPTS"
+	if checked {
+		head += "\tCHECK"
+	}
+	fmt.Fprintln(tw, head+"\tFAILURE")
 	for i, p := range s.Points {
 		failure := string(p.FailureClass)
 		if p.FailureDetail != "" && p.State == store.PointFailed {
 			failure += ": " + firstLine(p.FailureDetail)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", i+1, p.ID, p.Method, optInt(p.NumSteps),
-			optInt(p.TopK), optInt(p.NumDraftTokens), p.TP, p.State, orDash(p.Host), p.Attempts, failure)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t", i+1, p.ID, p.Method, optInt(p.NumSteps),
+			optInt(p.TopK), optInt(p.NumDraftTokens), p.TP, p.State, orDash(p.Host), p.Attempts)
+		if checked {
+			fmt.Fprintf(tw, "%s\t", checkCell(checks[p.ID].Check))
+		}
+		fmt.Fprintf(tw, "%s\n", failure)
 		if p.State == store.PointPruned {
 			pruned = append(pruned, prunedPoint{label: pointLabel(p), reason: p.Reason})
 		}

@@ -14,10 +14,11 @@ import (
 	"github.com/specsweep/specsweep/store"
 )
 
-// printResults writes a sweep's results: one row per point with output tok/s and speedup at each
-// concurrency level and the accept length, each the median over repeats of the ok runs as the
-// report aggregates them (report.LoadID), then the failed points with their class and first line
-// of evidence, then where the data is.
+// printResults writes a sweep's results: first, when points do not answer as the baseline does,
+// the output check's block (printMismatches); one row per point with output tok/s and speedup at
+// each concurrency level and the accept length, each the median over repeats of the ok runs as the
+// report aggregates them (report.LoadID), with a CHECK column when some point has an output check;
+// then the failed points with their class and first line of evidence, then where the data is.
 func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64, dbFile string) error {
 	s, err := report.LoadID(ctx, st, sweepID)
 	if err != nil {
@@ -26,9 +27,19 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 	label := func(p *report.Point) []string {
 		return []string{p.Method, optional(p.Requested[0]), optional(p.Requested[1]), optional(p.Requested[2]), strconv.Itoa(p.TP)}
 	}
+	if ms := sweepMismatches(s); len(ms) > 0 {
+		if err := printMismatches(w, ms); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	checked := s.Checked()
 	fmt.Fprintln(w, "Results (output tok/s and speedup over the baseline at the same tp and concurrency):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"METHOD", "STEPS", "TOPK", "DRAFT", "TP"}
+	if checked {
+		head = append(head, "CHECK")
+	}
 	for _, c := range s.Levels {
 		head = append(head, fmt.Sprintf("c=%d tok/s", c), "speedup")
 	}
@@ -39,6 +50,9 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 			continue
 		}
 		cells := label(p)
+		if checked {
+			cells = append(cells, checkCell(p.OutputCheck))
+		}
 		for _, c := range s.Levels {
 			x, ok := p.Cells[c]
 			if !ok {
@@ -52,6 +66,9 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if checked {
+		fmt.Fprintln(w, "CHECK: the lossless output check against the baseline of the same tp (ref: that baseline; MISMATCH: does not answer as it does; -: not checked).")
 	}
 
 	var pruned []prunedPoint

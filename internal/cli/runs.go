@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -47,6 +48,7 @@ func runsCmd() command {
 				q := store.RunsQuery{Sweep: *sw, Where: *where, OrderBy: *sortBy, Limit: *limit}
 				var cols []string
 				var vals [][]any
+				var skipped []string // mismatching points --best left out
 				if *best {
 					q.Limit = 0
 					sweeps, err := report.FromRuns(ctx, st, q)
@@ -54,6 +56,7 @@ func runsCmd() command {
 						return err
 					}
 					cols, vals = bestRows(sweeps)
+					skipped = measuredMismatches(sweeps)
 					if *limit > 0 && len(vals) > *limit {
 						vals = vals[:*limit]
 					}
@@ -69,10 +72,36 @@ func runsCmd() command {
 						return err
 					}
 				}
-				return tabular.Write(env.Stdout, *format, cols, vals)
+				if err := tabular.Write(env.Stdout, *format, cols, vals); err != nil {
+					return err
+				}
+				if len(skipped) > 0 {
+					// A note for people: under the table, or on stderr beside CSV and JSON.
+					note := env.Stdout
+					if *format != "table" {
+						note = env.Stderr
+					}
+					fmt.Fprintf(note, "note: skipped %d mismatching point(s) (their outputs differ from the baseline's: the lossless output check failed; `specsweep status SWEEP` shows where): %s\n",
+						len(skipped), strings.Join(skipped, ", "))
+				}
+				return nil
 			}
 		},
 	}
+}
+
+// measuredMismatches names the points report.BestPerLevel leaves out of the sweeps' ranking because
+// their output check failed: "eagle3 s=5 k=1 n=6 tp=4 (sweep climb)".
+func measuredMismatches(sweeps []*report.Sweep) []string {
+	var out []string
+	for _, s := range sweeps {
+		for _, p := range s.Mismatches() {
+			if len(p.Cells) > 0 {
+				out = append(out, fmt.Sprintf("%s tp=%d (sweep %s)", p.Label(), p.TP, s.Name))
+			}
+		}
+	}
+	return out
 }
 
 // bestColumns are the columns of `runs --best`.
@@ -81,7 +110,8 @@ var bestColumns = []string{"sweep", "sweep_id", "tp", "concurrency", "point_id",
 	"runner_up", "runner_up_tok_s", "margin_pct", "noise", "candidates"}
 
 // bestRows ranks the configurations of each sweep, tp and concurrency level (report.BestPerLevel:
-// medians over repeats) and returns one row per level.
+// medians over repeats; a point whose output check failed never competes) and returns one row per
+// level.
 func bestRows(sweeps []*report.Sweep) ([]string, [][]any) {
 	opt := func(v int, baseline bool) any {
 		if baseline {
