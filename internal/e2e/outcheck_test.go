@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,19 @@ func TestOutputCheckOnTheSimulator(t *testing.T) {
 	st := specsweep(t, time.Minute, "status", "--db", f.db, "e2e-outcheck")
 	if !strings.Contains(strings.ToLower(st.stdout), "mismatch") {
 		t.Errorf("status does not show the mismatch:\n%s", st)
+	}
+	out := filepath.Join(f.dir, "report")
+	rep := specsweep(t, 2*time.Minute, "report", "--db", f.db, "e2e-outcheck", "--format", "md", "-o", out)
+	if rep.code != 0 {
+		t.Fatalf("report:\n%s", rep)
+	}
+	mds, _ := filepath.Glob(filepath.Join(out, "*.md"))
+	var md string
+	for _, m := range mds {
+		md += mustRead(t, m)
+	}
+	if i, j := strings.Index(md, "Output check"), strings.Index(md, "broken"); i < 0 || j < 0 || !strings.Contains(md, "mismatch") {
+		t.Errorf("the report has no output check section naming the broken method (files %v)", mds)
 	}
 }
 
