@@ -61,6 +61,8 @@ type Config struct {
 	WarmupSeconds float64
 	TimeScale     float64
 	GPUMemGB      float64
+	// GPUs is SGLANGSIM_GPUS, the simulated host's GPU count.
+	GPUs          int
 	Profile       string
 	Fail          FailMode
 	TruthPath     string
@@ -78,7 +80,7 @@ type Config struct {
 
 // LoadConfig reads the knobs from the environment.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	c := Config{LoadSeconds: 20, WarmupSeconds: 2, TimeScale: 1, GPUMemGB: 96, DraftCaptureShare: 0.5, HealthGenerate: true}
+	c := Config{LoadSeconds: 20, WarmupSeconds: 2, TimeScale: 1, GPUMemGB: 96, GPUs: DefaultGPUs, DraftCaptureShare: 0.5, HealthGenerate: true}
 	num := func(name string, dst *float64, positive bool) error {
 		v := strings.TrimSpace(getenv(name))
 		if v == "" {
@@ -105,6 +107,13 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if err := num(e.name, e.dst, e.pos); err != nil {
 			return c, err
 		}
+	}
+	if v := strings.TrimSpace(getenv("SGLANGSIM_GPUS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxGPUs {
+			return c, fmt.Errorf("invalid SGLANGSIM_GPUS=%q: want the host's GPU count, a whole number from 1 to %d", v, MaxGPUs)
+		}
+		c.GPUs = n
 	}
 	if v := strings.TrimSpace(getenv("SGLANGSIM_NONDETERMINISM")); v != "" {
 		f, err := strconv.ParseFloat(v, 64)

@@ -26,6 +26,11 @@
 //     lossy speculative path (wrong accepted draft tokens).
 //   - The truth file ([Truth], SGLANGSIM_TRUTH): JSON lines of the server's
 //     own readiness, per-request and exit times, to check a client against.
+//   - GPUs ([GPUHost], SGLANGSIM_GPUS): CUDA_VISIBLE_DEVICES read as CUDA
+//     reads it, each TP rank on its GPU (a rank without one fails as SGLang
+//     does), a registry of the GPUs each running server holds ([Registry],
+//     SGLANGSIM_STATE_DIR), and [NvidiaSMI], the nvidia-smi stand-in that
+//     answers from it (the binary run under the name nvidia-smi).
 //
 // The flags, knobs, profiles and model are described in docs/sglangsim.md.
 package sim

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,10 +22,9 @@ import (
 func runSimEnv(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	cmd := exec.Command(simBin, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SGLANGSIM_") && !strings.HasPrefix(kv, "SGL") {
-			cmd.Env = append(cmd.Env, kv)
-		}
+	cmd.Env = append(baseEnv(), "SGLANGSIM_HOST_FILE="+noHostFile)
+	if _, ok := env["SGLANGSIM_STATE_DIR"]; !ok {
+		cmd.Env = append(cmd.Env, "SGLANGSIM_STATE_DIR="+filepath.Join(t.TempDir(), "gpus"))
 	}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

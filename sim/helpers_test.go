@@ -43,6 +43,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// noHostFile is a host file that does not exist: the tests do not read
+// the machine's /etc/sglangsim.env.
+const noHostFile = "/nonexistent/sglangsim.env"
+
+// baseEnv is the test's environment without the variables the simulator
+// reads (SGLANGSIM_*, SGL*, CUDA_VISIBLE_DEVICES).
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SGLANGSIM_") && !strings.HasPrefix(kv, "SGL") && !strings.HasPrefix(kv, "CUDA_VISIBLE_DEVICES=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 type syncBuf struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -92,15 +108,11 @@ func startSim(t *testing.T, env map[string]string, args ...string) *proc {
 	full := append([]string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp", "4", "--host", "127.0.0.1", "--port", fmt.Sprint(port)}, args...)
 	p.cmd = exec.Command(simBin, full...)
 	e := map[string]string{"SGLANGSIM_TIME_SCALE": "0.01", "SGLANGSIM_LOAD_SECONDS": "20", "SGLANGSIM_WARMUP_SECONDS": "2",
-		"SGLANGSIM_TRUTH": p.truth}
+		"SGLANGSIM_TRUTH": p.truth, "SGLANGSIM_STATE_DIR": filepath.Join(t.TempDir(), "gpus"), "SGLANGSIM_HOST_FILE": noHostFile}
 	for k, v := range env {
 		e[k] = v
 	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SGLANGSIM_") && !strings.HasPrefix(kv, "SGL_") {
-			p.cmd.Env = append(p.cmd.Env, kv)
-		}
-	}
+	p.cmd.Env = baseEnv()
 	for k, v := range e {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
@@ -253,6 +265,12 @@ type truthLine struct {
 	Finish           float64  `json:"finish_unix_ms"`
 	CompletionTokens int      `json:"completion_tokens"`
 	VerifySteps      int      `json:"verify_steps"`
+	// ready
+	PID                int     `json:"pid"`
+	Port               int     `json:"port"`
+	CUDAVisibleDevices *string `json:"cuda_visible_devices"`
+	VisibleGPUs        []int   `json:"visible_gpus"`
+	GPUs               []int   `json:"gpus"`
 }
 
 func (p *proc) truthLines() []truthLine {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -65,6 +66,11 @@ func (l *Logger) Rank(r int, format string, args ...any) {
 	l.line(l.out, " TP"+strconv.Itoa(r), format, args...)
 }
 
+// RankWarn logs a warning from tensor-parallel rank r.
+func (l *Logger) RankWarn(r int, format string, args ...any) {
+	l.line(l.out, " TP"+strconv.Itoa(r)+"!", format, args...)
+}
+
 // Access logs a uvicorn access line.
 func (l *Logger) Access(format string, args ...any) { l.line(l.acc, "", format, args...) }
 
@@ -107,9 +113,35 @@ func (t *Truth) write(s string) {
 	_, _ = t.f.WriteString(s + "\n")
 }
 
+// ReadyInfo is what the ready line says about the server: its pid and
+// port, its CUDA_VISIBLE_DEVICES, the GPUs it sees and those its TP ranks hold.
+type ReadyInfo struct {
+	PID, Port int
+	// CUDAVisibleDevices is the variable as given; nil when unset.
+	CUDAVisibleDevices *string
+	VisibleGPUs, GPUs  []int // physical indices
+}
+
 // Ready records the moment /health first answers 200.
-func (t *Truth) Ready(at time.Time) {
-	t.write(`{"event":"ready","unix_ms":` + msStr(at) + `}`)
+func (t *Truth) Ready(at time.Time, info ReadyInfo) {
+	cvd := "null"
+	if info.CUDAVisibleDevices != nil {
+		b, _ := json.Marshal(*info.CUDAVisibleDevices)
+		cvd = string(b)
+	}
+	t.write(`{"event":"ready","unix_ms":` + msStr(at) + `,"pid":` + strconv.Itoa(info.PID) + `,"port":` + strconv.Itoa(info.Port) +
+		`,"cuda_visible_devices":` + cvd + `,"visible_gpus":` + intsJSON(info.VisibleGPUs) + `,"gpus":` + intsJSON(info.GPUs) + `}`)
+}
+
+func intsJSON(v []int) string {
+	b := []byte{'['}
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(x), 10)
+	}
+	return string(append(b, ']'))
 }
 
 // Exit records the end of the process and why.

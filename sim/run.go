@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -14,8 +15,24 @@ import (
 
 // Main runs sglangsim with argv (without the program name) and returns the
 // exit code. Fatal paths (out of memory, scheduler crash, end of a drain)
-// do not return: like SGLang, the process SIGKILLs itself.
+// do not return: like SGLang, the process SIGKILLs itself. An empty
+// variable counts as unset (CUDA_VISIBLE_DEVICES="" included: use MainEnv
+// to tell them apart).
 func Main(argv []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return MainEnv(argv, func(k string) (string, bool) {
+		v := getenv(k)
+		return v, v != ""
+	}, stdout, stderr)
+}
+
+// MainEnv is Main with the environment read by lookup (os.LookupEnv), which
+// tells an unset variable from an empty one: CUDA_VISIBLE_DEVICES="" hides
+// every GPU.
+func MainEnv(argv []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	getenv := func(k string) string {
+		v, _ := lookup(k)
+		return v
+	}
 	ver := strings.TrimSpace(getenv("SGLANGSIM_VERSION"))
 	if ver == "list" {
 		fmt.Fprintln(stdout, strings.Join(EraNames(), "\n"))
@@ -63,10 +80,30 @@ func Main(argv []string, getenv func(string) string, stdout, stderr io.Writer) i
 		}
 		return 0
 	}
-	cfg, err := LoadConfig(getenv)
+	genv, err := HostGetenv(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
 		return 1
+	}
+	cfg, err := LoadConfig(genv)
+	if err != nil {
+		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
+		return 1
+	}
+	host := NewGPUHost(cfg.GPUs, cfg.GPUMemGB)
+	cvd, cvdSet := lookup("CUDA_VISIBLE_DEVICES")
+	visible := host.VisibleDevices(cvd, cvdSet)
+	if len(visible) == 0 && deviceAuto(a) {
+		// ServerArgs.__post_init__: get_device() finds no accelerator.
+		fmt.Fprint(stderr, noAcceleratorTrace(era))
+		return 1
+	}
+	dirs, explicitDir := StateDirs(genv)
+	if explicitDir {
+		if err := ensureDir(dirs[0], false); err != nil {
+			fmt.Fprintf(stderr, "sglangsim: invalid SGLANGSIM_STATE_DIR=%q: %v\n", dirs[0], err)
+			return 1
+		}
 	}
 	prof, err := PickProfile(cfg.Profile, a.ModelPath)
 	if err != nil {
@@ -81,12 +118,19 @@ func Main(argv []string, getenv func(string) string, stdout, stderr io.Writer) i
 	log := NewLogger(stderr, stdout)
 	log.Quiet = a.LogQuiet
 	m := NewModel(a, prof, cfg.GPUMemGB)
+	var s *Server
 	die := func(reason string) {
+		s.reg.Remove() // the GPUs are free once the process is gone
 		truth.Exit(time.Now(), reason)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
-	s := newServer(a, m, cfg, log, truth, die)
+	s = newServer(a, m, cfg, log, truth, die)
+	s.gpus = AssignGPUs(a, visible)
+	s.stateDirs, s.explicitDir = dirs, explicitDir
+	if cvdSet {
+		s.cvd = &cvd
+	}
 	return s.run(warnings)
 }
 
@@ -131,10 +175,23 @@ func (s *Server) run(warnings []string) int {
 			s.die("signal_during_load")
 		}
 	}
+	defer func() { s.reg.Remove() }()
 	avail := pl.GPUMemGB - 1.2
 	for r := 0; r < a.TP; r++ {
 		log.Rank(r, "Init torch distributed begin.")
 	}
+	if g := s.gpus; g.BadRank >= 0 {
+		// torch.cuda.set_device(gpu_id) fails in that rank's scheduler.
+		if a.Era.Name != "0.4.1" {
+			log.RankWarn(g.BadRank, "Context: self.device='cuda' self.gpu_id=%d os.environ.get('CUDA_VISIBLE_DEVICES')=%s self.tp_rank=%d self.tp_size=%d",
+				g.BadOrdinal, pyOptStr(derefOr(s.cvd), s.cvd != nil), g.BadRank, a.TP)
+		}
+		log.RankWarn(g.BadRank, "Scheduler hit an exception: %s", invalidDeviceTrace(a.Era, len(g.Visible) == 0))
+		log.Warn("Received sigquit from a child process. It usually means the child failed.")
+		s.die("invalid_device")
+	}
+	used := 1.2 // CUDA context and NCCL, per GPU
+	s.register(used)
 	wait(0.03 * load)
 	for r := 0; r < a.TP; r++ {
 		log.Rank(r, "Init torch distributed ends. mem usage=%.2f GB", 1.2)
@@ -156,11 +213,15 @@ func (s *Server) run(warnings []string) int {
 	}
 	wait(0.6 * load)
 	avail -= pl.WeightsGB
+	used += pl.WeightsGB
+	s.reg.SetUsed(used)
 	log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", s.Model.Profile.Architecture, avail, pl.WeightsGB)
 	if a.Spec() && s.Model.kind != "lookup" {
 		log.TP("Load weight begin. avail mem=%.2f GB", avail)
 		log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", draftArch(a.SpecAlgo), avail-pl.DraftGB, pl.DraftGB)
 		avail -= pl.DraftGB
+		used += pl.DraftGB
+		s.reg.SetUsed(used)
 	}
 	if pl.OOM == "kv" || s.Config.Fail.Kind == "oom-kv" {
 		// The KV pool sizing finds no room left after the weights (model_runner).
@@ -173,6 +234,8 @@ func (s *Server) run(warnings []string) int {
 	log.TP("Using KV cache dtype: torch.bfloat16")
 	log.TP("KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB", pl.MaxTotalTokens, kvGB/2, kvGB/2)
 	avail -= kvGB
+	used += kvGB
+	s.reg.SetUsed(used)
 	log.TP("Memory pool end. avail mem=%.2f GB", avail)
 	if !a.DisableCudaGraph {
 		log.TP("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
@@ -190,6 +253,8 @@ func (s *Server) run(warnings []string) int {
 		log.TP("Capture cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(tCap).Seconds(), targetGraph, avail-targetGraph)
 	}
 	avail -= targetGraph
+	used += targetGraph
+	s.reg.SetUsed(used)
 	if draft > 0 {
 		t0 := time.Now()
 		if !a.DisableCudaGraph {
@@ -203,6 +268,8 @@ func (s *Server) run(warnings []string) int {
 			log.TP("Capture draft cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(t0).Seconds(), pl.GraphGB-targetGraph, avail-(pl.GraphGB-targetGraph))
 		}
 		avail -= pl.GraphGB - targetGraph
+		used += pl.GraphGB - targetGraph
+		s.reg.SetUsed(used)
 	}
 	if s.Config.Fail.Kind == "oom" {
 		s.graphOOM("")
@@ -221,6 +288,7 @@ func (s *Server) run(warnings []string) int {
 		s.truth.Exit(time.Now(), "bind_error")
 		return 1
 	}
+	s.port = ln.Addr().(*net.TCPAddr).Port
 	listenAt := time.Now()
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: time.Minute}
 	go func() { _ = srv.Serve(ln) }()
@@ -294,7 +362,7 @@ func (s *Server) warmup(ready chan<- struct{}) {
 		}
 	}
 	if s.phase.CompareAndSwap(phaseWarmup, phaseReady) {
-		s.truth.Ready(time.Now())
+		s.truth.Ready(time.Now(), ReadyInfo{PID: os.Getpid(), Port: s.port, CUDAVisibleDevices: s.cvd, VisibleGPUs: s.gpus.Visible, GPUs: s.gpus.GPUs})
 		s.log.Main("The server is fired up and ready to roll!")
 	}
 	close(ready)
@@ -404,4 +472,24 @@ func schedulerCrashTrace(last string) string {
 		last,
 		"",
 	}, "\n")
+}
+
+// register records the server's GPUs in the registry once its ranks hold
+// them (usedGB each). Without SGLANGSIM_STATE_DIR a registry that cannot be
+// written is a warning: the server runs, nvidia-smi does not list it.
+func (s *Server) register(usedGB float64) {
+	rec := GPURecord{PID: os.Getpid(), Port: s.Args.Port, GPUs: s.gpus.GPUs, ProcessName: os.Args[0], CUDAVisibleDevices: s.cvd}
+	reg, err := OpenRegistry(s.stateDirs, s.explicitDir, rec)
+	s.reg = reg
+	if err != nil {
+		s.log.Warn("sglangsim: GPU registry: %v (nvidia-smi will not list this server)", err)
+	}
+	s.reg.SetUsed(usedGB)
+}
+
+func derefOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

@@ -46,6 +46,15 @@ type Server struct {
 	// nondetSeed seeds, with the request count, the SGLANGSIM_NONDETERMINISM draws.
 	nondetSeed uint64
 	die        func(reason string) // truth exit line, then self-SIGKILL
+
+	// GPUs: where the TP ranks run, the CUDA_VISIBLE_DEVICES given (nil:
+	// unset), the registry's directories and this server's record in it.
+	gpus        GPUAssignment
+	cvd         *string
+	stateDirs   []string
+	explicitDir bool
+	reg         *Registry
+	port        int // the port listened on
 }
 
 func newServer(a *Args, m *Model, c Config, log *Logger, truth *Truth, die func(string)) *Server {
