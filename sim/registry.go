@@ -19,25 +19,20 @@ import (
 // nvidia-smi stand-in can answer from the servers that are running
 // (docs/sglangsim.md, "GPU registry").
 
-// DefaultStateDir is where servers register without SGLANGSIM_STATE_DIR:
-// /run is private to each systemd host (a tmpfs systemd mounts at boot) and
-// is not hidden by a unit's PrivateTmp. A server that cannot write there
-// (not root) registers in FallbackStateDir.
+// DefaultStateDir is the registry a host should name (SGLANGSIM_STATE_DIR in the host file, as
+// the test hosts do): /run is private to each systemd host (a tmpfs systemd mounts at boot) and is
+// not hidden by a unit's PrivateTmp.
 const DefaultStateDir = "/run/sglangsim"
 
-// FallbackStateDir is the registry of servers that cannot write
-// DefaultStateDir: os.TempDir()/sglangsim, world-writable with the sticky
-// bit, like /tmp.
-func FallbackStateDir() string { return filepath.Join(os.TempDir(), "sglangsim") }
-
-// StateDirs returns the registry directories: SGLANGSIM_STATE_DIR alone
-// when set, else DefaultStateDir and FallbackStateDir (a reader reads both,
-// a server writes the first it can).
+// StateDirs returns the registry directory: SGLANGSIM_STATE_DIR (from the environment or the host
+// file). Without it servers do not register and nvidia-smi lists no process: a simulator run on a
+// developer's machine (make run, the unit tests) leaves nothing behind, not even the records of
+// the servers it killed.
 func StateDirs(getenv func(string) string) (dirs []string, explicit bool) {
 	if d := strings.TrimSpace(getenv("SGLANGSIM_STATE_DIR")); d != "" {
 		return []string{d}, true
 	}
-	return []string{DefaultStateDir, FallbackStateDir()}, false
+	return nil, false
 }
 
 // GPURecord is one server's entry in the registry.
