@@ -140,7 +140,7 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 			return nil, err
 		}
 	}
-	if err := l.gpuFree(ctx); err != nil {
+	if err := l.gpuFree(ctx, ln); err != nil {
 		return nil, err
 	}
 	argv := ExpandArgv(ln.Argv, ln.Env) // ${NAME} as systemd substitutes it in ExecStart=
@@ -284,8 +284,9 @@ func (p *localProc) sendStop(ctx context.Context) error {
 
 func (p *localProc) afterStop(ctx context.Context) {}
 
-// gpuFree waits (bounded) until no compute process holds GPU memory here.
-func (l *Local) gpuFree(ctx context.Context) error {
+// gpuFree waits (bounded) until no compute process holds a GPU the launch runs on; a machine
+// without nvidia-smi has nothing to wait for.
+func (l *Local) gpuFree(ctx context.Context, ln Launch) error {
 	smi, err := exec.LookPath("nvidia-smi")
 	if err != nil {
 		return nil
@@ -294,27 +295,16 @@ func (l *Local) gpuFree(ctx context.Context) error {
 	if wait == 0 {
 		wait = 2 * time.Minute
 	}
-	deadline := time.Now().Add(wait)
-	for {
+	return waitGPUs(ctx, func(ctx context.Context) (string, bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		out, err := exec.CommandContext(cctx, smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader").Output()
-		cancel()
+		defer cancel()
+		// The same query as over SSH, run by a shell for its two commands.
+		out, err := exec.CommandContext(cctx, "/bin/sh", "-c", strings.ReplaceAll(gpuQuery, "nvidia-smi", ShellQuote(smi))).Output()
 		if err != nil {
-			return fmt.Errorf("nvidia-smi: %w", err)
+			return "", false, fmt.Errorf("nvidia-smi: %w", err)
 		}
-		apps := strings.TrimSpace(string(out))
-		if apps == "" || strings.Contains(apps, "No running") {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return &Failure{Class: ClassGPUBusy, Detail: fmt.Sprintf("GPU memory still held after %v", wait), Evidence: strings.Split(apps, "\n")}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(min(2*time.Second, wait)):
-		}
-	}
+		return string(out), false, nil
+	}, gpuSet(ln), wait, gpuPoll)
 }
 
 func unixSignalName(s syscall.Signal) string {

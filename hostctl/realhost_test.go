@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -191,7 +192,7 @@ func TestCreateUnitAndGPUs(t *testing.T) {
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
-	h := testhost.Boot(t, 1, testhost.Options{NoUnit: true})[0]
+	h := testhost.Boot(t, 1, testhost.Options{NoUnit: true, GPUs: 8})[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	opts := RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
@@ -219,35 +220,66 @@ func TestCreateUnitAndGPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A stand-in nvidia-smi (the test machine has no GPU): two GPUs, one compute process left.
-	smi := "#!/bin/sh\ncase \"$*\" in\n*query-gpu*) printf 'NVIDIA H100 80GB HBM3, 550.54.15, 81559\\nNVIDIA H100 80GB HBM3, 550.54.15, 81559\\n';;\n" +
-		"*query-compute-apps*) [ -e /var/tmp/gpu-busy ] && echo '4242, 70000 MiB';;\nesac\n"
-	if err := h.WriteFile("/usr/local/bin/nvidia-smi", []byte(smi), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// sglangsim's nvidia-smi stand-in (the test machine has no GPU): 8 GPUs of 80 GB, and the
+	// servers that really run on them.
 	p, err := r2.Provenance(ctx)
-	if err != nil || len(p.GPUs) != 2 || p.GPUs[0].MemoryMB != 81559 || p.GPUs[0].Driver != "550.54.15" || p.EngineVer == "" {
+	if err != nil || len(p.GPUs) != 8 || p.GPUs[0].MemoryMB != 81559 || p.GPUs[0].Name != "NVIDIA H100 80GB HBM3" || p.EngineVer == "" {
 		t.Fatalf("provenance: %+v %v", p, err)
 	}
 	_ = ready
-	if err := h.WriteFile("/var/tmp/gpu-busy", nil, 0o644); err != nil {
+	// An orphan (started outside any unit) holds GPUs 0 and 1: a tp 4 point on GPUs 0-3 waits for
+	// them and is gpu_busy; the same point on GPUs 4-7 starts.
+	out, err := h.Run(ctx, "CUDA_VISIBLE_DEVICES=0,1 SGLANGSIM_LOAD_SECONDS=600 setsid "+testhost.SimPath+
+		" --model-path /models/Qwen3.6-27B --tp-size 2 --port 31999 </dev/null >/dev/null 2>&1 & echo $!")
+	if err != nil {
 		t.Fatal(err)
 	}
+	orphan := strings.TrimSpace(string(out))
+	defer h.Run(context.WithoutCancel(ctx), "kill -9 "+orphan)
+	waitUntil(t, 20*time.Second, "nvidia-smi to list the orphan", func() bool {
+		out, _ := h.Run(ctx, "nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv,noheader")
+		return strings.Count(string(out), orphan+", GPU-") == 2
+	})
 	_, err = r2.Start(ctx, l)
 	f, ok := AsFailure(err)
-	if !ok || f.Class != ClassGPUBusy || !strings.Contains(strings.Join(f.Evidence, "\n"), "4242") {
-		t.Fatalf("want gpu_busy: %v", err)
+	if !ok || f.Class != ClassGPUBusy || !strings.Contains(strings.Join(f.Evidence, "\n"), "pid "+orphan+" holds") ||
+		!strings.Contains(f.Detail, "GPU 0,1,2,3") {
+		t.Fatalf("want gpu_busy naming the orphan on GPUs 0-3: %v", err)
 	}
-	_ = os.Remove(filepath.Join(h.Root, "var/tmp/gpu-busy"))
+	l2 := l
+	l2.Env = maps.Clone(l.Env)
+	l2.Env["CUDA_VISIBLE_DEVICES"] = "4,5,6,7"
+	in2, err := r2.Start(ctx, l2)
+	if err != nil {
+		t.Fatalf("a point on the free GPUs 4-7: %v", err)
+	}
+	if _, err := in2.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in2.Stop(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := r2.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.ReadFile("/etc/systemd/system/sglang.service"); err == nil {
 		t.Fatal("the created unit was not removed")
 	}
-	out, _ := h.Nsenter(ctx, "systemctl", "show", "-p", "LoadState", "--value", "sglang.service")
+	out, _ = h.Nsenter(ctx, "systemctl", "show", "-p", "LoadState", "--value", "sglang.service")
 	if strings.TrimSpace(string(out)) != "not-found" {
 		t.Fatalf("unit still loaded: %s", out)
+	}
+}
+
+// waitUntil polls cond until it holds or the timeout passes.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -433,22 +465,37 @@ func TestHelperLocalParent(t *testing.T) {
 }
 
 func TestLocalGPUBusy(t *testing.T) {
+	// sglangsim's nvidia-smi stand-in on PATH, and a registry of the GPUs its servers hold.
 	dir := t.TempDir()
-	smi := "#!/bin/sh\n[ -e " + dir + "/busy ] && echo '4242, 70000 MiB'\nexit 0\n"
-	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(smi), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "busy"), nil, 0o644); err != nil {
+	sim := testhost.SimBinary(t)
+	if err := os.Symlink(sim, filepath.Join(dir, "nvidia-smi")); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	t.Setenv("SGLANGSIM_STATE_DIR", filepath.Join(dir, "gpus"))
+	t.Setenv("SGLANGSIM_GPUS", "8")
+	// An orphan holds GPU 2: a tp 4 point (GPUs 0-3) is gpu_busy naming it.
+	orphan := exec.Command(sim, "--model-path", "/models/Qwen3.6-27B", "--tp-size", "1", "--port", "31998")
+	orphan.Env = append(os.Environ(), "CUDA_VISIBLE_DEVICES=2", "SGLANGSIM_LOAD_SECONDS=600")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orphan.Process.Kill(); _ = orphan.Wait() })
+	pid := strconv.Itoa(orphan.Process.Pid)
+	waitUntil(t, 20*time.Second, "nvidia-smi to list the orphan", func() bool {
+		out, _ := exec.Command("nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader").Output()
+		return strings.Contains(string(out), pid)
+	})
 	l := NewLocal(LocalOptions{GPUWait: 300 * time.Millisecond})
 	ln := launch(localDriver(t), nil)
 	_, err := l.Start(t.Context(), ln)
-	if f, ok := AsFailure(err); !ok || f.Class != ClassGPUBusy || !strings.Contains(strings.Join(f.Evidence, " "), "4242") {
-		t.Fatalf("want gpu_busy: %v", err)
+	if f, ok := AsFailure(err); !ok || f.Class != ClassGPUBusy || !strings.Contains(strings.Join(f.Evidence, " "), "pid "+pid+" holds") ||
+		!strings.Contains(strings.Join(f.Evidence, " "), "on GPU 2") {
+		t.Fatalf("want gpu_busy naming the orphan on GPU 2: %v", err)
 	}
-	_ = os.Remove(filepath.Join(dir, "busy"))
+	// Once the orphan is gone the GPUs are free.
+	_ = orphan.Process.Kill()
+	_ = orphan.Wait()
 	in, err := l.Start(t.Context(), ln)
 	if err != nil {
 		t.Fatal(err)

@@ -211,30 +211,17 @@ func (r *Remote) stopRunning(ctx context.Context, l Launch) (StopResult, error) 
 	return res, err
 }
 
-// gpuFree waits (bounded) until no compute process holds GPU memory; a host
+// gpuFree waits (bounded) until no compute process holds a GPU the launch runs on; a host
 // without nvidia-smi has nothing to wait for.
-func (r *Remote) gpuFree(ctx context.Context) error {
-	deadline := time.Now().Add(r.o.GPUWait)
-	for {
-		out, err := r.run(ctx, "command -v nvidia-smi >/dev/null 2>&1 || { echo no-nvidia-smi; exit 0; }; "+
-			"nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader", 30*time.Second)
+func (r *Remote) gpuFree(ctx context.Context, l Launch) error {
+	return waitGPUs(ctx, func(ctx context.Context) (string, bool, error) {
+		out, err := r.run(ctx, "command -v nvidia-smi >/dev/null 2>&1 || { echo no-nvidia-smi; exit 0; }; "+gpuQuery, 30*time.Second)
 		if err != nil {
-			return err
+			return "", false, err
 		}
-		s := strings.TrimSpace(string(out.Stdout))
-		if s == "" || s == "no-nvidia-smi" || strings.Contains(s, "No running") {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return &Failure{Class: ClassGPUBusy, Detail: fmt.Sprintf("GPU memory still held after %v", r.o.GPUWait),
-				Evidence: strings.Split(s, "\n")}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
+		s := string(out.Stdout)
+		return s, strings.TrimSpace(s) == "no-nvidia-smi", nil
+	}, gpuSet(l), r.o.GPUWait, gpuPoll)
 }
 
 // Start implements Host.
@@ -260,7 +247,7 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	if err != nil {
 		return nil, wrapUnreachable(err)
 	}
-	if err := r.gpuFree(ctx); err != nil {
+	if err := r.gpuFree(ctx, l); err != nil {
 		return nil, wrapUnreachable(err)
 	}
 	// The environment first (root only: it may hold tokens), then the drop-in that names it; a

@@ -55,7 +55,14 @@ type Options struct {
 	NoUnit bool
 	// BootTimeout bounds each host's boot (default 90 s).
 	BootTimeout time.Duration
+	// GPUs, when positive, gives the host that many simulated GPUs of 80 GB: sglangsim's nvidia-smi
+	// stand-in installed as /usr/local/bin/nvidia-smi, and a host file naming the GPU count and the
+	// registry the servers (and orphans) record their GPUs in (docs/sglangsim.md). 0: no nvidia-smi.
+	GPUs int
 }
+
+// NvidiaSMIPath is where a host with GPUs has the nvidia-smi stand-in.
+const NvidiaSMIPath = "/usr/local/bin/nvidia-smi"
 
 // DefaultArgs are the simulator arguments of the operator unit.
 var DefaultArgs = []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--host", "127.0.0.1", "--port", "30000"}
@@ -400,6 +407,15 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 	// sglangsim and the operator's unit.
 	if err := copyFile(sim, filepath.Join(r, SimPath), 0o755); err != nil {
 		return err
+	}
+	if o.GPUs > 0 {
+		if err := os.Symlink(SimPath, filepath.Join(r, NvidiaSMIPath)); err != nil {
+			return err
+		}
+		env := fmt.Sprintf("SGLANGSIM_GPUS=%d\nSGLANGSIM_GPU_MEM_GB=80\nSGLANGSIM_STATE_DIR=/run/sglangsim\n", o.GPUs)
+		if err := os.WriteFile(filepath.Join(r, "etc/sglangsim.env"), []byte(env), 0o644); err != nil {
+			return err
+		}
 	}
 	if o.NoUnit {
 		return nil
