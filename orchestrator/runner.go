@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,9 +107,10 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		mu       sync.Mutex
 		firstErr error
 	)
-	for _, h := range r.cfg.Hosts {
+	var slots []Host // the packing hosts' slot handles, restored with the hosts
+	run := func(h Host, sl *slot) {
 		wg.Go(func() {
-			if err := r.worker(wctx, sr, h); err != nil {
+			if err := r.worker(wctx, sr, h, sl); err != nil {
 				mu.Lock()
 				if firstErr == nil {
 					firstErr = err
@@ -117,6 +119,22 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 				cancel(err) // a broken store stops every worker: nothing could be recorded
 			}
 		})
+	}
+	for _, h := range r.cfg.Hosts {
+		sh, _ := specHost(spec, h.Name())
+		pk, canPack := h.(packer)
+		_, storePacks := st.(packStore)
+		if !sh.Pack || !canPack || !storePacks {
+			run(h, nil)
+			continue
+		}
+		// One slot worker per GPU: a host runs as many points at once as its free GPUs hold.
+		pool := newGPUPool(sh.GPUs)
+		for k := range sh.GPUs {
+			sh := pk.Slot(k)
+			slots = append(slots, sh)
+			run(sh, &slot{pool: pool, k: k})
+		}
 	}
 	// `specsweep cancel` (from any process) marks the sweep cancelled in the store: watch for it.
 	watchDone := make(chan struct{})
@@ -131,7 +149,7 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	defer rcancel()
 	if !r.cfg.KeepUnits {
 		// Restore the operators' units whatever happened, with a context that survives the interruption.
-		r.RestoreHosts(rctx, sweepID, r.cfg.Hosts)
+		r.RestoreHosts(rctx, sweepID, append(slices.Clone(r.cfg.Hosts), slots...))
 	}
 
 	out := Outcome{SweepID: sweepID}
@@ -241,7 +259,7 @@ func (r *Runner) finishSweep(ctx context.Context, id int64, to store.SweepState,
 
 // worker takes points for one host until none fits it. It returns an error only when the store
 // fails: then nothing more can be recorded and the sweep must stop.
-func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
+func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) error {
 	backoff := r.cfg.RetryBackoff
 	idle := 0 // polls in a row with points left to decide and none running
 	for ctx.Err() == nil {
@@ -267,7 +285,32 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 				return err
 			}
 		}
-		p, err := r.cfg.Store.ClaimNextPoint(ctx, sr.id, h.Name())
+		var (
+			p   store.Point
+			err error
+		)
+		if sl != nil {
+			var anyFree bool
+			p, anyFree, err = sl.claim(ctx, r.cfg.Store.(packStore), sr.id, h.Name())
+			// No GPU free, or none of the pending points fits the free ones: wait for a point of
+			// this host to end (the search's decisions wake the waits below too).
+			if (!anyFree || errors.Is(err, store.ErrNotFound)) && sl.pool.busy() {
+				release()
+				r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: fmt.Sprintf("slot %d: waiting for free GPUs", sl.k)})
+				select {
+				case <-ctx.Done():
+				case <-sl.pool.wait():
+				case <-wake:
+				case <-r.cfg.Clock.After(r.cfg.WatchInterval):
+				}
+				continue
+			}
+			if !anyFree {
+				err = fmt.Errorf("no GPU free: %w", store.ErrNotFound)
+			}
+		} else {
+			p, err = r.cfg.Store.ClaimNextPoint(ctx, sr.id, h.Name())
+		}
 		if errors.Is(err, store.ErrNotFound) && sr.search != nil {
 			// The search may still release points once the running ones are measured: wait for
 			// its next decision rather than leave (the poll covers a decision of another process).
@@ -312,7 +355,11 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host) error {
 			}
 			return fmt.Errorf("orchestrator: host %s: %w", h.Name(), err)
 		}
-		retry, err := r.runPoint(ctx, sr, h, p)
+		retry, err := r.runPoint(ctx, sr, h, p, sl)
+		if sl != nil {
+			sl.pool.give(sl.gpus)
+			sl.gpus = nil
+		}
 		release()
 		if errors.Is(err, errHostUnusable) {
 			r.event(ctx, sr.id, "", h.Name(), "host_refused", err.Error())
@@ -393,7 +440,7 @@ func (a *attempt) update(r *Runner, phase Phase, detail string) {
 
 // runPoint runs one claimed attempt to its end. retry reports transient host trouble (the point went
 // back to pending: wait, then claim again); err is a store failure.
-func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Point) (retry bool, err error) {
+func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Point, sl *slot) (retry bool, err error) {
 	a := &attempt{sr: sr, h: h, p: p, label: pointLabel(p), began: r.cfg.Clock.Now()}
 	spec := sr.spec
 	a.update(r, PhaseStarting, fmt.Sprintf("attempt %d", p.Attempts))
@@ -401,6 +448,12 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 
 	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port,
 		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout}
+	if sl != nil {
+		launch.Argv, launch.Env, launch.Port = sl.launchOn(p.Argv, p.Env, spec.Server.Port)
+		beside := sl.pool.beside(p.ID)
+		a.event(r, ctx, "packed", fmt.Sprintf("slot %d: %s; beside %d other point(s) now%s", sl.k, sl.words(launch.Port),
+			len(beside), idList(beside)))
+	}
 	a.launch = launch
 	inst, err := h.Start(ctx, launch)
 	if err != nil {

@@ -144,9 +144,9 @@ func intsJSON(v []int) string {
 	return string(append(b, ']'))
 }
 
-// Exit records the end of the process and why.
+// Exit records the end of the process (its pid, so several servers can share one truth file) and why.
 func (t *Truth) Exit(at time.Time, reason string) {
-	t.write(`{"event":"exit","unix_ms":` + msStr(at) + `,"reason":` + strconv.Quote(reason) + `}`)
+	t.write(`{"event":"exit","unix_ms":` + msStr(at) + `,"pid":` + strconv.Itoa(os.Getpid()) + `,"reason":` + strconv.Quote(reason) + `}`)
 }
 
 // Request records one finished generation request.

@@ -385,6 +385,12 @@ func claim(ctx context.Context, tx *sql.Tx, now, sweepID int64, r pointRow, host
 // whose tp fits the host's GPUs. It returns the claimed point (its Attempts
 // is the new attempt number), or ErrNotFound when no pending point fits.
 func (db *DB) ClaimNextPoint(ctx context.Context, sweepID int64, host string) (Point, error) {
+	return db.ClaimNextPointUpTo(ctx, sweepID, host, 0)
+}
+
+// ClaimNextPointUpTo is ClaimNextPoint for a host that runs several points at once: only a point
+// whose tp is at most maxTP (the GPUs free there now; 0: the host's GPUs) is claimed.
+func (db *DB) ClaimNextPointUpTo(ctx context.Context, sweepID int64, host string, maxTP int) (Point, error) {
 	var pointID string
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		var gpus int
@@ -395,6 +401,9 @@ func (db *DB) ClaimNextPoint(ctx context.Context, sweepID int64, host string) (P
 		}
 		if err != nil {
 			return err
+		}
+		if maxTP > 0 {
+			gpus = min(gpus, maxTP)
 		}
 		err = tx.QueryRowContext(ctx, `SELECT point_id FROM points
 			WHERE sweep_id = ? AND state = 'pending' AND tp <= ? ORDER BY plan_order LIMIT 1`,

@@ -415,3 +415,22 @@ func TestRecordRunAndFinishAtomic(t *testing.T) {
 		t.Error("superseded status accepted from a caller")
 	}
 }
+
+// TestClaimNextUpTo: a packing host claims only what fits the GPUs free there now.
+func TestClaimNextUpTo(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	sw := sampleSweep(t, db, "upto")
+	// h8 with 3 GPUs free: the tp-4 and tp-8 points do not fit.
+	if _, err := db.ClaimNextPointUpTo(ctx, sw, "h8", 3); !errors.Is(err, ErrNotFound) {
+		t.Errorf("3 free GPUs: %v", err)
+	}
+	p, err := db.ClaimNextPointUpTo(ctx, sw, "h8", 4)
+	if err != nil || p.ID != "b4" {
+		t.Errorf("4 free GPUs: %+v %v, want b4", p.ID, err)
+	}
+	// A cap above the host's GPUs is the host's GPUs.
+	if p, err := db.ClaimNextPointUpTo(ctx, sw, "h4", 16); err != nil || p.TP > 4 {
+		t.Errorf("cap above the host: %+v %v", p.ID, err)
+	}
+}

@@ -88,7 +88,7 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 	for i, it := range items {
 		at := index("hosts", i)
 		h := Host{Unit: DefaultUnit, Driver: DefaultDriver, GPUs: DefaultGPUs}
-		var nameNode *yaml.Node
+		var nameNode, packNode *yaml.Node
 		driverOK := true
 		str := func(dst *string, key string) func(*yaml.Node) {
 			return func(v *yaml.Node) {
@@ -150,6 +150,11 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 					h.CreateUnit = x
 				}
 			}},
+			{"pack", false, func(v *yaml.Node) {
+				if x, ok := p.boolean(v, at+".pack"); ok {
+					h.Pack, packNode = x, resolve(v)
+				}
+			}},
 			{"driver", false, func(v *yaml.Node) {
 				x, ok := p.oneOf(v, at+".driver", DriverSSH, DriverLocal)
 				if !ok {
@@ -162,6 +167,16 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 		if !ok {
 			good = false
 			continue
+		}
+		if h.Pack && packNode != nil {
+			switch {
+			case h.GPUs < 2:
+				p.errf(packNode, "%s.pack: packing runs several points at once on disjoint GPUs and needs gpus >= 2 (this host has %d)", at, h.GPUs)
+			case driverOK && h.Driver != DriverLocal:
+				// Each packed point needs a unit of its own on an SSH host; until specsweep makes them,
+				// packing is for local hosts only.
+				p.errf(packNode, "%s.pack: packing is supported on driver local hosts only in this version (an SSH host runs one point at a time)", at)
+			}
 		}
 		if driverOK && h.Driver == DriverSSH && !present["address"] {
 			p.errf(resolve(it), "missing required key \"address\" in %s (required for driver ssh)", at)

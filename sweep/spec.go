@@ -70,10 +70,12 @@ type Host struct {
 	IdentityFile string `json:"identity_file,omitempty"`
 	KnownHosts   string `json:"known_hosts,omitempty"`
 	// CreateUnit lets specsweep install a managed unit when the host has none (removed at restore).
-	CreateUnit bool   `json:"create_unit,omitempty"`
-	Unit       string `json:"unit"`
-	Driver     string `json:"driver"`
-	GPUs       int    `json:"gpus"`
+	CreateUnit bool `json:"create_unit,omitempty"`
+	// Pack runs several points at once on disjoint GPU sets (docs/spec.md, hosts[].pack).
+	Pack   bool   `json:"pack,omitempty"`
+	Unit   string `json:"unit"`
+	Driver string `json:"driver"`
+	GPUs   int    `json:"gpus"`
 }
 
 // Fits reports whether a point with tensor parallelism tp can run on h.

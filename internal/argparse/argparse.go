@@ -88,3 +88,24 @@ func Has(argv []string, names ...string) bool {
 	}
 	return false
 }
+
+// Set returns a copy of argv in which the option names takes value as argparse will read it: the
+// value of its last occurrence replaced ("--opt value" or "--opt=value", as written), or
+// "names[0] value" appended when it does not occur (before a lone "--", if any).
+func Set(argv []string, value string, names ...string) []string {
+	out := slices.Clone(argv)
+	at, _, found := LastAt(out, names...)
+	if found {
+		if tok, _, hasValue := strings.Cut(out[at], "="); hasValue {
+			out[at] = tok + "=" + value
+		} else {
+			out[at+1] = value
+		}
+		return out
+	}
+	end := slices.Index(out, "--")
+	if end < 0 {
+		return append(out, names[0], value)
+	}
+	return slices.Insert(out, end, names[0], value)
+}

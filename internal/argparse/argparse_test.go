@@ -1,6 +1,9 @@
 package argparse
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestLast(t *testing.T) {
 	argv := []string{"/bin/python", "-m", "sglang.launch_server", "--port", "30000", "--host", "0.0.0.0",
@@ -50,4 +53,27 @@ func FuzzLast(f *testing.F) {
 		_, _ = Last([]string{a, b, c}, "--port")
 		_ = Has([]string{a, b, c}, "--enable-metrics")
 	})
+}
+
+func TestSet(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"/x --port 30000 --tp 1", "/x --port 30005 --tp 1"},
+		{"/x --port=30000", "/x --port=30005"},
+		{"/x --port 1 --port 2", "/x --port 1 --port 30005"},
+		{"/x --por 30000", "/x --por 30005"}, // an abbreviation argparse takes
+		{"/x --tp 1", "/x --tp 1 --port 30005"},
+		{"/x --tp 1 -- --port 7", "/x --tp 1 --port 30005 -- --port 7"},
+	} {
+		in := strings.Fields(c.in)
+		got := strings.Join(Set(in, "30005", "--port"), " ")
+		if got != c.want {
+			t.Errorf("Set(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if v, _ := Last(strings.Fields(got), "--port"); v != "30005" {
+			t.Errorf("%q reads as --port %q", got, v)
+		}
+		if strings.Join(in, " ") != c.in {
+			t.Errorf("Set changed its input %q", c.in)
+		}
+	}
 }

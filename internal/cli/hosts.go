@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
 )
@@ -43,6 +44,14 @@ type specHost struct {
 
 	mu   sync.Mutex
 	impl hostctl.Host
+	// slot numbers a packing host's concurrent servers from 1 (0: the host itself).
+	slot int
+}
+
+// Slot is the k-th concurrent server of a packing host (docs/spec.md, hosts[].pack): a handle of
+// its own, with a child process of its own on a local host. Validation allows packing only there.
+func (s *specHost) Slot(k int) orchestrator.Host {
+	return &specHost{h: s.h, opts: s.opts, slot: k + 1}
 }
 
 func newHosts(spec *sweep.Spec, opts hostOptions) []*specHost {
@@ -64,10 +73,17 @@ func (s *specHost) get(ctx context.Context) (hostctl.Host, error) {
 	if s.h.Driver == sweep.DriverLocal {
 		o := hostctl.LocalOptions{Name: s.h.Name}
 		if s.opts.logDir != "" {
-			o.LogFile = filepath.Join(s.opts.logDir, s.h.Name+".log")
+			name := s.h.Name
+			if s.slot > 0 {
+				name += fmt.Sprintf("-slot%d", s.slot-1)
+			}
+			o.LogFile = filepath.Join(s.opts.logDir, name+".log")
 		}
 		s.impl = hostctl.NewLocal(o)
 		return s.impl, nil
+	}
+	if s.slot > 0 {
+		return nil, fmt.Errorf("host %s: packing is supported on driver local hosts only", s.h.Name)
 	}
 	r, err := hostctl.DialRemote(ctx, hostctl.RemoteOptions{
 		Name: s.h.Name, Unit: s.h.Unit, CreateUnit: s.h.CreateUnit,

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// Packing (issue 16) on a local host with 8 simulated GPUs: TP 1, 2 and 4 points run side by side,
+// each server on its own GPUs and port; the servers' own ready lines (their CUDA_VISIBLE_DEVICES as
+// they read it) show that no two running at once ever share a GPU.
+
+type packTruthLine struct {
+	Event   string  `json:"event"`
+	UnixMs  float64 `json:"unix_ms"`
+	PID     int     `json:"pid"`
+	Port    int     `json:"port"`
+	Visible []int   `json:"visible_gpus"`
+}
+
+type serverSpan struct {
+	pid        int
+	port       int
+	gpus       []int
+	start, end float64
+}
+
+func serverSpans(t *testing.T, path string) []serverSpan {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	byPID := map[int]*serverSpan{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l packTruthLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		switch l.Event {
+		case "ready":
+			byPID[l.PID] = &serverSpan{pid: l.PID, port: l.Port, gpus: l.Visible, start: l.UnixMs, end: 1e18}
+		case "exit":
+			if s := byPID[l.PID]; s != nil {
+				s.end = l.UnixMs
+			}
+		}
+	}
+	var out []serverSpan
+	for _, s := range byPID {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out
+}
+
+func TestPackedPointsOnEightGPUs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end sweep")
+	}
+	dir := t.TempDir()
+	truth := filepath.Join(dir, "truth.jsonl")
+	f := writeSpec(t, fmt.Sprintf(`version: 1
+name: e2e-pack
+hosts: [{name: big, driver: local, gpus: 8, pack: true}]
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.6-27B, --host, 127.0.0.1, --port, "31800", --enable-metrics]
+  env: {%s, SGLANGSIM_PROFILE: qwen3.6-27b, SGLANGSIM_GPUS: "8", SGLANGSIM_TRUTH: %q}
+  port: 31800
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE3]
+matrix: {method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [1, 2, 4]}
+workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
+`, testhost.SimBinary(t), fastEnv, truth))
+	r := specsweep(t, 4*time.Minute, "run", "--db", f.db, f.spec)
+	if r.code != 0 {
+		t.Fatalf("run failed:\n%s", r)
+	}
+	db := openDB(t, f.db)
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE state = 'done'"); n != 12 {
+		t.Errorf("%d of 12 points done\n%s", n, r)
+	}
+	spans := serverSpans(t, truth)
+	if len(spans) < 12 {
+		t.Fatalf("%d servers in the truth file, want the 12 points'", len(spans))
+	}
+	overlapped := 0
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if b.start >= a.end || a.start >= b.end {
+				continue
+			}
+			overlapped++
+			for _, g := range a.gpus {
+				for _, h := range b.gpus {
+					if g == h {
+						t.Errorf("servers %d (GPUs %v, port %d) and %d (GPUs %v, port %d) ran at once on GPU %d",
+							a.pid, a.gpus, a.port, b.pid, b.gpus, b.port, g)
+					}
+				}
+			}
+			if a.port == b.port {
+				t.Errorf("servers %d and %d ran at once on port %d", a.pid, b.pid, a.port)
+			}
+		}
+	}
+	if overlapped == 0 {
+		t.Error("no two servers ever ran at once: nothing was packed")
+	}
+	for _, s := range spans {
+		if len(s.gpus) == 0 || len(s.gpus) > 4 {
+			t.Errorf("server %d saw GPUs %v", s.pid, s.gpus)
+		}
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM event_log WHERE kind = 'packed'"); n != 12 {
+		t.Errorf("%d packed events, want one per point", n)
+	}
+	ev := scalar[string](t, db, "SELECT group_concat(detail, ' | ') FROM event_log WHERE kind = 'packed'")
+	if !strings.Contains(ev, "beside") {
+		t.Errorf("packed events: %s", ev)
+	}
+	t.Logf("%d servers, %d pairs ran side by side", len(spans), overlapped)
+}
