@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -135,4 +136,76 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 		t.Errorf("packed events: %s", ev)
 	}
 	t.Logf("%d servers, %d pairs ran side by side", len(spans), overlapped)
+}
+
+func packSpec(sim, truth string, port int, matrix, extraEnv string) string {
+	return fmt.Sprintf(`version: 1
+name: e2e-pack
+hosts: [{name: big, driver: local, gpus: 8, pack: true}]
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.6-27B, --host, 127.0.0.1, --port, "%d", --enable-metrics]
+  env: {%s, SGLANGSIM_PROFILE: qwen3.6-27b, SGLANGSIM_GPUS: "8", SGLANGSIM_TRUTH: %q}
+  port: %d
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE3]
+  crashy:
+    args: [--speculative-algorithm, EAGLE3]
+    env: {SGLANGSIM_FAIL: "crash-during-load:3"%s}
+matrix: %s
+workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
+`, sim, port, fastEnv, truth, port, extraEnv, matrix)
+}
+
+// TestPackedCrashAndResume: one packed point crashes during its load and the points beside it go
+// on; kill -9 of the run twice and a rerun finish the sweep with every run once and no GPU shared.
+func TestPackedCrashAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end sweep")
+	}
+	truth := filepath.Join(t.TempDir(), "truth.jsonl")
+	f := writeSpec(t, packSpec(testhost.SimBinary(t), truth, 31820, "{method: [baseline, eagle3, crashy], num_steps: [1, 2, 3], topk: [1], tp: [1, 2]}", ""))
+	killRuns(t, f, 1500*time.Millisecond, 0)
+	// The killed runs' servers died with them (SIGKILL leaves no exit line): check the last run's.
+	final := float64(time.Now().UnixNano()) / 1e6
+	r := specsweep(t, 4*time.Minute, "run", "--db", f.db, f.spec)
+	if r.code != 0 {
+		t.Fatalf("final run failed:\n%s", r)
+	}
+	db := openDB(t, f.db)
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method <> 'crashy' AND state = 'done'"); n != 8 {
+		t.Errorf("%d of 8 sound points done", n)
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method = 'crashy' AND state = 'failed' AND failure_class = 'crash_during_load'"); n != 6 {
+		t.Errorf("%d of 6 crashing points failed as crash_during_load", n)
+	}
+	if n := scalar[int](t, db, `SELECT count(*) FROM (SELECT point_id, concurrency, repeat FROM run_summary
+		WHERE status = 'ok' GROUP BY 1, 2, 3 HAVING count(*) > 1)`); n != 0 {
+		t.Errorf("%d runs recorded more than once", n)
+	}
+	// A sound point that ran beside a crashing one measured every level.
+	if n := scalar[int](t, db, `SELECT count(*) FROM point_summary p WHERE p.method <> 'crashy' AND p.state = 'done'
+		AND (SELECT count(*) FROM run_summary r WHERE r.point_id = p.point_id AND r.status = 'ok') <> 2`); n != 0 {
+		t.Errorf("%d sound points lack a level", n)
+	}
+	var spans []serverSpan
+	for _, s := range serverSpans(t, truth) {
+		if s.start >= final {
+			spans = append(spans, s)
+		}
+	}
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if b.start < a.end && a.start < b.end {
+				for _, g := range a.gpus {
+					if slices.Contains(b.gpus, g) {
+						t.Errorf("servers %d and %d ran at once on GPU %d", a.pid, b.pid, g)
+					}
+				}
+			}
+		}
+	}
 }
