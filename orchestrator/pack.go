@@ -33,10 +33,12 @@ type gpuPool struct {
 	mu      sync.Mutex
 	held    []string // per GPU index: the id of the point holding it, "" when free
 	changed chan struct{}
+	// together records, per running point, every point that ran beside it at some moment.
+	together map[string]map[string]bool
 }
 
 func newGPUPool(n int) *gpuPool {
-	return &gpuPool{held: make([]string, n), changed: make(chan struct{})}
+	return &gpuPool{held: make([]string, n), changed: make(chan struct{}), together: map[string]map[string]bool{}}
 }
 
 // freeLocked counts the free GPUs (p.mu held).
@@ -94,7 +96,32 @@ func (p *gpuPool) takeLocked(tp int, id string) []int {
 	for _, i := range got {
 		p.held[i] = id
 	}
+	if p.together[id] == nil {
+		p.together[id] = map[string]bool{}
+	}
+	for _, h := range p.held {
+		if h != "" && h != id {
+			p.together[id][h] = true
+			if p.together[h] == nil {
+				p.together[h] = map[string]bool{}
+			}
+			p.together[h][id] = true
+		}
+	}
 	return got
+}
+
+// companions returns (and forgets) every point that ran beside id while it held GPUs.
+func (p *gpuPool) companions(id string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for o := range p.together[id] {
+		out = append(out, o)
+	}
+	delete(p.together, id)
+	slices.Sort(out)
+	return out
 }
 
 // give frees GPUs and wakes the slots waiting for some.

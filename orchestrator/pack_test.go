@@ -46,6 +46,13 @@ func TestGPUPoolPlacement(t *testing.T) {
 	if p.busy() != true {
 		t.Error("pool not busy")
 	}
+	// a ran beside b and c; f beside c (until its release), e and g.
+	if got := p.companions("a"); !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("a ran beside %v", got)
+	}
+	if got := p.companions("f"); !slices.Equal(got, []string{"c", "e", "g"}) {
+		t.Errorf("f ran beside %v", got)
+	}
 }
 
 func TestSlotLaunch(t *testing.T) {

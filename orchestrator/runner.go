@@ -359,6 +359,10 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 		if sl != nil {
 			sl.pool.give(sl.gpus)
 			sl.gpus = nil
+			// The point's neighbours over its whole run, for the report's "ran beside N others".
+			beside := sl.pool.companions(p.ID)
+			r.event(context.WithoutCancel(ctx), sr.id, p.ID, h.Name(), "ran_beside",
+				fmt.Sprintf("ran beside %d other point(s)%s", len(beside), idList(beside)))
 		}
 		release()
 		if errors.Is(err, errHostUnusable) {
