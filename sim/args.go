@@ -752,17 +752,7 @@ func startTraceback(err error, era *Era) string {
 	if era.Rules == "main" && (fn == "_handle_speculative_decoding" || strings.HasPrefix(fn, "_handle_d") || fn == "_handle_ngram") {
 		file = "/usr/local/lib/python3.12/dist-packages/sglang/srt/arg_groups/speculative_hook.py"
 	}
-	return "Traceback (most recent call last):\n" +
-		"  File \"<frozen runpy>\", line 198, in _run_module_as_main\n" +
-		"  File \"<frozen runpy>\", line 88, in _run_code\n" +
-		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py\", line 24, in <module>\n" +
-		"    server_args = prepare_server_args(sys.argv[1:])\n" +
-		"                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n" +
-		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 4210, in prepare_server_args\n" +
-		"    return ServerArgs.from_cli_args(raw_args)\n" +
-		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 3871, in from_cli_args\n" +
-		"    return cls(**{attr: getattr(args, attr) for attr in attrs})\n" +
-		"  File \"<string>\", line 301, in __init__\n" +
+	return serverArgsTraceHead +
 		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 652, in __post_init__\n" +
 		"    self." + strings.TrimPrefix(fn, "self.") + "()\n" +
 		"  File \"" + file + "\", line 1493, in " + fn + "\n" +
@@ -880,3 +870,17 @@ func pyRepr(v any) string {
 		return fmt.Sprint(x)
 	}
 }
+
+// serverArgsTraceHead is the start of a traceback raised in ServerArgs.__post_init__ (launch_server
+// -> prepare_server_args -> from_cli_args -> the dataclass __init__); line numbers are illustrative.
+const serverArgsTraceHead = "Traceback (most recent call last):\n" +
+	"  File \"<frozen runpy>\", line 198, in _run_module_as_main\n" +
+	"  File \"<frozen runpy>\", line 88, in _run_code\n" +
+	"  File \"/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py\", line 24, in <module>\n" +
+	"    server_args = prepare_server_args(sys.argv[1:])\n" +
+	"                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n" +
+	"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 4210, in prepare_server_args\n" +
+	"    return ServerArgs.from_cli_args(raw_args)\n" +
+	"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 3871, in from_cli_args\n" +
+	"    return cls(**{attr: getattr(args, attr) for attr in attrs})\n" +
+	"  File \"<string>\", line 301, in __init__\n"

@@ -333,17 +333,7 @@ func noAcceleratorTrace(era *Era) string {
 	if era.Name == "0.5.2" {
 		utils = "/usr/local/lib/python3.12/dist-packages/sglang/srt/utils.py"
 	}
-	return "Traceback (most recent call last):\n" +
-		"  File \"<frozen runpy>\", line 198, in _run_module_as_main\n" +
-		"  File \"<frozen runpy>\", line 88, in _run_code\n" +
-		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py\", line 24, in <module>\n" +
-		"    server_args = prepare_server_args(sys.argv[1:])\n" +
-		"                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n" +
-		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 4210, in prepare_server_args\n" +
-		"    return ServerArgs.from_cli_args(raw_args)\n" +
-		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 3871, in from_cli_args\n" +
-		"    return cls(**{attr: getattr(args, attr) for attr in attrs})\n" +
-		"  File \"<string>\", line 301, in __init__\n" +
+	return serverArgsTraceHead +
 		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 640, in __post_init__\n" +
 		"    self._handle_missing_default_values()\n" +
 		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 771, in _handle_missing_default_values\n" +
