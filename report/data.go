@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,6 +96,11 @@ type Point struct {
 	OutputCheck     string
 	OutputAgreement *float64
 	OutputEvidence  *OutputEvidence
+	// Packed: the point ran on a packed host (spec `pack: true`) and recorded its neighbours at its
+	// end (a "ran_beside" event); Beside is how many other points ran beside it at some moment of
+	// its run, from the latest such event. Both zero for a point without one (FromRuns reads none).
+	Packed bool
+	Beside int
 	// Cells holds the ok runs of each concurrency level, aggregated over repeats.
 	Cells map[int]*Cell
 }
@@ -222,6 +228,10 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 				p.OutputEvidence = ParseOutputEvidence(o.Evidence)
 			}
 		}
+	}
+
+	if err := setPacking(ctx, db, s.ID, byID); err != nil {
+		return nil, err
 	}
 
 	agg := newAggregator()
@@ -391,6 +401,64 @@ func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[st
 		}
 	}
 	return nil
+}
+
+// setPacking reads the "ran_beside" events the orchestrator records at the end of each packed
+// point ("ran beside 3 other point(s): id1, id2, id3"): the latest of a point gives its count.
+func setPacking(ctx context.Context, db *store.DB, sweepID int64, byID map[string]*Point) error {
+	evs, err := db.Events(ctx, sweepID, "")
+	if err != nil {
+		return err
+	}
+	for _, e := range evs { // in order: a later event overrides an earlier one
+		p := byID[e.PointID]
+		if p == nil || e.Kind != "ran_beside" {
+			continue
+		}
+		if n, ok := besideCount(e.Detail); ok {
+			p.Packed, p.Beside = true, n
+		}
+	}
+	return nil
+}
+
+// besideCount is the number after "ran beside " in a ran_beside event's detail.
+func besideCount(detail string) (int, bool) {
+	rest, ok := strings.CutPrefix(detail, "ran beside ")
+	if !ok {
+		return 0, false
+	}
+	num, _, _ := strings.Cut(rest, " ")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// PackedPoints are the points that ran on a packed host and recorded it, in plan order.
+func (s *Sweep) PackedPoints() []*Point {
+	var out []*Point
+	for _, p := range s.Points {
+		if p.Packed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// BesideMark is the results' short mark of a packed point: "ran beside 3 others", "ran beside 1
+// other", "ran alone" (packed, but no other point ran meanwhile); "" for a point not packed.
+func (p *Point) BesideMark() string {
+	switch {
+	case !p.Packed:
+		return ""
+	case p.Beside == 0:
+		return "ran alone"
+	case p.Beside == 1:
+		return "ran beside 1 other"
+	}
+	return fmt.Sprintf("ran beside %d others", p.Beside)
 }
 
 // Cells returns every cell of the sweep, in plan order then concurrency.

@@ -192,6 +192,9 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 	if c := checkSummary(s); c != "" {
 		d.Summary = append(d.Summary, c)
 	}
+	if c := packedSummary(s); c != "" {
+		d.Summary = append(d.Summary, c)
+	}
 	d.Summary = append(d.Summary,
 		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
 			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))
@@ -289,6 +292,12 @@ func resultsTable(s *Sweep) Table {
 		t.Num = append(t.Num, false)
 		t.Note += " output check: the result and agreement of the lossless check against the reference of its tp (see \"Output check\"); MISMATCH: the point does not answer as the baseline does."
 	}
+	packed := len(s.PackedPoints()) > 0
+	if packed {
+		t.Head = append(t.Head, "packed")
+		t.Num = append(t.Num, false)
+		t.Note += " packed: the point ran on a packed host (pack: true) on its own GPUs, beside that many other points at some moment of its run (their load may have touched its figures); - : not packed."
+	}
 	if len(s.Pruned()) > 0 {
 		t.Note += " Points the search pruned ran nothing: they are listed under \"Pruned by the search\"."
 	}
@@ -325,9 +334,32 @@ func resultsTable(s *Sweep) Table {
 			}
 			row = append(row, c)
 		}
+		if packed {
+			m := p.BesideMark()
+			if m == "" {
+				m = "-"
+			}
+			row = append(row, m)
+		}
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// packedSummary is the summary's sentence on the points that ran packed; "" when none did.
+func packedSummary(s *Sweep) string {
+	pp := s.PackedPoints()
+	if len(pp) == 0 {
+		return ""
+	}
+	beside := 0
+	for _, p := range pp {
+		if p.Beside > 0 {
+			beside++
+		}
+	}
+	return fmt.Sprintf("%d of %d point(s) ran packed (several points at once on disjoint GPUs of one host), %d of them beside other points; the packed column of All results says beside how many.",
+		len(pp), len(s.Points), beside)
 }
 
 // prunedTable lists the points the search decided need not run, with its reason.
