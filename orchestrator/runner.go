@@ -274,10 +274,16 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 			}
 			release = rel
 		}
-		var wake <-chan struct{}
+		// The search decides before the claim; what it saw tells, if nothing is claimed, whether to
+		// wait for its next decision. wake is taken first, so a decision made after this one wakes.
+		var (
+			wake  <-chan struct{}
+			state searchState
+		)
 		if sr.search != nil {
 			wake = sr.search.wait()
-			if _, err := r.decide(ctx, sr); err != nil {
+			var err error
+			if state, err = r.decide(ctx, sr); err != nil {
 				release()
 				if ctx.Err() != nil {
 					return nil
@@ -314,14 +320,6 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 		if errors.Is(err, store.ErrNotFound) && sr.search != nil {
 			// The search may still release points once the running ones are measured: wait for
 			// its next decision rather than leave (the poll covers a decision of another process).
-			state, derr := r.decide(ctx, sr)
-			if derr != nil {
-				release()
-				if ctx.Err() != nil {
-					return nil
-				}
-				return derr
-			}
 			if state.released > 0 {
 				release()
 				continue
