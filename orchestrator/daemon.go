@@ -255,7 +255,7 @@ func (d *Daemon) startQueued(ctx context.Context) {
 }
 
 // start runs one claimed sweep beside the others; machines shared with other sweeps are leased
-// point by point, the oldest sweep first.
+// point by point (a packing host's slots share the sweep's lease), the oldest sweep first.
 func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 	spec, err := sweep.Parse(fmt.Sprintf("sweep %d", sw.ID), []byte(sw.SpecText))
 	if err != nil {
@@ -285,6 +285,8 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 			window = &w
 		}
 	}
+	// The slot workers of a packing host all ask for the same machine: they share the sweep's lease.
+	shares := newSweepLeases(d.leases, sw.ID)
 	before := func(ctx context.Context, host string) (func(), error) {
 		if window != nil {
 			if err := d.waitWindow(ctx, sw.ID, host, *window); err != nil {
@@ -294,7 +296,7 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 		if err := d.waitOlder(ctx, sw.ID, keys[host]); err != nil {
 			return nil, err
 		}
-		return d.leases.acquire(ctx, keys[host], sw.ID)
+		return shares.acquire(ctx, keys[host])
 	}
 	runner, err := New(d.runnerConfig(sw.ID, hosts, before))
 	if err != nil {
@@ -536,8 +538,9 @@ func closeHosts(hosts []Host) {
 	}
 }
 
-// leases hands each machine to one point at a time; among waiters the lowest priority value (the
-// oldest sweep id) goes first, so sweeps sharing a machine run in submission order there.
+// leases hands each machine to one holder at a time (a sweep, through its sweepLeases, or a
+// restore); among waiters the lowest priority value (the oldest sweep id) goes first, so sweeps
+// sharing a machine run in submission order there.
 type leases struct {
 	mu      sync.Mutex
 	busy    map[string]bool
@@ -616,4 +619,99 @@ func (l *leases) handOver(key string) {
 		delete(l.waiting, key)
 	}
 	close(w.ch)
+}
+
+// sweepLeases is one sweep's hold on the machines it leases. The slot workers of a packing host run
+// points of the sweep side by side on one machine: the first that needs the machine acquires its
+// lease (queued with the other sweeps, oldest first), the others join it, and the lease goes back to
+// the leases only when the sweep's last holder lets go. Between sweeps a machine stays exclusive.
+type sweepLeases struct {
+	l    *leases
+	prio int64
+
+	mu   sync.Mutex
+	held map[string]*sharedLease // machine key -> the sweep's lease of it, acquired or being acquired
+}
+
+// sharedLease is a sweep's lease of one machine and its holders (and would-be holders).
+type sharedLease struct {
+	refs    int           // holders, plus the workers waiting for the acquisition
+	granted chan struct{} // closed once the acquisition ended (release or err set)
+	release func()        // the lease's releaser, once granted
+	err     error         // why the acquisition failed
+	cancel  context.CancelFunc
+}
+
+func newSweepLeases(l *leases, prio int64) *sweepLeases {
+	return &sweepLeases{l: l, prio: prio, held: map[string]*sharedLease{}}
+}
+
+// acquire returns once the sweep holds the machine key: at once when another of its workers holds
+// it. A cancelled wait takes its reference back; the last one to give up abandons the acquisition.
+func (s *sweepLeases) acquire(ctx context.Context, key string) (func(), error) {
+	s.mu.Lock()
+	sl := s.held[key]
+	if sl == nil {
+		// The acquisition belongs to every worker waiting for it, not only to the first: it runs on
+		// a context of its own, cancelled when the last of them gives up.
+		actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		sl = &sharedLease{granted: make(chan struct{}), cancel: cancel}
+		s.held[key] = sl
+		go s.obtain(actx, key, sl)
+	}
+	sl.refs++
+	s.mu.Unlock()
+	select {
+	case <-sl.granted:
+	case <-ctx.Done():
+		s.drop(key, sl)
+		return nil, ctx.Err()
+	}
+	if sl.err != nil {
+		s.drop(key, sl)
+		return nil, sl.err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.drop(key, sl) }) }, nil
+}
+
+// obtain acquires the machine's lease for sl; if every worker gave up meanwhile, it lets it go.
+func (s *sweepLeases) obtain(ctx context.Context, key string, sl *sharedLease) {
+	rel, err := s.l.acquire(ctx, key, s.prio)
+	s.mu.Lock()
+	sl.release = rel
+	if err != nil {
+		sl.err = fmt.Errorf("lease of %s: %w", key, err)
+	}
+	close(sl.granted)
+	abandoned := sl.refs == 0
+	s.mu.Unlock()
+	if abandoned && rel != nil {
+		rel()
+	}
+}
+
+// drop takes one reference back; the last one returns the lease (or abandons its acquisition).
+func (s *sweepLeases) drop(key string, sl *sharedLease) {
+	s.mu.Lock()
+	sl.refs--
+	if sl.refs > 0 {
+		s.mu.Unlock()
+		return
+	}
+	if s.held[key] == sl {
+		delete(s.held, key)
+	}
+	var rel func()
+	select {
+	case <-sl.granted:
+		rel = sl.release // nil when the acquisition failed
+	default:
+		// Still queued: obtain sees refs 0 and hands back whatever it gets.
+	}
+	s.mu.Unlock()
+	sl.cancel()
+	if rel != nil {
+		rel()
+	}
 }

@@ -70,6 +70,7 @@ type daemonHarness struct {
 	t     *testing.T
 	db    *store.DB
 	world *fakeWorld
+	packs map[string]*packMachine // by spec host name (world.mu held)
 	d     *Daemon
 	stop  context.CancelFunc
 	done  chan error
@@ -88,7 +89,7 @@ func newDaemonHarnessOn(t *testing.T, path string, log *slog.Logger) *daemonHarn
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	h := &daemonHarness{t: t, db: db, world: newWorld(t, func(string, hostctl.Launch, int) behaviour {
+	h := &daemonHarness{t: t, db: db, packs: map[string]*packMachine{}, world: newWorld(t, func(string, hostctl.Launch, int) behaviour {
 		return behaviour{loadDelay: 5 * time.Millisecond}
 	})}
 	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond, Log: log,
@@ -100,6 +101,10 @@ func newDaemonHarnessOn(t *testing.T, path string, log *slog.Logger) *daemonHarn
 			defer h.world.mu.Unlock()
 			var hs []Host
 			for _, sh := range spec.Hosts {
+				if m, ok := h.packs[sh.Name]; ok {
+					hs = append(hs, m.handle(id))
+					continue
+				}
 				fh, ok := h.world.hosts[sh.Address]
 				if !ok {
 					fh = h.world.host(sh.Address)
@@ -117,6 +122,15 @@ func newDaemonHarnessOn(t *testing.T, path string, log *slog.Logger) *daemonHarn
 	go func() { h.done <- d.Run(ctx, nil) }()
 	t.Cleanup(func() { cancel(); <-h.done })
 	return h
+}
+
+// packMachine makes the packing machine the spec host name drives (see packMachine).
+func (h *daemonHarness) packMachine(name string, gpus, together int) *packMachine {
+	h.world.mu.Lock()
+	defer h.world.mu.Unlock()
+	m := newPackMachine(h.t, h.world, name, gpus, together)
+	h.packs[name] = m
+	return m
 }
 
 // namedHost gives a shared fake machine the name a spec uses for it.

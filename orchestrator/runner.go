@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,7 +148,10 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	defer rcancel()
 	if !r.cfg.KeepUnits {
 		// Restore the operators' units whatever happened, with a context that survives the interruption.
-		r.RestoreHosts(rctx, sweepID, append(slices.Clone(r.cfg.Hosts), slots...))
+		// The slots first: a host's own Restore brings the operator's server back on its GPUs, which
+		// must wait until every slot's server there has stopped.
+		r.RestoreHosts(rctx, sweepID, slots)
+		r.RestoreHosts(rctx, sweepID, r.cfg.Hosts)
 	}
 
 	out := Outcome{SweepID: sweepID}
