@@ -149,7 +149,7 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	}
 	// What a specsweep that died without restoring left behind: it changes the operator's unit
 	// (the drop-in) or the next sweep's restore (the marker).
-	left, err := sudo("for f in " + shellJoin(leftoverPaths(t.Unit)) + "; do [ -e \"$f\" ] && echo \"$f\"; done; true")
+	left, err := sudo("for f in " + shellJoin(leftoverPaths(t.Unit)) + " " + strings.Join(slotGlobs(t.Unit), " ") + "; do [ -e \"$f\" ] && echo \"$f\"; done; true")
 	doctorLeftovers(t.Unit, left, err, add)
 	// The port: free, or held by the unit's processes.
 	owner, err := sudo(fmt.Sprintf("ss -Htlnp 'sport = :%d' 2>/dev/null | head -n1", t.Port))

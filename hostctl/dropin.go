@@ -323,6 +323,7 @@ type Marker struct {
 	Unit        string    `json:"unit"`
 	WasActive   bool      `json:"was_active"`
 	UnitCreated bool      `json:"unit_created,omitempty"` // the unit file was created by specsweep
+	SlotOf      string    `json:"slot_of,omitempty"`      // a packed sweep's slot unit: the operator's unit it copies
 	DropIn      string    `json:"dropin"`
 	CreatedAt   time.Time `json:"created_at"`
 	By          string    `json:"by,omitempty"`

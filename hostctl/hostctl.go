@@ -84,6 +84,7 @@ type Launch struct {
 	Port         int               // the server port (default defaults.Port, 30000)
 	ReadyTimeout time.Duration     // default 20m
 	StopTimeout  time.Duration     // TimeoutStopSec (default 90s)
+	GPUWait      time.Duration     // how long to wait for the launch's GPUs to be free (default: the host's)
 }
 
 func (l Launch) withDefaults() Launch {

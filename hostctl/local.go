@@ -2,6 +2,7 @@ package hostctl
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/specsweep/specsweep/internal/defaults"
 )
 
 // LocalOptions configure the local driver.
@@ -291,10 +294,7 @@ func (l *Local) gpuFree(ctx context.Context, ln Launch) error {
 	if err != nil {
 		return nil
 	}
-	wait := l.o.GPUWait
-	if wait == 0 {
-		wait = 2 * time.Minute
-	}
+	wait := cmp.Or(ln.GPUWait, l.o.GPUWait, defaults.GPUWait)
 	return waitGPUs(ctx, func(ctx context.Context) (string, bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()

@@ -1,6 +1,7 @@
 package hostctl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ type RemoteOptions struct {
 	SSH        SSHOptions
 	Unit       string        // default sglang.service
 	CreateUnit bool          // create a managed unit when the host has none
-	GPUWait    time.Duration // how long to wait for GPUs to be free before a start (default 2 min)
+	GPUWait    time.Duration // how long to wait for GPUs to be free before a start, unless the launch says (default 2 min)
 	// DBus drives the unit through systemd's D-Bus API over the SSH-forwarded
 	// bus socket instead of systemctl (root logins only); the journal is
 	// still read with journalctl.
@@ -39,6 +40,15 @@ type Remote struct {
 	mu      sync.Mutex
 	current *instance
 	dropIn  []byte
+	slots   map[int]*Remote // packing: the slots' handles (slots.go)
+
+	// A slot's handle: the host it is a slot of, and its number; nil and 0 for the host itself.
+	parent *Remote
+	slotNo int
+
+	prepMu     sync.Mutex
+	slotText   []byte // the slots' unit file, once prepareSlots read it
+	slotsSwept bool   // an earlier sweep's slot servers were stopped
 }
 
 var _ Host = (*Remote)(nil)
@@ -55,7 +65,7 @@ func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 		return nil, err
 	}
 	if o.GPUWait == 0 {
-		o.GPUWait = 2 * time.Minute
+		o.GPUWait = defaults.GPUWait
 	}
 	if o.Event != nil && o.SSH.OnReconnect == nil {
 		o.SSH.OnReconnect = func(attempts int, down time.Duration) {
@@ -82,9 +92,12 @@ func (r *Remote) Conn() *Conn { return r.conn }
 // Name implements Host.
 func (r *Remote) Name() string { return r.o.Name }
 
-// Close implements Host.
+// Close implements Host. A slot's Close leaves the host's connection open.
 func (r *Remote) Close() error {
 	r.unit.close()
+	if r.parent != nil {
+		return nil
+	}
 	return r.conn.Close()
 }
 
@@ -221,7 +234,7 @@ func (r *Remote) gpuFree(ctx context.Context, l Launch) error {
 		}
 		s := string(out.Stdout)
 		return s, strings.TrimSpace(s) == "no-nvidia-smi", nil
-	}, gpuSet(l), r.o.GPUWait, gpuPoll)
+	}, gpuSet(l), cmp.Or(l.GPUWait, r.o.GPUWait), gpuPoll)
 }
 
 // Start implements Host.
@@ -240,7 +253,7 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 			return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
 		}
 	}
-	if _, err := r.ensureMarker(ctx); err != nil {
+	if err := r.prepare(ctx); err != nil {
 		return nil, wrapUnreachable(err)
 	}
 	prev, err := r.stopRunning(ctx, l)
@@ -295,6 +308,21 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	return in, nil
 }
 
+// prepare readies the unit for a start: a slot's unit made from the operator's (ensureSlot); the
+// operator's unit marked for its restore, with the servers of an earlier packed sweep's slots
+// stopped.
+func (r *Remote) prepare(ctx context.Context) error {
+	if r.parent != nil {
+		return r.ensureSlot(ctx)
+	}
+	if _, err := r.ensureMarker(ctx); err != nil {
+		return err
+	}
+	r.prepMu.Lock()
+	defer r.prepMu.Unlock()
+	return r.stopLeftoverSlots(ctx)
+}
+
 func wrapUnreachable(err error) error {
 	if isUnreachable(err) {
 		return unreachable(err, State{})
@@ -302,8 +330,15 @@ func wrapUnreachable(err error) error {
 	return err
 }
 
-// Restore implements Host.
+// Restore implements Host. The host's Restore restores its slots first (every slot with a
+// marker, this sweep's or one left by a crash), then the operator's unit, whose server may want
+// their GPUs.
 func (r *Remote) Restore(ctx context.Context) error {
+	if r.parent == nil {
+		if err := r.restoreSlots(ctx); err != nil {
+			return err
+		}
+	}
 	b, err := r.conn.ReadFile(ctx, MarkerPath(r.o.Unit))
 	var m Marker
 	switch {
@@ -422,9 +457,16 @@ func leftoverPaths(unitName string) []string {
 }
 
 // Leftovers lists the files of specsweep on the host for the unit (the
-// drop-in, the environment file, the restore marker): none outside a sweep.
+// drop-in, the environment file, the restore marker, and the slot units of a
+// packed sweep with theirs): none outside a sweep.
 func (r *Remote) Leftovers(ctx context.Context) ([]string, error) {
 	var out []string
+	if r.parent == nil {
+		var err error
+		if out, err = r.slotLeftovers(ctx); err != nil {
+			return nil, err
+		}
+	}
 	for _, p := range leftoverPaths(r.o.Unit) {
 		_, err := r.conn.Stat(ctx, p)
 		switch {

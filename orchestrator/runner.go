@@ -451,7 +451,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 	r.cfg.Log.Info("point starting", "host", h.Name(), "point", p.ID, "config", a.label, "attempt", p.Attempts)
 
 	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port,
-		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout}
+		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout, GPUWait: spec.Server.GPUWait}
 	if sl != nil {
 		launch.Argv, launch.Env, launch.Port = sl.launchOn(p.Argv, p.Env, spec.Server.Port)
 		beside := sl.pool.beside(p.ID)

@@ -560,3 +560,29 @@ func TestSilentHangIsNamedQuickly(t *testing.T) {
 		t.Error("/health_generate was never probed")
 	}
 }
+
+// TestLaunchCarriesTheSpecsTimeouts: every start gets server.ready_timeout, stop_timeout and
+// gpu_wait as the spec says them.
+func TestLaunchCarriesTheSpecsTimeouts(t *testing.T) {
+	var mu sync.Mutex
+	var seen []hostctl.Launch
+	h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+		mu.Lock()
+		seen = append(seen, l)
+		mu.Unlock()
+		return behaviour{}
+	})
+	h.spec.Server.GPUWait = 7 * time.Second
+	h.spec.Server.ReadyTimeout = 3 * time.Minute
+	if _, out, err := h.run(context.Background()); err != nil || out.State != store.SweepDone {
+		t.Fatalf("%+v %v", out, err)
+	}
+	if len(seen) == 0 {
+		t.Fatal("no start")
+	}
+	for _, l := range seen {
+		if l.GPUWait != 7*time.Second || l.ReadyTimeout != 3*time.Minute || l.StopTimeout != 5*time.Second {
+			t.Fatalf("launch timeouts: gpu_wait %v, ready %v, stop %v", l.GPUWait, l.ReadyTimeout, l.StopTimeout)
+		}
+	}
+}

@@ -168,15 +168,8 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 			good = false
 			continue
 		}
-		if h.Pack && packNode != nil {
-			switch {
-			case h.GPUs < 2:
-				p.errf(packNode, "%s.pack: packing runs several points at once on disjoint GPUs and needs gpus >= 2 (this host has %d)", at, h.GPUs)
-			case driverOK && h.Driver != DriverLocal:
-				// Each packed point needs a unit of its own on an SSH host; until specsweep makes them,
-				// packing is for local hosts only.
-				p.errf(packNode, "%s.pack: packing is supported on driver local hosts only in this version (an SSH host runs one point at a time)", at)
-			}
+		if h.Pack && packNode != nil && h.GPUs < 2 {
+			p.errf(packNode, "%s.pack: packing runs several points at once on disjoint GPUs and needs gpus >= 2 (this host has %d)", at, h.GPUs)
 		}
 		if driverOK && h.Driver == DriverSSH && !present["address"] {
 			p.errf(resolve(it), "missing required key \"address\" in %s (required for driver ssh)", at)
@@ -269,6 +262,11 @@ func (p *parser) server(n *yaml.Node, srv *Server) {
 		{"stop_timeout", false, func(v *yaml.Node) {
 			if d, ok := p.duration(v, "server.stop_timeout"); ok {
 				srv.StopTimeout = d
+			}
+		}},
+		{"gpu_wait", false, func(v *yaml.Node) {
+			if d, ok := p.duration(v, "server.gpu_wait"); ok {
+				srv.GPUWait = d
 			}
 		}},
 	})

@@ -3,11 +3,13 @@ package sweep_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	_ "time/tzdata" // CRON_TZ zones validate the same on machines without zoneinfo
 
 	"github.com/specsweep/specsweep/sweep"
@@ -113,5 +115,29 @@ func TestBadFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGPUWait: server.gpu_wait is read, and left out of the stored spec when not given (a spec's
+// hash stays what it was before the key existed).
+func TestGPUWait(t *testing.T) {
+	parse := func(f string) *sweep.Spec {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := sweep.Parse(f, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := parse("testdata/pack.good.yaml")
+	if s.Server.GPUWait != 30*time.Second {
+		t.Errorf("gpu_wait = %v, want 30s", s.Server.GPUWait)
+	}
+	b, err := json.Marshal(parse("testdata/minimal.good.yaml").Server)
+	if err != nil || strings.Contains(string(b), "gpu_wait") {
+		t.Errorf("a spec without gpu_wait stores %s (%v)", b, err)
 	}
 }

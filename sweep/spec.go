@@ -89,6 +89,9 @@ type Server struct {
 	Port         int               `json:"port"`
 	ReadyTimeout time.Duration     `json:"ready_timeout"`
 	StopTimeout  time.Duration     `json:"stop_timeout"`
+	// GPUWait is how long a start waits for its GPUs to be free; 0 (not in the spec, and left out
+	// of the stored JSON so a spec's hash is as before) is hostctl's default, defaults.GPUWait.
+	GPUWait time.Duration `json:"gpu_wait,omitzero"`
 }
 
 // Method is a named set of extra server arguments (and environment).

@@ -44,14 +44,16 @@ type specHost struct {
 
 	mu   sync.Mutex
 	impl hostctl.Host
-	// slot numbers a packing host's concurrent servers from 1 (0: the host itself).
-	slot int
+	// slot numbers a packing host's concurrent servers from 1 (0: the host itself); parent is the
+	// host a slot belongs to (its SSH connection is the slots' too).
+	slot   int
+	parent *specHost
 }
 
 // Slot is the k-th concurrent server of a packing host (docs/spec.md, hosts[].pack): a handle of
-// its own, with a child process of its own on a local host. Validation allows packing only there.
+// its own, with a child process of its own on a local host and a unit of its own on an SSH host.
 func (s *specHost) Slot(k int) orchestrator.Host {
-	return &specHost{h: s.h, opts: s.opts, slot: k + 1}
+	return &specHost{h: s.h, opts: s.opts, slot: k + 1, parent: s}
 }
 
 func newHosts(spec *sweep.Spec, opts hostOptions) []*specHost {
@@ -82,8 +84,22 @@ func (s *specHost) get(ctx context.Context) (hostctl.Host, error) {
 		s.impl = hostctl.NewLocal(o)
 		return s.impl, nil
 	}
-	if s.slot > 0 {
-		return nil, fmt.Errorf("host %s: packing is supported on driver local hosts only", s.h.Name)
+	if s.parent != nil {
+		// The host's connection, and a unit of the slot's own on it.
+		s.mu.Unlock()
+		p, err := s.parent.get(ctx)
+		s.mu.Lock()
+		if err != nil {
+			return nil, err
+		}
+		r, ok := p.(*hostctl.Remote)
+		if !ok {
+			return nil, fmt.Errorf("host %s: driver %s cannot pack", s.h.Name, s.h.Driver)
+		}
+		if s.impl == nil {
+			s.impl = r.Slot(s.slot - 1)
+		}
+		return s.impl, nil
 	}
 	r, err := hostctl.DialRemote(ctx, hostctl.RemoteOptions{
 		Name: s.h.Name, Unit: s.h.Unit, CreateUnit: s.h.CreateUnit,
@@ -115,8 +131,9 @@ func (s *specHost) Restore(ctx context.Context) error {
 	s.mu.Unlock()
 	if impl == nil {
 		// Never reached in this run. A unit left changed by an earlier crash is still restored:
-		// connect now and let the driver's marker say what to undo.
-		if s.h.Driver == sweep.DriverLocal {
+		// connect now and let the driver's marker say what to undo (for a slot, the host's Restore
+		// does: it restores every slot with a marker).
+		if s.h.Driver == sweep.DriverLocal || s.parent != nil {
 			return nil
 		}
 		var err error

@@ -14,4 +14,7 @@ const (
 	ReadyTimeout = 20 * time.Minute
 	// StopTimeout is the unit's TimeoutStopSec= (SGLang drains its requests, then exits).
 	StopTimeout = 90 * time.Second
+	// GPUWait bounds how long a start waits for the GPUs of its point to be free (nvidia-smi)
+	// before the point fails gpu_busy.
+	GPUWait = 2 * time.Minute
 )
