@@ -204,6 +204,17 @@ func TestPackedOnARealHost(t *testing.T) {
 	h.Run(t.Context(), "kill -9 "+orphan)
 	checkOperatorBack(t, h)
 
+	// SIGTERM mid-sweep: the run stops its slots, removes their units, starts the operator's server
+	// again and exits 0.
+	tf := writeSpec(t, sshPackSpec("e2e-pack-term", h, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [1]}", ""))
+	cmd, out = startSpecsweep(t, "run", "--db", tf.db, tf.spec)
+	waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
+	signal(t, cmd, syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, tail(out.String(), 10))
+	}
+	checkOperatorBack(t, h)
+
 	// restore after a kill -9 removes every slot unit and starts the operator's server again.
 	rf := writeSpec(t, sshPackSpec("e2e-pack-restore", h, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [1]}", ""))
 	cmd, _ = startSpecsweep(t, "run", "--db", rf.db, rf.spec)
