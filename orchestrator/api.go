@@ -323,8 +323,11 @@ type PointJSON struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ActivityJSON is what a host is doing.
+// ActivityJSON is what a host (or a packing host's slot) is doing.
 type ActivityJSON struct {
+	Host   string `json:"host"`
+	Slot   *int   `json:"slot,omitempty"` // a packing host's slot, from 0
+	GPUs   []int  `json:"gpus,omitempty"` // the GPUs the slot's point holds
 	Point  string `json:"point,omitempty"`
 	Label  string `json:"label,omitempty"`
 	Phase  string `json:"phase"`
@@ -360,6 +363,16 @@ func PointToJSON(p store.Point) PointJSON {
 	return PointJSON{ID: p.ID, Method: p.Method, NumSteps: p.NumSteps, TopK: p.TopK, NumDraftTokens: p.NumDraftTokens,
 		TP: p.TP, State: string(p.State), Host: p.Host, Attempts: p.Attempts, FailureClass: string(p.FailureClass),
 		FailureDetail: p.FailureDetail, Reason: p.Reason}
+}
+
+// ActivityToJSON renders what a host or slot is doing (the API's activity, the dashboard's events).
+func ActivityToJSON(u Update) ActivityJSON {
+	j := ActivityJSON{Host: u.Host, GPUs: u.GPUs, Point: u.Point, Label: u.Label, Phase: string(u.Phase), Detail: u.Detail, At: u.At.UnixMilli()}
+	if u.Slot > 0 {
+		k := u.Slot - 1
+		j.Slot = &k
+	}
+	return j
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -409,8 +422,8 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		out.Points = append(out.Points, PointToJSON(p))
 	}
 	if a.c.Daemon != nil {
-		for h, u := range a.c.Daemon.Activity(id) {
-			out.Activity[h] = ActivityJSON{Point: u.Point, Label: u.Label, Phase: string(u.Phase), Detail: u.Detail, At: u.At.UnixMilli()}
+		for k, u := range a.c.Daemon.Activity(id) {
+			out.Activity[k] = ActivityToJSON(u)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

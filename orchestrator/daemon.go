@@ -214,7 +214,7 @@ func (d *Daemon) runnerConfig(id int64, hosts []Host, before func(context.Contex
 		if d.activity[id] == nil {
 			d.activity[id] = map[string]Update{}
 		}
-		d.activity[id][u.Host] = u
+		d.activity[id][u.ActivityKey()] = u
 		d.mu.Unlock()
 		if d.cfg.Observe != nil {
 			d.cfg.Observe(id, u)

@@ -115,6 +115,18 @@ type Update struct {
 	// Duration: for PhaseReady the time from start to ready; for PhaseDone and PhaseFailed the
 	// point's time on the host.
 	Duration time.Duration
+	// Slot is a packing host's slot the update is of, from 1 (0: a host that runs one point at a
+	// time); GPUs are the GPU indices its point holds.
+	Slot int
+	GPUs []int
+}
+
+// ActivityKey names whose activity u is: the host, or "HOST/slot K" for a packing host's slot.
+func (u Update) ActivityKey() string {
+	if u.Slot == 0 {
+		return u.Host
+	}
+	return fmt.Sprintf("%s/slot %d", u.Host, u.Slot-1)
 }
 
 // Phase names what a host is doing.

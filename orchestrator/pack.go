@@ -188,6 +188,15 @@ func (s *slot) claim(ctx context.Context, st packStore, sweepID int64, host stri
 	return p, true, nil
 }
 
+// tag marks an update as the slot's, with the GPUs its point holds (a nil slot: as it is).
+func (s *slot) tag(u Update) Update {
+	if s == nil {
+		return u
+	}
+	u.Slot, u.GPUs = s.k+1, slices.Clone(s.gpus)
+	return u
+}
+
 // launchOn rewrites a point's launch for its slot: its GPUs in CUDA_VISIBLE_DEVICES and its port,
 // the spec's plus the slot number, in the argv (argparse reads the last --port) and the probe.
 func (s *slot) launchOn(argv []string, env map[string]string, port int) ([]string, map[string]string, int) {

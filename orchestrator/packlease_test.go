@@ -436,3 +436,51 @@ func assertFree(t *testing.T, l *leases, s *sweepLeases, key string) {
 		t.Errorf("machine %s: busy %v, %d waiting, the sweep keeps leases of %v; want it free", key, busy, waiting, kept)
 	}
 }
+
+// TestSlotUpdatesNameTheirSlotAndGPUs: every update of a packing host's slot worker says its slot
+// and, while a point runs, the GPUs it holds, so the daemon's activity keeps one entry per slot.
+func TestSlotUpdatesNameTheirSlotAndGPUs(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	w := newWorld(t, nil)
+	m := newPackMachine(t, w, "big", 4, 0)
+	spec := packSpec(t, "updates")
+	prep, err := Prepare(ctx, db, spec, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	keys := map[string]bool{}
+	var bad []string
+	r, err := New(Config{Store: db, Hosts: []Host{m.handle(prep.SweepID)}, Load: w.load, Answer: w.answer,
+		CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond, RetryBackoff: time.Millisecond,
+		Observe: func(u Update) {
+			mu.Lock()
+			defer mu.Unlock()
+			if u.Phase == PhaseRestored {
+				return
+			}
+			keys[u.ActivityKey()] = true
+			if u.Slot == 0 || (u.Point != "" && len(u.GPUs) == 0) {
+				bad = append(bad, fmt.Sprintf("%s %s slot %d GPUs %v", u.Phase, u.Point, u.Slot, u.GPUs))
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.Run(ctx, prep.SweepID, spec); err != nil || out.State != store.SweepDone {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Errorf("updates without their slot or GPUs: %v", bad)
+	}
+	if !keys["big/slot 0"] || !keys["big/slot 1"] || keys["big"] {
+		t.Errorf("activity keys %v, want one per slot (big/slot 0, big/slot 1, ...)", keys)
+	}
+}

@@ -304,7 +304,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 			// this host to end (the search's decisions wake the waits below too).
 			if (!anyFree || errors.Is(err, store.ErrNotFound)) && sl.pool.busy() {
 				release()
-				r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: fmt.Sprintf("slot %d: waiting for free GPUs", sl.k)})
+				r.observe(sl.tag(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "waiting for free GPUs"}))
 				select {
 				case <-ctx.Done():
 				case <-sl.pool.wait():
@@ -334,7 +334,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 			if state.waiting > 0 && (state.running > 0 || (state.pending > 0 && idle < maxIdlePolls)) {
 				idle++
 				release()
-				r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "waiting for the search's next decision"})
+				r.observe(sl.tag(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "waiting for the search's next decision"}))
 				select {
 				case <-ctx.Done():
 				case <-wake:
@@ -345,7 +345,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 		}
 		if errors.Is(err, store.ErrNotFound) {
 			release()
-			r.observe(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "no more points for this host"})
+			r.observe(sl.tag(Update{Host: h.Name(), Phase: PhaseIdle, Detail: "no more points for this host"}))
 			return nil
 		}
 		if err != nil {
@@ -367,7 +367,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 		release()
 		if errors.Is(err, errHostUnusable) {
 			r.event(ctx, sr.id, "", h.Name(), "host_refused", err.Error())
-			r.observe(Update{Host: h.Name(), Phase: PhaseFailed, Detail: err.Error()})
+			r.observe(sl.tag(Update{Host: h.Name(), Phase: PhaseFailed, Detail: err.Error()}))
 			return nil
 		}
 		if err != nil {
@@ -377,7 +377,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 			backoff = r.cfg.RetryBackoff
 			continue
 		}
-		r.observe(Update{Host: h.Name(), Phase: PhaseRetry, Detail: fmt.Sprintf("host trouble: next try in %s", backoff)})
+		r.observe(sl.tag(Update{Host: h.Name(), Phase: PhaseRetry, Detail: fmt.Sprintf("host trouble: next try in %s", backoff)}))
 		select {
 		case <-ctx.Done():
 		case <-r.cfg.Clock.After(backoff):
@@ -412,6 +412,7 @@ type attempt struct {
 	p     store.Point
 	label string
 	began time.Time
+	sl    *slot // a packing host's slot, or nil
 	inst  hostctl.Instance
 	// launch is what the point runs (its API key authorises the liveness probe).
 	launch hostctl.Launch
@@ -439,13 +440,13 @@ func (a *attempt) update(r *Runner, phase Phase, detail string) {
 	if phase == PhaseDone || phase == PhaseFailed {
 		u.Duration = r.cfg.Clock.Now().Sub(a.began)
 	}
-	r.observe(u)
+	r.observe(a.sl.tag(u))
 }
 
 // runPoint runs one claimed attempt to its end. retry reports transient host trouble (the point went
 // back to pending: wait, then claim again); err is a store failure.
 func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Point, sl *slot) (retry bool, err error) {
-	a := &attempt{sr: sr, h: h, p: p, label: pointLabel(p), began: r.cfg.Clock.Now()}
+	a := &attempt{sr: sr, h: h, p: p, label: pointLabel(p), began: r.cfg.Clock.Now(), sl: sl}
 	spec := sr.spec
 	a.update(r, PhaseStarting, fmt.Sprintf("attempt %d", p.Attempts))
 	r.cfg.Log.Info("point starting", "host", h.Name(), "point", p.ID, "config", a.label, "attempt", p.Attempts)
@@ -470,8 +471,8 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 		return r.startFailed(ctx, a, err)
 	}
 	a.event(r, ctx, "ready", fmt.Sprintf("ready after %.2f s (%d probes)", ready.Elapsed.Seconds(), ready.Probes))
-	r.observe(Update{Host: h.Name(), Point: p.ID, Label: a.label, Phase: PhaseReady, Duration: ready.Elapsed,
-		Detail: fmt.Sprintf("ready after %.1f s", ready.Elapsed.Seconds())})
+	r.observe(sl.tag(Update{Host: h.Name(), Point: p.ID, Label: a.label, Phase: PhaseReady, Duration: ready.Elapsed,
+		Detail: fmt.Sprintf("ready after %.1f s", ready.Elapsed.Seconds())}))
 	// Effective args and provenance are recorded while the load runs: collecting provenance takes
 	// SSH round trips that would otherwise delay the first measured request.
 	a.info = make(chan error, 1)
