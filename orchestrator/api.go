@@ -29,7 +29,30 @@ type APIStore interface {
 	StatusStore
 	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
 	CancelSweep(ctx context.Context, id int64, reason string) error
+	ResumeSweep(ctx context.Context, id int64, reason string) (store.Sweep, error)
 	StateCounts(ctx context.Context) (store.StateCounts, error)
+}
+
+// SessionAuth admits a browser's requests (the dashboard's sessions, package web): implemented
+// outside the orchestrator. nil in APIConfig: bearer tokens only.
+type SessionAuth interface {
+	// Admit reports whether r carries a valid session and, for a method that changes something,
+	// the session's CSRF token. refusal says why a request that tried is refused; "" when r carries
+	// no session at all.
+	Admit(r *http.Request) (ok bool, refusal string)
+	// LoginCode makes a one-time login code, valid until the time returned.
+	LoginCode() (code string, until time.Time, err error)
+}
+
+// Route is one more path the API's server answers (the dashboard's pages and streams), under the
+// same Host and Origin checks. Open routes need no credential (the login page); the others a bearer
+// token or a session. Page routes answer a refusal with an HTML page (a browser shows it) instead
+// of JSON.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+	Open    bool
+	Page    bool
 }
 
 // Metrics are the daemon's Prometheus metrics: sweeps by state and points by state and failure
@@ -122,6 +145,10 @@ type APIConfig struct {
 	// Policy limits what a spec submitted over the API may ask of the daemon.
 	Policy SpecPolicy
 	Log    *slog.Logger
+	// Sessions, when set, admits browser sessions beside the token (the dashboard); Routes are the
+	// dashboard's paths.
+	Sessions SessionAuth
+	Routes   []Route
 }
 
 // NewAPI returns the daemon's HTTP handler: GET /healthz, GET /metrics, GET /api/sweeps,
@@ -151,6 +178,18 @@ func NewAPI(c APIConfig) (http.Handler, error) {
 	mux.Handle("GET /api/sweeps/{id}", a.protect(a.get))
 	mux.Handle("POST /api/sweeps", a.protect(a.submit))
 	mux.Handle("POST /api/sweeps/{id}/cancel", a.protect(a.cancel))
+	mux.Handle("POST /api/sweeps/{id}/resume", a.protect(a.resume))
+	mux.Handle("POST /api/login-codes", a.protectToken(a.loginCode))
+	for _, rt := range c.Routes {
+		switch {
+		case rt.Open:
+			mux.Handle(rt.Pattern, rt.Handler)
+		case rt.Page:
+			mux.Handle(rt.Pattern, a.protectPage(rt.Handler))
+		default:
+			mux.Handle(rt.Pattern, a.protect(rt.Handler.ServeHTTP))
+		}
+	}
 	// Unknown /api/ paths answer 401 too, so nothing about the API is visible without the token.
 	mux.Handle("/api/", a.protect(http.NotFound))
 	return a.guard(mux), nil
@@ -190,13 +229,80 @@ func (a *api) guard(h http.Handler) http.Handler {
 	})
 }
 
-// protect requires the token, an accepted Content-Type on POST bodies, and caps the body.
+const tokenHint = "missing or wrong bearer token (Authorization: Bearer TOKEN; " +
+	"the daemon's token file is DB.token beside its database unless it runs with --token-file)"
+
+// hasToken: r carries the bearer token.
+func (a *api) hasToken(r *http.Request) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), a.want) == 1
+}
+
+// credential checks r's credential, the token or a session: 0 when admitted, else the status and
+// why.
+func (a *api) credential(r *http.Request) (int, string) {
+	if a.hasToken(r) {
+		return 0, ""
+	}
+	if a.c.Sessions != nil && r.Header.Get("Authorization") == "" {
+		ok, refusal := a.c.Sessions.Admit(r)
+		if ok {
+			return 0, ""
+		}
+		if refusal != "" {
+			return http.StatusForbidden, refusal
+		}
+	}
+	return http.StatusUnauthorized, tokenHint
+}
+
+// protectToken is protect for what only the token may do (minting login codes: a session must not
+// make more sessions).
+func (a *api) protectToken(h http.HandlerFunc) http.Handler {
+	inner := a.protect(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.hasToken(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="specsweep"`)
+			a.refuse(w, r, http.StatusUnauthorized, tokenHint)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+}
+
+// protectPage admits a page's request like protect, but refuses with an HTML page that says how
+// to log in.
+func (a *api) protectPage(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code, msg := a.credential(r); code != 0 {
+			a.c.Log.Warn("API request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path,
+				"status", code, "reason", msg)
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(code)
+			io.WriteString(w, loginPage)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loginPage is what a browser without a session sees.
+const loginPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>specsweep: log in</title><style>body{font:16px/1.5 system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em}code{background:#eee;padding:0 .2em}</style></head>
+<body><h1>specsweep</h1><p>This dashboard needs a session. Open the login URL the daemon printed when it started,
+or make a new one on the daemon's machine (it reads the daemon's token file):</p>
+<pre><code>specsweep dashboard</code></pre><p>A login URL works once, for 15 minutes.</p></body></html>
+`
+
+// protect requires a credential (the token, or a session), an accepted Content-Type on POST
+// bodies, and caps the body.
 func (a *api) protect(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), a.want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="specsweep"`)
-			a.refuse(w, r, http.StatusUnauthorized, "missing or wrong bearer token (Authorization: Bearer TOKEN; "+
-				"the daemon's token file is DB.token beside its database unless it runs with --token-file)")
+		if code, msg := a.credential(r); code != 0 {
+			if code == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="specsweep"`)
+			}
+			a.refuse(w, r, code, msg)
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -510,6 +616,45 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		sw, _ := a.c.Store.Sweep(r.Context(), id)
 		writeJSON(w, http.StatusOK, SweepToJSON(sw, 0))
 	}
+}
+
+func (a *api) resume(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.sweepID(w, r)
+	if !ok {
+		return
+	}
+	sw, err := a.c.Store.ResumeSweep(r.Context(), id, "resumed over HTTP")
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		httpError(w, http.StatusNotFound, fmt.Sprintf("no sweep %d", id))
+	case errors.Is(err, store.ErrNotResumable):
+		httpError(w, http.StatusConflict, err.Error())
+	case err != nil:
+		httpError(w, http.StatusInternalServerError, err.Error())
+	default:
+		a.c.Log.Info("sweep resumed over HTTP", "sweep", id)
+		writeJSON(w, http.StatusOK, SweepToJSON(sw, 0))
+	}
+}
+
+// LoginCodeJSON is POST /api/login-codes: the path to open (on the daemon's address) and until when.
+type LoginCodeJSON struct {
+	Path      string `json:"path"`
+	ExpiresAt int64  `json:"expires_at"`
+}
+
+func (a *api) loginCode(w http.ResponseWriter, r *http.Request) {
+	if a.c.Sessions == nil {
+		httpError(w, http.StatusNotFound, "this daemon serves no dashboard")
+		return
+	}
+	code, until, err := a.c.Sessions.LoginCode()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a.c.Log.Info("dashboard login code made", "remote", r.RemoteAddr, "expires", until.UTC().Format(time.RFC3339))
+	writeJSON(w, http.StatusOK, LoginCodeJSON{Path: "/login?code=" + code, ExpiresAt: until.UnixMilli()})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
