@@ -29,18 +29,19 @@ type Options struct {
 }
 
 // Table is one table of a report, in plain text cells (each renderer escapes them). A cell may
-// hold several lines separated by "\n".
+// hold several lines separated by "\n". Its JSON (a Live's) leaves out what only LaTeX uses.
 type Table struct {
-	Title string
-	Note  string
-	Head  []string
-	Rows  [][]string
+	Title string     `json:"title"`
+	Note  string     `json:"note"`
+	Head  []string   `json:"head"`
+	Rows  [][]string `json:"rows"`
 	// Num marks right-aligned (numeric) columns; Code marks columns shown in a monospace font.
-	Num, Code []bool
+	Num  []bool `json:"num"`
+	Code []bool `json:"code"`
 	// Wide tables are scaled to the text width in LaTeX.
-	Wide bool
+	Wide bool `json:"-"`
 	// Para gives a column a paragraph width in LaTeX ("9cm": long text wraps); "" for none.
-	Para []string
+	Para []string `json:"-"`
 }
 
 // doc is everything a renderer shows, computed once.
@@ -63,6 +64,36 @@ type doc struct {
 
 // Write renders the report of s into opt.Dir and returns the files written (the main file first).
 func Write(s *Sweep, opt Options) ([]string, error) {
+	d, err := prepare(s, &opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	switch opt.Format {
+	case "html":
+		b, err := renderHTML(d)
+		if err != nil {
+			return nil, err
+		}
+		f := filepath.Join(opt.Dir, "report.html")
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			return nil, err
+		}
+		return []string{f}, nil
+	case "md":
+		return writeMD(d, opt)
+	case "tex":
+		return writeTeX(d, opt)
+	default:
+		return nil, fmt.Errorf("report: unknown format %q (want one of %s)", opt.Format, strings.Join(Formats, ", "))
+	}
+}
+
+// prepare checks opt (setting its default date) and computes everything a renderer shows: the
+// charts and the document. Write and HTML share it, so both render the same report.
+func prepare(s *Sweep, opt *Options) (*doc, error) {
 	if opt.Now.IsZero() {
 		opt.Now = time.Now()
 	}
@@ -80,20 +111,7 @@ func Write(s *Sweep, opt Options) ([]string, error) {
 		}
 		charts = append(charts, cc...)
 	}
-	d := build(s, opt, charts)
-	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	switch opt.Format {
-	case "html":
-		return writeHTML(d, opt)
-	case "md":
-		return writeMD(d, opt)
-	case "tex":
-		return writeTeX(d, opt)
-	default:
-		return nil, fmt.Errorf("report: unknown format %q (want one of %s)", opt.Format, strings.Join(Formats, ", "))
-	}
+	return build(s, *opt, charts), nil
 }
 
 func writeCharts(d *doc, dir, format string) ([]string, error) {
@@ -157,7 +175,94 @@ func fmtDate(t time.Time) string {
 }
 
 func build(s *Sweep, opt Options, charts []*Chart) *doc {
-	d := &doc{Title: fmt.Sprintf("Sweep %s (#%d)", s.Name, s.ID), Charts: charts}
+	l := liveTables(s)
+	d := &doc{Title: fmt.Sprintf("Sweep %s (#%d)", s.Name, s.ID), Charts: charts,
+		Summary: l.Summary, Check: l.Check, Best: l.Best, Results: l.Results, Pruned: l.Pruned, Failures: l.Failures}
+	d.Diverge = divergences(s)
+	d.Pareto = paretoTable(s)
+	d.Provenance, d.ProvFacts = provenance(s, opt)
+	if opt.Compare != nil {
+		d.Compare = compareTables(Compare(s, opt.Compare))
+	}
+	d.Generated = fmt.Sprintf("Generated %s", fmtDate(opt.Now))
+	if opt.Generator != "" {
+		d.Generated += " by " + opt.Generator
+	}
+	return d
+}
+
+// Live is what a live view of a sweep shows: the sentences the report prints at its top and the
+// report's tables of the sweep's points, as the report builds them (build takes them from the same
+// liveTables), so a dashboard and the report never disagree on a figure. Every table has its head
+// and title even without rows; Rows is [] (never null in JSON), Num and Code hold one entry per
+// column of Head, and Wide and Para (LaTeX's) are left out.
+type Live struct {
+	SweepID int64  `json:"sweep_id"`
+	Sweep   string `json:"sweep"` // the sweep's name
+	State   string `json:"state"` // the sweep's state
+	// Summary holds the report's summary sentences, in its order: the state and counts, the
+	// search's (a searched sweep), the output check's and the packed points' (when there are any),
+	// and how the figures are aggregated.
+	Summary []string `json:"summary"`
+	// Check is the output check (no rows unless some point was checked).
+	Check Table `json:"check"`
+	// Best is "Best configuration per concurrency level".
+	Best Table `json:"best"`
+	// Results is "All results": one row per point that was not pruned, run or not.
+	Results Table `json:"results"`
+	// Pruned is "Pruned by the search" (no rows unless a search pruned points).
+	Pruned Table `json:"pruned"`
+	// Failures lists the failed points with their evidence.
+	Failures Table `json:"failures"`
+}
+
+// LiveTables computes the report's summary and tables of s (see Live), without charts or I/O
+// (Load reads the sweep). A sweep that has recorded nothing yet
+// gives tables without rows (All results lists its points, with "-" for every level), and a nil
+// s is taken as an empty sweep.
+func LiveTables(s *Sweep) Live {
+	if s == nil {
+		s = &Sweep{}
+	}
+	l := liveTables(s)
+	for _, t := range []*Table{&l.Check, &l.Best, &l.Results, &l.Pruned, &l.Failures} {
+		*t = t.forJSON()
+	}
+	if l.Summary == nil {
+		l.Summary = []string{}
+	}
+	return l
+}
+
+// liveTables is the one place the summary and the points' tables are built, for the report
+// (build) and for LiveTables.
+func liveTables(s *Sweep) Live {
+	return Live{SweepID: s.ID, Sweep: s.Name, State: s.State, Summary: summary(s),
+		Check: checkTable(s), Best: bestTable(s), Results: resultsTable(s), Pruned: prunedTable(s), Failures: failuresTable(s)}
+}
+
+// forJSON is t with its slices non-nil and Num and Code one entry per column, so a client reads
+// "rows": [] and num[i] without checking for null (the renderers read them with at, alike), and
+// without what only LaTeX uses (Wide, Para: not sent), so a Live reads back from its JSON equal.
+func (t Table) forJSON() Table {
+	t.Wide, t.Para = false, nil
+	pad := func(v []bool) []bool {
+		out := make([]bool, max(len(t.Head), len(v)))
+		copy(out, v)
+		return out
+	}
+	t.Num, t.Code = pad(t.Num), pad(t.Code)
+	if t.Head == nil {
+		t.Head = []string{}
+	}
+	if t.Rows == nil {
+		t.Rows = [][]string{}
+	}
+	return t
+}
+
+// summary is the report's sentences at its top.
+func summary(s *Sweep) []string {
 	done, failed, pruned, waiting := 0, 0, 0, 0
 	for _, p := range s.Points {
 		switch p.State {
@@ -182,38 +287,23 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 	if pruned > 0 {
 		counts += fmt.Sprintf(", %d pruned by the search", pruned)
 	}
-	d.Summary = append(d.Summary,
+	var out []string
+	out = append(out,
 		fmt.Sprintf("State %s: %s; concurrency levels %s; %d repeat(s) per level.",
 			s.State, counts, strings.Join(levels, ", "), max(1, s.Repeats)))
 	if s.Searched() {
-		d.Summary = append(d.Summary,
+		out = append(out,
 			"A search decided while the sweep ran which of the planned points run; the ones it did not run are listed with its reason under \"Pruned by the search\", and a search-path chart per method, tp and tree shape shows where it went.")
 	}
 	if c := checkSummary(s); c != "" {
-		d.Summary = append(d.Summary, c)
+		out = append(out, c)
 	}
 	if c := packedSummary(s); c != "" {
-		d.Summary = append(d.Summary, c)
+		out = append(out, c)
 	}
-	d.Summary = append(d.Summary,
+	return append(out,
 		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
 			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))
-	d.Check = checkTable(s)
-	d.Diverge = divergences(s)
-	d.Best = bestTable(s)
-	d.Pareto = paretoTable(s)
-	d.Results = resultsTable(s)
-	d.Pruned = prunedTable(s)
-	d.Failures = failuresTable(s)
-	d.Provenance, d.ProvFacts = provenance(s, opt)
-	if opt.Compare != nil {
-		d.Compare = compareTables(Compare(s, opt.Compare))
-	}
-	d.Generated = fmt.Sprintf("Generated %s", fmtDate(opt.Now))
-	if opt.Generator != "" {
-		d.Generated += " by " + opt.Generator
-	}
-	return d
 }
 
 func bestTable(s *Sweep) Table {

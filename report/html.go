@@ -3,8 +3,6 @@ package report
 import (
 	"fmt"
 	"html"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -38,7 +36,23 @@ mark{background:#ffd9a8;color:#5a1d00;font-weight:700}em.end{color:#8a949e}
 p.prompt{margin:.3em 0}
 `
 
-func writeHTML(d *doc, opt Options) ([]string, error) {
+// HTML renders the HTML report of s in memory: exactly the bytes Write writes to report.html
+// (one self-contained document, the charts inline as SVG), for a server to send without a file.
+// opt.Dir is not used; opt.Format must be "" or "html".
+func HTML(s *Sweep, opt Options) ([]byte, error) {
+	if opt.Format != "" && opt.Format != "html" {
+		return nil, fmt.Errorf("report: HTML renders the html format, not %q", opt.Format)
+	}
+	opt.Format = "html"
+	d, err := prepare(s, &opt)
+	if err != nil {
+		return nil, err
+	}
+	return renderHTML(d)
+}
+
+// renderHTML is the one HTML renderer, of HTML and of Write's report.html.
+func renderHTML(d *doc) ([]byte, error) {
 	var b strings.Builder
 	e := html.EscapeString
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
@@ -124,11 +138,7 @@ func writeHTML(d *doc, opt Options) ([]string, error) {
 	b.WriteString("</dl>\n")
 	htmlTable(&b, d.Provenance, 3)
 	fmt.Fprintf(&b, "<footer>%s</footer>\n</body></html>\n", e(d.Generated))
-	f := filepath.Join(opt.Dir, "report.html")
-	if err := os.WriteFile(f, []byte(b.String()), 0o644); err != nil {
-		return nil, err
-	}
-	return []string{f}, nil
+	return []byte(b.String()), nil
 }
 
 func htmlTable(b *strings.Builder, t Table, level int) {

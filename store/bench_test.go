@@ -123,3 +123,66 @@ func BenchmarkRunsQuery(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
 	b.ReportMetric(float64(len(rows.Values)), "rows/op")
 }
+
+// BenchmarkLivePoll: what a live event stream polls on the 100k-run database (and as many events):
+// the last 100 runs and events after an id, and the last ids. Each is a primary-key search or seek
+// (TestLivePollPlans), so it costs the rows returned, not the table's size.
+func BenchmarkLivePoll(b *testing.B) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	sw := fillBench(b, db, "bench", benchPoints)
+	// One event per run, as a busy log has (the store's own events are a few per point).
+	if _, err := db.rw.ExecContext(ctx, `INSERT INTO events (sweep_id, point_ref, host, at, kind, detail)
+		SELECT ?, point_ref, host, finished_at, 'stop', 'stopped in 4.1s' FROM runs ORDER BY id`, sw); err != nil {
+		b.Fatal(err)
+	}
+	lastRun, lastEvent, err := db.LastIDs(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if lastRun < benchPoints*int64(len(benchLevels))*benchRepeats || lastEvent < lastRun {
+		b.Fatalf("last ids %d, %d", lastRun, lastEvent)
+	}
+	perOp := func(b *testing.B, rows int) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1000/float64(b.N), "µs/op")
+		if rows > 0 {
+			b.ReportMetric(float64(rows), "rows/op")
+		}
+	}
+	b.Run("RunsAfter", func(b *testing.B) {
+		var rs []RunEvent
+		for b.Loop() {
+			if rs, err = db.RunsAfter(ctx, lastRun-100, 100); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if len(rs) != 100 || rs[99].ID != lastRun {
+			b.Fatalf("%d runs, the last %+v", len(rs), rs[len(rs)-1])
+		}
+		perOp(b, len(rs))
+	})
+	b.Run("EventsAfter", func(b *testing.B) {
+		var es []LoggedEvent
+		for b.Loop() {
+			if es, err = db.EventsAfter(ctx, lastEvent-100, 100); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if len(es) != 100 || es[99].ID != lastEvent {
+			b.Fatalf("%d events", len(es))
+		}
+		perOp(b, len(es))
+	})
+	b.Run("LastIDs", func(b *testing.B) {
+		for b.Loop() {
+			if r, e, err := db.LastIDs(ctx); err != nil || r != lastRun || e != lastEvent {
+				b.Fatal(r, e, err)
+			}
+		}
+		perOp(b, 0)
+	})
+}

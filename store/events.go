@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"time"
 )
@@ -73,6 +74,41 @@ func (db *DB) Events(ctx context.Context, sweepID int64, pointID string) ([]Even
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: events of sweep %d: %w", sweepID, err)
+	}
+	return out, nil
+}
+
+// LoggedEvent is one event as the log holds it, with its id (EventsAfter). The id is the events
+// table's INTEGER PRIMARY KEY, growing in insertion order as a run's does (see RunEvent); the
+// Event is what AddEvent was given, its At the time recorded (UTC). The id is not part of Event,
+// which is what a caller writes: the store assigns it.
+type LoggedEvent struct {
+	ID int64
+	Event
+}
+
+// eventsAfterSQL reads the events by their primary key from an id on, each with its point (if
+// any) by the points' primary key.
+const eventsAfterSQL = `SELECT e.id, coalesce(e.sweep_id, 0), coalesce(p.point_id, ''), coalesce(e.host, ''), e.at, e.kind, e.detail
+	FROM events e LEFT JOIN points p ON p.id = e.point_ref
+	WHERE e.id > ? ORDER BY e.id LIMIT ?`
+
+// EventsAfter reads the events whose id is larger than afterID, of every sweep (and of none), in
+// ascending id order, at most limit (at least 1) of them, on the read-only connection: what a
+// live stream polls. Id order is insertion order; event_log orders by at first, which differs for
+// an event added with an earlier At than one before it.
+func (db *DB) EventsAfter(ctx context.Context, afterID int64, limit int) ([]LoggedEvent, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("store: reading events after %d: limit %d, want at least 1", afterID, limit)
+	}
+	var out []LoggedEvent
+	err := db.scan(ctx, eventsAfterSQL, []any{afterID, limit}, func(_ []string, v []driver.Value) error {
+		out = append(out, LoggedEvent{ID: vInt64(v[0]), Event: Event{SweepID: vInt64(v[1]), PointID: vString(v[2]),
+			Host: vString(v[3]), At: vTime(v[4]), Kind: vString(v[5]), Detail: vString(v[6])}})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: reading events after %d: %w", afterID, err)
 	}
 	return out, nil
 }

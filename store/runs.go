@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"time"
 )
@@ -137,4 +138,70 @@ func finishPoint(ctx context.Context, tx *sql.Tx, now, sweepID int64, pointID st
 		return fmt.Errorf("finish point: %w", err)
 	}
 	return nil
+}
+
+// RunEvent is one recorded run as a live event stream sends it (RunsAfter).
+//
+// ID is the runs table's INTEGER PRIMARY KEY. SQLite has one writer at a time and gives a new row
+// the largest id + 1 inside the recording transaction, and the store never deletes a run, so ids
+// grow in recording order and a larger id never becomes visible before a smaller one: the largest
+// id a poller has seen is a cursor that misses nothing. A run is one row for good: when its
+// attempt is re-run its Status becomes superseded in place, without a new row (the point's
+// "state" event, EventsAfter, says so).
+type RunEvent struct {
+	ID          int64
+	SweepID     int64
+	PointID     string
+	Concurrency int
+	Repeat      int // 1-based
+	Status      RunStatus
+	// OutputTokS is what the runs table holds, as in RunSummary: nil when the run measured nothing
+	// (a failed run without figures). A failed run may hold its survivors' figure, which is no
+	// measurement of the configuration: only ok runs are compared.
+	OutputTokS *float64
+	// At is the run's finished_at: a run is recorded as it ends (RecordRun takes the time of
+	// recording when none is given), and the store keeps no other time of recording.
+	At time.Time
+}
+
+// runsAfterSQL reads the runs by their primary key from an id on, each with its point by the
+// points' primary key: the CROSS JOIN fixes that order, so it never scans (docs/schema.md).
+const runsAfterSQL = `SELECT r.id, p.sweep_id, p.point_id, r.concurrency, r.repeat, r.status, r.output_tok_s, r.finished_at
+	FROM runs r CROSS JOIN points p ON p.id = r.point_ref
+	WHERE r.id > ? ORDER BY r.id LIMIT ?`
+
+// lastIDsSQL: max over an INTEGER PRIMARY KEY is one seek to the end of the table's b-tree.
+const lastIDsSQL = `SELECT coalesce((SELECT max(id) FROM runs), 0), coalesce((SELECT max(id) FROM events), 0)`
+
+// RunsAfter reads the runs whose id is larger than afterID, of every sweep, in ascending id
+// (recording) order, at most limit (at least 1) of them, on the read-only connection: what a live
+// stream polls, with LastIDs for where to start. The cost is that of the rows returned.
+func (db *DB) RunsAfter(ctx context.Context, afterID int64, limit int) ([]RunEvent, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("store: reading runs after %d: limit %d, want at least 1", afterID, limit)
+	}
+	var out []RunEvent
+	err := db.scan(ctx, runsAfterSQL, []any{afterID, limit}, func(_ []string, v []driver.Value) error {
+		out = append(out, RunEvent{ID: vInt64(v[0]), SweepID: vInt64(v[1]), PointID: vString(v[2]),
+			Concurrency: int(vInt64(v[3])), Repeat: int(vInt64(v[4])), Status: RunStatus(vString(v[5])),
+			OutputTokS: vFloat(v[6], new(float64)), At: vTime(v[7])})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: reading runs after %d: %w", afterID, err)
+	}
+	return out, nil
+}
+
+// LastIDs returns the largest run id and the largest event id (0 when there is none), for a live
+// stream to start from what comes next. One query on the read-only connection, two seeks.
+func (db *DB) LastIDs(ctx context.Context) (runID, eventID int64, err error) {
+	err = db.scan(ctx, lastIDsSQL, nil, func(_ []string, v []driver.Value) error {
+		runID, eventID = vInt64(v[0]), vInt64(v[1])
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: reading the last run and event ids: %w", err)
+	}
+	return runID, eventID, nil
 }
