@@ -410,6 +410,18 @@ type SweepJSON struct {
 	FinishedAt *int64  `json:"finished_at"`
 	NotBefore  *int64  `json:"not_before,omitempty"`
 	ETASeconds float64 `json:"eta_s,omitempty"`
+	// NextFire is a schedule's next firing (the API's list and detail; not in `status --json`).
+	NextFire *int64 `json:"next_fire,omitempty"`
+}
+
+// nextFire sets a scheduled template's next firing time from its cron expression.
+func nextFire(j *SweepJSON, s store.Sweep, now time.Time) {
+	if s.State != store.SweepScheduled || s.Schedule == "" {
+		return
+	}
+	if sched, err := sweep.ParseCron(s.Schedule); err == nil {
+		j.NextFire = msPtr(sched.Next(now))
+	}
 }
 
 // PointJSON is a point in the API.
@@ -495,7 +507,9 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 				e = st.ETA
 			}
 		}
-		out = append(out, SweepToJSON(s, e))
+		j := SweepToJSON(s, e)
+		nextFire(&j, s, time.Now())
+		out = append(out, j)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -524,6 +538,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := SweepDetailJSON{SweepJSON: SweepToJSON(st.Sweep, st.ETA), Points: []PointJSON{}, Activity: map[string]ActivityJSON{}}
+	nextFire(&out.SweepJSON, st.Sweep, time.Now())
 	for _, p := range st.Points {
 		out.Points = append(out.Points, PointToJSON(p))
 	}

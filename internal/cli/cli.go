@@ -58,6 +58,7 @@ func commands() []command {
 		runCmd(),
 		submitCmd(),
 		daemonCmd(),
+		dashboardCmd(),
 		statusCmd(),
 		cancelCmd(),
 		resumeCmd(),

@@ -20,6 +20,7 @@ import (
 	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
+	"github.com/specsweep/specsweep/web"
 )
 
 func daemonCmd() command {
@@ -62,8 +63,18 @@ func daemonCmd() command {
 				defer st.Close()
 
 				metrics := orchestrator.NewMetrics(st)
+				// The dashboard (docs/daemon.md): its event stream hears the daemon's updates at once.
+				sessions := web.NewSessions(nil)
+				dash, err := web.New(web.Config{Store: st, Sessions: sessions, Log: log})
+				if err != nil {
+					return err
+				}
+				observe := func(id int64, u orchestrator.Update) {
+					metrics.Observe(id, u)
+					dash.Notify(id, u.ActivityKey(), orchestrator.ActivityToJSON(u))
+				}
 				d, err := orchestrator.NewDaemon(orchestrator.DaemonConfig{
-					Store: st, Log: log, Observe: metrics.Observe,
+					Store: st, Log: log, Observe: observe,
 					LockSweep: func(sw store.Sweep) (func(), error) {
 						if sw.ScheduleID != 0 {
 							return func() {}, nil // a schedule's sweep: `specsweep run` never resumes it
@@ -94,7 +105,7 @@ func daemonCmd() command {
 						log.Warn("no home directory: specs over the API may not name identity_file or known_hosts", "err", err)
 					}
 					h, err := orchestrator.NewAPI(orchestrator.APIConfig{Store: st, Daemon: d, Metrics: metrics,
-						Token: token, ListenHost: listenHost, Log: log,
+						Token: token, ListenHost: listenHost, Log: log, Sessions: sessions, Routes: dashboardRoutes(dash.Routes()),
 						Policy: orchestrator.SpecPolicy{AllowLocalDriver: *allowLocal, AllowAnyKeyPath: *allowAnyKey, Home: home, DatasetDir: *datasetDir}})
 					if err != nil {
 						return fmt.Errorf("daemon: %w", err)
@@ -112,6 +123,18 @@ func daemonCmd() command {
 					// The path, never the token.
 					log.Info("status API listening", "addr", ln.Addr().String(), "token_file", tokenPath,
 						"allow_local_driver", *allowLocal, "allow_any_key_path", *allowAnyKey)
+					go dash.Run(ctx)
+					// A login URL is a credential: printed for a person at a terminal, never into a log
+					// (a journal other users may read); `specsweep dashboard` makes one with the token.
+					if isTerminal(env.Stderr) {
+						code, until, err := sessions.LoginCode()
+						if err == nil {
+							fmt.Fprintf(env.Stderr, "dashboard: %s (one-time, until %s)\n",
+								dashboardURL(ln.Addr().String(), "/login?code="+code), until.UTC().Format(time.RFC3339))
+						}
+					} else {
+						log.Info("dashboard served: `specsweep dashboard` prints a login URL", "url", dashboardURL(ln.Addr().String(), "/"))
+					}
 				}
 				hup := make(chan os.Signal, 1)
 				signal.Notify(hup, syscall.SIGHUP)

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// The dashboard in a real browser (headless Chromium, Debian's chromium package) against the real
+// daemon running a sweep on real test hosts.
+
+// chromiumPath is Debian's chromium, or "" (the test skips, naming the package).
+func chromiumPath() string {
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// browser starts headless Chromium; the test's end stops it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("no chromium: apt-get install -y chromium")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox, // root in CI
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	return ctx
+}
+
+// within bounds one step of the browser (the browser's own context must not time out).
+func within(t *testing.T, ctx context.Context, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(ctx, d)
+	t.Cleanup(cancel)
+	return c
+}
+
+// acceptDialogs accepts every confirm() of the page and sends its message on the channel.
+func acceptDialogs(ctx context.Context) <-chan string {
+	seen := make(chan string, 16)
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range dialogs {
+			if err != nil {
+				return
+			}
+			select {
+			case seen <- ev.Message:
+			default:
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	return seen
+}
+
+// loginURL asks the daemon for a one-time login URL, as an operator does.
+func loginURL(t *testing.T, db, addr string) string {
+	t.Helper()
+	r := specsweep(t, 30*time.Second, "dashboard", "--db", db, "--listen", addr)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "http://"+addr+"/login?code=") {
+		t.Fatalf("specsweep dashboard:\n%s", r)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+const dashSecret = "s3cr3t-hf-token-do-not-show"
+
+func dashboardSpec(hosts []*testhost.Host) string {
+	gpus := make([]int, len(hosts))
+	for i := range gpus {
+		gpus[i] = 4
+	}
+	return fmt.Sprintf(`version: 1
+name: dash
+%s
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 0.0.0.0, --port, "30000", --enable-metrics]
+  env: {%s, HF_TOKEN: %q}
+  port: 30000
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE3]
+matrix: {method: [baseline, eagle3], num_steps: [1, 2, 3, 4, 5, 6, 7], topk: [1], tp: [4]}
+workload: {concurrency: [1, 4], requests: 6, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
+`, hostsYAML(hosts, gpus), testhost.SimPath, fastEnv, dashSecret)
+}
+
+func TestDashboardInABrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end")
+	}
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	ctx := browser(t)
+	hosts := testhost.Boot(t, 2, testhost.Options{})
+	db := filepath.Join(t.TempDir(), "d.db")
+	d := startDaemon(t, db)
+	id := submit(t, db, dashboardSpec(hosts))
+	base := "http://" + d.addr
+
+	// Without the session cookie: refused, page and API alike.
+	for _, p := range []string{"/", "/api/sweeps", "/api/events", fmt.Sprintf("/sweeps/%d/report", id), "/static/app.js"} {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s without a session: %d, want 401", p, resp.StatusCode)
+		}
+	}
+	url := loginURL(t, db, d.addr)
+	card := fmt.Sprintf(`article.sweep[data-sweep="%d"]`, id)
+	if err := chromedp.Do(within(t, ctx, time.Minute),
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(card)),
+		chromedp.WaitVisible(chromedp.CSS(card+` table.hosts tbody tr[data-host]`)),
+	); err != nil {
+		t.Fatalf("the page with the running sweep: %v", err)
+	}
+	hostText, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(card+" table.hosts tbody")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.__sameDocument = 42`)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(hostText, hosts[0].Name) && !strings.Contains(hostText, hosts[1].Name) {
+		t.Errorf("hosts table %q names neither host", hostText)
+	}
+	// A login URL works once.
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a used login URL: %d, want 401", resp.StatusCode)
+	}
+
+	// A run recorded appears in the results table without a reload.
+	// All results lists every point from the start ("-" at each level): wait for a figure.
+	measured := fmt.Sprintf(`[...document.querySelectorAll('%s .best table tbody tr')].length`, card)
+	waitFor(t, 2*time.Minute, "a best-per-level row on the page", func() bool {
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](measured))
+		return err == nil && n > 0
+	})
+	same, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.__sameDocument`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](measured))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same != 42 || rows < 1 {
+		t.Errorf("results appeared with %d row(s), same document %v", rows, same == 42)
+	}
+	if n := countRows(db, fmt.Sprintf("SELECT count(*) FROM run_summary WHERE sweep_id = %d", id)); n < 1 {
+		t.Errorf("the page shows results but the store has %d runs", n)
+	}
+	html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(html, dashSecret) {
+		t.Error("the page shows a secret of the spec's environment")
+	}
+	if shot := os.Getenv("SPECSWEEP_SCREENSHOT"); shot != "" {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(shot, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The report link serves the report with its charts.
+	if err := chromedp.Do(within(t, ctx, time.Minute),
+		chromedp.Navigate(fmt.Sprintf("%s/sweeps/%d/report", base, id)),
+		chromedp.WaitReady(chromedp.CSS("body")),
+	); err != nil {
+		t.Fatalf("the report: %v", err)
+	}
+	charts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('svg').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reportHTML, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charts < 1 || !strings.Contains(reportHTML, "dash") {
+		t.Errorf("the report has %d charts", charts)
+	}
+	if strings.Contains(reportHTML, dashSecret) {
+		t.Error("the report shows a secret of the spec's environment")
+	}
+
+	// Cancel from the button, once its confirmation is accepted.
+	dialogs := acceptDialogs(ctx)
+	if err := chromedp.Do(within(t, ctx, time.Minute),
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(card+" button.cancel")),
+		chromedp.Click(chromedp.CSS(card+" button.cancel")),
+	); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	select {
+	case msg := <-dialogs:
+		if !strings.Contains(msg, "Cancel sweep dash") {
+			t.Errorf("the confirmation says %q", msg)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cancel button asked for no confirmation")
+	}
+	waitState(t, db, id, "cancelled", time.Minute)
+
+	// The daemon restores the hosts once the cancelled points have stopped.
+	waitFor(t, time.Minute, "the hosts restored", func() bool {
+		return countRows(db, fmt.Sprintf("SELECT count(*) FROM event_log WHERE sweep_id = %d AND kind = 'restored'", id)) >= 2
+	})
+}
