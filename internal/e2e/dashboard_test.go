@@ -206,6 +206,23 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 	}
 
+	// On a phone-sized screen the page fits its width (wide tables scroll inside their box).
+	if err := chromedp.Do(within(t, ctx, time.Minute),
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(card)),
+	); err != nil {
+		t.Fatalf("the page on a phone-sized screen: %v", err)
+	}
+	fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1 && document.documentElement.clientWidth <= 400`))
+	if err != nil || !fits {
+		w, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.scrollWidth + " (viewport " + document.documentElement.clientWidth + ")"`))
+		t.Errorf("on a 390 px wide screen the page is %s px wide (%v)", w, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.ResetViewport()); err != nil {
+		t.Fatal(err)
+	}
+
 	// The report link serves the report with its charts.
 	if err := chromedp.Do(within(t, ctx, time.Minute),
 		chromedp.Navigate(fmt.Sprintf("%s/sweeps/%d/report", base, id)),
