@@ -199,9 +199,11 @@ function fillHosts(c, s) {
   const acts = Object.entries(s.activity || {}).sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }));
   for (const [key, a] of acts) {
     const down = a.phase === "retry" || (a.phase === "failed" && !a.point);
+    const level = a.phase === "load" && /concurrency (\d+)/.exec(a.detail || "");
+    const phase = down ? a.phase + " (host down?)" : level ? "level c=" + level[1] : a.phase;
     const tr = el("tr", { class: down ? "down" : "", "data-host": key },
       el("td", { text: key }), el("td", { text: (a.gpus || []).join(",") }),
-      el("td", { text: down ? a.phase + " (host down?)" : a.phase }), el("td", { text: a.label || "" }),
+      el("td", { text: phase }), el("td", { text: a.label || "" }),
       el("td", { class: "wrap", text: a.detail || "" }), el("td", { text: ago(a.at) }));
     tb.append(tr);
   }
