@@ -80,14 +80,16 @@ type Host struct {
 	Signer     ssh.Signer
 	UnitText   []byte // the operator's sglang.service as installed (nil with NoUnit)
 
-	scratch  string
-	vethHost string
-	vethPeer string
-	lock     *os.File
-	pid1     int // PID 1 of the host's PID namespace, as seen from the machine
-	launcher int // the unshare process
-	done     chan struct{}
-	stopOnce sync.Once
+	scratch   string
+	vethHost  string
+	vethPeer  string
+	lock      *os.File    // the subnet lock of a Boot host (a cluster's is its network's)
+	cnet      *clusterNet // the shared subnet of a BootCluster host, nil for Boot
+	hostsFile []byte      // /etc/hosts of a cluster host (every member), nil for Boot
+	pid1      int         // PID 1 of the host's PID namespace, as seen from the machine
+	launcher  int         // the unshare process
+	done      chan struct{}
+	stopOnce  sync.Once
 }
 
 // UnitPath is the operator unit's path inside the host.
@@ -242,17 +244,27 @@ func run(name string, args ...string) error {
 // lockDir holds one lock file per subnet index in use by a live test process.
 const lockDir = "/run/specsweep-testhost"
 
-// allocate picks a free subnet index: its lock file is flocked by this
+// allocate picks a free subnet index for a Boot host.
+func (h *Host) allocate() error {
+	f, n, err := allocateSubnet()
+	if err != nil {
+		return err
+	}
+	h.lock, h.N = f, n
+	return nil
+}
+
+// allocateSubnet picks a free subnet index: its lock file is flocked by this
 // process (released by the kernel if the process dies) and no interface of
 // the machine holds an address in it.
-func (h *Host) allocate() error {
+func allocateSubnet() (*os.File, int, error) {
 	if err := os.MkdirAll(lockDir, 0o755); err != nil {
-		return err
+		return nil, 0, err
 	}
 	for n := 1; n < 255; n++ {
 		f, err := os.OpenFile(filepath.Join(lockDir, strconv.Itoa(n)+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 			f.Close()
@@ -263,23 +275,24 @@ func (h *Host) allocate() error {
 			f.Close() // a leftover we do not own: skip the index
 			continue
 		}
-		h.lock, h.N = f, n
-		return nil
+		return f, n, nil
 	}
-	return errors.New("no free 10.231.N.0/24 subnet")
+	return nil, 0, errors.New("no free 10.231.N.0/24 subnet")
 }
 
 func (h *Host) boot(sim string, o Options) error {
-	if err := h.allocate(); err != nil {
-		return err
+	if h.cnet == nil { // a cluster host is named by BootCluster
+		if err := h.allocate(); err != nil {
+			return err
+		}
+		pid := os.Getpid()
+		h.Name = fmt.Sprintf("sst-%d-%d", pid, h.N)
+		h.vethHost = fmt.Sprintf("s%dh%d", pid, h.N)
+		h.vethPeer = fmt.Sprintf("s%dc%d", pid, h.N)
+		h.Addr = fmt.Sprintf("%s%d.2", Subnet, h.N)
+		h.SSHAddr = net.JoinHostPort(h.Addr, "22")
 	}
-	pid := os.Getpid()
-	h.Name = fmt.Sprintf("sst-%d-%d", pid, h.N)
-	h.vethHost = fmt.Sprintf("s%dh%d", pid, h.N)
-	h.vethPeer = fmt.Sprintf("s%dc%d", pid, h.N)
 	vethPeer := h.vethPeer
-	h.Addr = fmt.Sprintf("%s%d.2", Subnet, h.N)
-	h.SSHAddr = net.JoinHostPort(h.Addr, "22")
 	var err error
 	h.scratch, err = os.MkdirTemp("/var/tmp", h.Name+"-")
 	if err != nil {
@@ -299,21 +312,32 @@ func (h *Host) boot(sim string, o Options) error {
 	if err := h.prepareRoot(sim, o); err != nil {
 		return err
 	}
-	// Network: the namespace, a veth pair, addresses.
+	// Network: the namespace, a veth pair, addresses. A Boot host's machine side holds 10.231.N.1;
+	// a cluster host's is a port of the cluster's bridge, which holds it.
 	steps := [][]string{
 		{"netns", "add", h.Name},
 		{"link", "add", h.vethHost, "type", "veth", "peer", "name", vethPeer},
 		{"link", "set", vethPeer, "netns", h.Name},
-		{"addr", "add", fmt.Sprintf("%s%d.1/24", Subnet, h.N), "dev", h.vethHost},
-		{"link", "set", h.vethHost, "up"},
-		{"-n", h.Name, "addr", "add", h.Addr + "/24", "dev", vethPeer},
-		{"-n", h.Name, "link", "set", vethPeer, "up"},
-		{"-n", h.Name, "link", "set", "lo", "up"},
 	}
+	if h.cnet == nil {
+		steps = append(steps, []string{"addr", "add", fmt.Sprintf("%s%d.1/24", Subnet, h.N), "dev", h.vethHost})
+	} else {
+		steps = append(steps, []string{"link", "set", h.vethHost, "master", h.cnet.bridge})
+	}
+	steps = append(steps,
+		[]string{"link", "set", h.vethHost, "up"},
+		[]string{"-n", h.Name, "addr", "add", h.Addr + "/24", "dev", vethPeer},
+		[]string{"-n", h.Name, "link", "set", vethPeer, "up"},
+		[]string{"-n", h.Name, "link", "set", "lo", "up"},
+	)
 	for _, s := range steps {
 		if err := run("ip", s...); err != nil {
 			return err
 		}
+	}
+	// Before any traffic: the host's address routes to its own link, never to the default route.
+	if err := h.checkRoute(); err != nil {
+		return err
 	}
 	if err := h.startSystemd(); err != nil {
 		return err
@@ -360,6 +384,14 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 	}
 	if err := os.WriteFile(filepath.Join(r, "etc/hostname"), []byte(h.Name+"\n"), 0o644); err != nil {
 		return err
+	}
+	if h.cnet != nil {
+		if err := os.WriteFile(filepath.Join(r, "etc/hosts"), h.hostsFile, 0o644); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(r, SharedPath), 0o755); err != nil {
+			return err
+		}
 	}
 	// Own host keys: only ed25519, so every host has a distinct identity.
 	keys, _ := filepath.Glob(filepath.Join(r, "etc/ssh/ssh_host_*"))
@@ -409,11 +441,7 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 		return err
 	}
 	if o.GPUs > 0 {
-		if err := os.Symlink(SimPath, filepath.Join(r, NvidiaSMIPath)); err != nil {
-			return err
-		}
-		env := fmt.Sprintf("SGLANGSIM_GPUS=%d\nSGLANGSIM_GPU_MEM_GB=80\nSGLANGSIM_STATE_DIR=/run/sglangsim\n", o.GPUs)
-		if err := os.WriteFile(filepath.Join(r, "etc/sglangsim.env"), []byte(env), 0o644); err != nil {
+		if err := writeGPUHostFiles(r, o.GPUs); err != nil {
 			return err
 		}
 	}
@@ -430,6 +458,18 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 		}
 	}
 	return nil
+}
+
+// writeGPUHostFiles gives the host under root n simulated GPUs of 80 GB: the nvidia-smi stand-in and
+// sglangsim's host file (GPU count, registry).
+func writeGPUHostFiles(root string, n int) error {
+	smi := filepath.Join(root, NvidiaSMIPath)
+	_ = os.Remove(smi)
+	if err := os.Symlink(SimPath, smi); err != nil {
+		return err
+	}
+	env := fmt.Sprintf("SGLANGSIM_GPUS=%d\nSGLANGSIM_GPU_MEM_GB=80\nSGLANGSIM_STATE_DIR=/run/sglangsim\n", n)
+	return os.WriteFile(filepath.Join(root, "etc/sglangsim.env"), []byte(env), 0o644)
 }
 
 // OperatorUnit renders an operator-style sglang.service running sglangsim,
@@ -499,9 +539,13 @@ func (h *Host) startSystemd() error {
 	}
 	// The machine's /dev is bound into the root before the chroot (the overlay shows only the empty
 	// mount point); the mount namespace is private, so nothing propagates back to the machine.
+	// A cluster host's shared directory is bound the same way, in the host's mount namespace only.
 	r := h.Root
-	script := "mount --rbind /dev " + r + "/dev && mount -t proc proc " + r + "/proc && mount -t sysfs sysfs " + r +
-		"/sys && cd " + r + " && exec chroot " + r + " /bin/sh -c 'hostname " + h.Name +
+	script := "mount --rbind /dev " + r + "/dev && mount -t proc proc " + r + "/proc && mount -t sysfs sysfs " + r + "/sys && "
+	if h.cnet != nil {
+		script += "mount --bind " + h.cnet.shared + " " + r + SharedPath + " && "
+	}
+	script += "cd " + r + " && exec chroot " + r + " /bin/sh -c 'hostname " + h.Name +
 		" && cd / && exec /lib/systemd/systemd --system --unit=multi-user.target'"
 	cmd := exec.Command("ip", "netns", "exec", h.Name, "unshare", "--pid", "--fork", "--kill-child", "--mount",
 		"--propagation", "private", "--uts", "sh", "-c", script)
@@ -601,15 +645,32 @@ func (h *Host) WriteFile(path string, data []byte, mode os.FileMode) error {
 // Unplug takes the host's side of its veth down: the host vanishes from the
 // network (packets are dropped: connections hang, no RST), as a host that
 // crashed. The machine side stays up, so the route to 10.231.N.0/24 stays
-// on the veth (marked linkdown) and traffic never falls through to the
-// machine's default route.
+// on the veth (marked linkdown) or, for a cluster host, on the cluster's
+// bridge, and traffic never falls through to the machine's default route.
 func (h *Host) Unplug() error {
 	if err := run("ip", "-n", h.Name, "link", "set", h.vethPeer, "down"); err != nil {
 		return err
 	}
+	if err := h.checkRoute(); err != nil {
+		return fmt.Errorf("after unplugging: %w", err)
+	}
+	return nil
+}
+
+// link is the machine-side interface the host's address routes to: its veth, or its cluster's bridge.
+func (h *Host) link() string {
+	if h.cnet != nil {
+		return h.cnet.bridge
+	}
+	return h.vethHost
+}
+
+// checkRoute fails unless the machine routes the host's address to the host's own link (its veth, or
+// its cluster's bridge), so test traffic can never leave by the default route.
+func (h *Host) checkRoute() error {
 	out, err := exec.Command("ip", "-o", "route", "get", h.Addr).Output()
-	if err != nil || !strings.Contains(string(out), " dev "+h.vethHost+" ") {
-		return fmt.Errorf("testhost: after unplugging, %s would not route via %s: %q %v", h.Addr, h.vethHost, out, err)
+	if err != nil || !strings.Contains(string(out), " dev "+h.link()+" ") {
+		return fmt.Errorf("testhost: %s would not route via %s: %q %v", h.Addr, h.link(), out, err)
 	}
 	return nil
 }
@@ -735,6 +796,19 @@ func reapStale() {
 			_ = exec.Command("ip", "netns", "del", f[0]).Run()
 		}
 	}
+	// Machine-side links of this harness: veths left by a boot that died before its namespace
+	// existed, and the bridges of clusters (s<pid>b<N>), which no namespace takes with it.
+	out, _ = exec.Command("ip", "-o", "link", "show").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		if pid, ok := linkPid(name); ok && !alive(pid) {
+			_ = exec.Command("ip", "link", "del", name).Run()
+		}
+	}
 	sims, _ := filepath.Glob("/var/tmp/sst-sim-*")
 	for _, d := range sims {
 		if pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "sst-sim-")); err == nil && !alive(pid) {
@@ -764,19 +838,53 @@ func reapStale() {
 	}
 }
 
+// harnessPid reads the pid out of a host name of this harness: sst-<pid>-<N> (Boot) or
+// sst-<pid>-<N>-<k> (BootCluster).
 func harnessPid(name string) (int, bool) {
 	f := strings.Split(name, "-")
-	if len(f) != 3 || f[0] != "sst" {
+	if (len(f) != 3 && len(f) != 4) || f[0] != "sst" {
 		return 0, false
 	}
 	pid, err := strconv.Atoi(f[1])
 	if err != nil {
 		return 0, false
 	}
-	if _, err := strconv.Atoi(f[2]); err != nil {
-		return 0, false
+	for _, n := range f[2:] {
+		if _, err := strconv.Atoi(n); err != nil {
+			return 0, false
+		}
 	}
 	return pid, true
+}
+
+// linkPid reads the pid out of a machine-side link name of this harness: s<pid>h<N> and s<pid>c<N>
+// (a Boot host's veth ends), s<pid>h<N>x<k> and s<pid>c<N>x<k> (a cluster host's), s<pid>b<N> (a
+// cluster's bridge).
+func linkPid(name string) (int, bool) {
+	if len(name) < 4 || name[0] != 's' {
+		return 0, false
+	}
+	i := 1
+	for i < len(name) && name[i] >= '0' && name[i] <= '9' {
+		i++
+	}
+	pid, err := strconv.Atoi(name[1:i])
+	if err != nil || i == len(name) {
+		return 0, false
+	}
+	kind, rest := name[i], name[i+1:]
+	digits := func(s string) bool {
+		_, err := strconv.Atoi(s)
+		return err == nil && s != "" && s[0] != '+' && s[0] != '-'
+	}
+	switch kind {
+	case 'b':
+		return pid, digits(rest)
+	case 'h', 'c':
+		n, k, cluster := strings.Cut(rest, "x")
+		return pid, digits(n) && (!cluster || digits(k))
+	}
+	return 0, false
 }
 
 func alive(pid int) bool {
