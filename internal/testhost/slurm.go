@@ -51,7 +51,6 @@ type Cluster struct {
 	SlurmConf []byte  // /etc/slurm/slurm.conf, as written on every host
 	GresConf  []byte  // /etc/slurm/gres.conf, as written on every host
 	opts      SlurmOptions
-	t         testing.TB
 }
 
 // GPUFileDir holds the stand-in GPU device nodes of every compute node.
@@ -109,7 +108,7 @@ func Slurm(t testing.TB, hosts []*Host, o SlurmOptions) *Cluster {
 			t.Fatal("testhost: Slurm wants the hosts of one BootCluster")
 		}
 	}
-	c := &Cluster{Login: hosts[0], Hosts: hosts, Partition: o.Partition, opts: o, t: t}
+	c := &Cluster{Login: hosts[0], Hosts: hosts, Partition: o.Partition, opts: o}
 	if o.ControllerComputes {
 		c.Nodes = hosts
 	} else {
