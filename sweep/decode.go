@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -88,7 +90,7 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 	for i, it := range items {
 		at := index("hosts", i)
 		h := Host{Unit: DefaultUnit, Driver: DefaultDriver, GPUs: DefaultGPUs}
-		var nameNode, packNode *yaml.Node
+		var nameNode, packNode, slurmNode *yaml.Node
 		driverOK := true
 		str := func(dst *string, key string) func(*yaml.Node) {
 			return func(v *yaml.Node) {
@@ -150,13 +152,16 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 					h.CreateUnit = x
 				}
 			}},
+			{"slurm", false, func(v *yaml.Node) {
+				h.Slurm, slurmNode = p.slurm(v, at+".slurm"), resolve(v)
+			}},
 			{"pack", false, func(v *yaml.Node) {
 				if x, ok := p.boolean(v, at+".pack"); ok {
 					h.Pack, packNode = x, resolve(v)
 				}
 			}},
 			{"driver", false, func(v *yaml.Node) {
-				x, ok := p.oneOf(v, at+".driver", DriverSSH, DriverLocal)
+				x, ok := p.oneOf(v, at+".driver", DriverSSH, DriverLocal, DriverSlurm)
 				if !ok {
 					good, driverOK = false, false
 					return
@@ -171,8 +176,30 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 		if h.Pack && packNode != nil && h.GPUs < 2 {
 			p.errf(packNode, "%s.pack: packing runs several points at once on disjoint GPUs and needs gpus >= 2 (this host has %d)", at, h.GPUs)
 		}
-		if driverOK && h.Driver == DriverSSH && !present["address"] {
-			p.errf(resolve(it), "missing required key \"address\" in %s (required for driver ssh)", at)
+		if driverOK && (h.Driver == DriverSSH || h.Driver == DriverSlurm) && !present["address"] {
+			why := "driver ssh"
+			if h.Driver == DriverSlurm {
+				why = "driver slurm: the login node where sbatch runs"
+			}
+			p.errf(resolve(it), "missing required key \"address\" in %s (required for %s)", at, why)
+		}
+		if driverOK {
+			switch {
+			case h.Driver == DriverSlurm && h.Slurm == nil:
+				h.Slurm = &Slurm{MaxJobs: DefaultMaxJobs, OutputDir: DefaultOutputDir}
+			case h.Driver != DriverSlurm && slurmNode != nil:
+				p.errf(slurmNode, "%s.slurm: only a host with driver: slurm takes a slurm block (this one is driver %s)", at, h.Driver)
+			}
+			if h.Driver == DriverSlurm {
+				if packNode != nil && h.Pack {
+					p.errf(packNode, "%s.pack: a Slurm cluster places its jobs itself (slurm.max_jobs sets how many run at once)", at)
+				}
+				for _, k := range []string{"unit", "create_unit"} {
+					if present[k] {
+						p.errf(resolve(it), "%s.%s: a Slurm cluster runs points as jobs, not in a systemd unit", at, k)
+					}
+				}
+			}
 		}
 		if nameNode != nil {
 			if line, dup := seen[h.Name]; dup {
@@ -185,6 +212,89 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 	}
 	p.hostsOK = good
 	return hosts
+}
+
+// sbatchOwned are the sbatch options specsweep sets itself for each job: a spec may not set them in
+// sbatch_args (--wrap would replace the job script).
+var sbatchOwned = []string{"--wrap", "--job-name", "-J", "--comment", "--output", "-o", "--error", "-e", "--gres", "--gpus",
+	"-G", "--nodes", "-N", "--ntasks", "-n", "--partition", "-p", "--account", "-A", "--time", "-t", "--requeue", "--no-requeue",
+	"--parsable", "--chdir", "-D", "--export", "--array", "-a", "--wait", "-W"}
+
+// slurm decodes a host's slurm block, starting from its defaults.
+func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
+	s := &Slurm{MaxJobs: DefaultMaxJobs, OutputDir: DefaultOutputDir}
+	word := func(dst *string, key string) func(*yaml.Node) {
+		return func(v *yaml.Node) {
+			x, ok := p.str(v, at+"."+key)
+			if !ok {
+				return
+			}
+			if x == "" || strings.ContainsAny(x, " \t\n\r\x00,") || strings.HasPrefix(x, "-") {
+				p.errf(resolve(v), "%s.%s: %q is not a Slurm name (no spaces, commas or leading -)", at, key, clip(x))
+				return
+			}
+			*dst = x
+		}
+	}
+	p.object(n, at, []field{
+		{"partition", false, word(&s.Partition, "partition")},
+		{"account", false, word(&s.Account, "account")},
+		{"time_limit", false, func(v *yaml.Node) {
+			d, ok := p.duration(v, at+".time_limit")
+			if !ok {
+				return
+			}
+			if d < time.Minute {
+				p.errf(resolve(v), "%s.time_limit: %v is under Slurm's unit of a minute", at, d)
+				return
+			}
+			s.TimeLimit = d
+		}},
+		{"max_jobs", false, func(v *yaml.Node) {
+			if x, ok := p.positive(v, at+".max_jobs"); ok {
+				s.MaxJobs = x
+			}
+		}},
+		{"output_dir", false, func(v *yaml.Node) {
+			x, ok := p.str(v, at+".output_dir")
+			if !ok {
+				return
+			}
+			if x == "" || strings.ContainsAny(x, "\n\r\x00%") {
+				p.errf(resolve(v), "%s.output_dir: %q must be a directory path without newlines or %%", at, clip(x))
+				return
+			}
+			s.OutputDir = x
+		}},
+		{"sbatch_args", false, func(v *yaml.Node) {
+			items, ok := p.list(v, at+".sbatch_args")
+			if !ok {
+				return
+			}
+			for i, it := range items {
+				ip := index(at+".sbatch_args", i)
+				a, ok := p.str(it, ip)
+				if !ok {
+					continue
+				}
+				name, _, _ := strings.Cut(a, "=")
+				if len(name) > 2 && name[1] != '-' {
+					name = name[:2] // -pgpu is -p gpu
+				}
+				switch {
+				case strings.ContainsAny(a, "\n\r\x00"):
+					p.errf(resolve(it), "%s: %q holds a newline or NUL", ip, clip(a))
+				case !strings.HasPrefix(a, "-"):
+					p.errf(resolve(it), "%s: %q is not an option: write --name=value as one item", ip, clip(a))
+				case slices.Contains(sbatchOwned, name):
+					p.errf(resolve(it), "%s: %s is set by specsweep for each job (docs/slurm.md)", ip, name)
+				default:
+					s.SbatchArgs = append(s.SbatchArgs, a)
+				}
+			}
+		}},
+	})
+	return s
 }
 
 // checkAddress checks host[:port] and returns what is wrong, or "".

@@ -34,6 +34,7 @@ const (
 const (
 	DriverSSH   = "ssh"
 	DriverLocal = "local"
+	DriverSlurm = "slurm"
 
 	APIChat        = "chat"
 	APICompletions = "completions"
@@ -76,7 +77,28 @@ type Host struct {
 	Unit   string `json:"unit"`
 	Driver string `json:"driver"`
 	GPUs   int    `json:"gpus"`
+	// Slurm is a driver: slurm host's cluster settings (docs/slurm.md); nil for the others.
+	Slurm *Slurm `json:"slurm,omitempty"`
 }
+
+// Slurm is how a cluster runs points as jobs (docs/slurm.md).
+type Slurm struct {
+	Partition string `json:"partition,omitempty"`
+	Account   string `json:"account,omitempty"`
+	// TimeLimit is each job's --time (0: the partition's default).
+	TimeLimit time.Duration `json:"time_limit,omitempty"`
+	// MaxJobs is how many points are in flight at once on the cluster (each its own job).
+	MaxJobs    int      `json:"max_jobs"`
+	SbatchArgs []string `json:"sbatch_args,omitempty"`
+	// OutputDir holds the jobs' output files: a directory the login node and the compute nodes share.
+	OutputDir string `json:"output_dir"`
+}
+
+// Defaults of a slurm block.
+const (
+	DefaultMaxJobs   = 1
+	DefaultOutputDir = "specsweep-jobs" // relative: under the login user's home
+)
 
 // Fits reports whether a point with tensor parallelism tp can run on h.
 func (h Host) Fits(tp int) bool { return tp <= h.GPUs }
