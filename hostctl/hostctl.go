@@ -85,6 +85,9 @@ type Launch struct {
 	ReadyTimeout time.Duration     // default 20m
 	StopTimeout  time.Duration     // TimeoutStopSec (default 90s)
 	GPUWait      time.Duration     // how long to wait for the launch's GPUs to be free (default: the host's)
+	// Tag names the point for a driver that must find it again (a Slurm job's name): the orchestrator
+	// sets the point id.
+	Tag string
 }
 
 func (l Launch) withDefaults() Launch {
@@ -286,6 +289,9 @@ type Provenance struct {
 	Argv         []string `json:"argv,omitempty"`
 	SystemdVer   string   `json:"systemd,omitempty"`
 	EngineVer    string   `json:"engine_version,omitempty"`
+	SlurmJob     string   `json:"slurm_job,omitempty"`     // the point's job id (driver slurm)
+	SlurmGPUs    string   `json:"slurm_gpus,omitempty"`    // the job's GPUs as scontrol shows them
+	SlurmVersion string   `json:"slurm_version,omitempty"` // scontrol --version
 	CollectedErr string   `json:"error,omitempty"`
 }
 

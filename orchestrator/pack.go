@@ -23,6 +23,14 @@ type packer interface {
 	Slot(k int) Host
 }
 
+// parallel is a host that runs several points at once and places them itself (a Slurm cluster:
+// Slurm picks the node and the GPUs). Slot(k) is the handle of its k-th point in flight; each gets
+// the spec's port plus k (two jobs may land on one node).
+type parallel interface {
+	Parallel() int
+	Slot(k int) Host
+}
+
 // packStore claims what fits the GPUs free on a packing host (*store.DB satisfies it).
 type packStore interface {
 	ClaimNextPointUpTo(ctx context.Context, sweepID int64, host string, maxTP int) (store.Point, error)
@@ -164,7 +172,7 @@ func (p *gpuPool) beside(id string) []string {
 }
 
 // slot is a packing host's slot a worker runs: its GPU pool, its number and the GPUs its current
-// point holds.
+// point holds; a parallel host's slot has no pool (its GPUs are the host's to place).
 type slot struct {
 	pool *gpuPool
 	k    int
@@ -201,6 +209,9 @@ func (s *slot) tag(u Update) Update {
 // the spec's plus the slot number, in the argv (argparse reads the last --port) and the probe.
 func (s *slot) launchOn(argv []string, env map[string]string, port int) ([]string, map[string]string, int) {
 	port += s.k
+	if s.pool == nil {
+		return argparse.Set(argv, strconv.Itoa(port), "--port"), env, port
+	}
 	out := make(map[string]string, len(env)+1)
 	for k, v := range env {
 		out[k] = v

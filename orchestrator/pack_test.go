@@ -56,9 +56,15 @@ func TestGPUPoolPlacement(t *testing.T) {
 }
 
 func TestSlotLaunch(t *testing.T) {
-	s := &slot{k: 3, gpus: []int{2, 3}}
+	s := &slot{pool: newGPUPool(8), k: 3, gpus: []int{2, 3}}
 	argv, env, port := s.launchOn([]string{"/sim", "--port", "30000", "--tp-size", "2"}, map[string]string{"A": "1"}, 30000)
 	if port != 30003 || env["CUDA_VISIBLE_DEVICES"] != "2,3" || env["A"] != "1" || !slices.Equal(argv, []string{"/sim", "--port", "30003", "--tp-size", "2"}) {
 		t.Errorf("launch %v %v %d", argv, env, port)
+	}
+	// A parallel host's slot (no pool: Slurm places the GPUs) gets its port only.
+	free := &slot{k: 2}
+	argv, env, port = free.launchOn([]string{"/sim", "--port", "30000"}, map[string]string{"A": "1"}, 30000)
+	if _, set := env["CUDA_VISIBLE_DEVICES"]; port != 30002 || set || !slices.Equal(argv, []string{"/sim", "--port", "30002"}) {
+		t.Errorf("a pool-less slot's launch %v %v %d", argv, env, port)
 	}
 }

@@ -484,3 +484,74 @@ func TestSlotUpdatesNameTheirSlotAndGPUs(t *testing.T) {
 		t.Errorf("activity keys %v, want one per slot (big/slot 0, big/slot 1, ...)", keys)
 	}
 }
+
+// clusterHandle is a packing machine seen as a host that places its points itself (a Slurm
+// cluster): Parallel slots, no GPU pool.
+type clusterHandle struct {
+	*packHandle
+	n int
+}
+
+func (c *clusterHandle) Parallel() int { return c.n }
+
+// TestParallelHostRunsItsSlotsWithoutAGPUPool: a parallel host's slots run points side by side,
+// whatever their tp, each with its own port and the point's id as the launch's tag; no GPU is set
+// (the cluster places them) and no packed event is written.
+func TestParallelHostRunsItsSlotsWithoutAGPUPool(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var mu sync.Mutex
+	var launches []hostctl.Launch
+	w := newWorld(t, func(host string, l hostctl.Launch, n int) behaviour {
+		mu.Lock()
+		launches = append(launches, l)
+		mu.Unlock()
+		return behaviour{}
+	})
+	m := newPackMachine(t, w, "big", 3, 2)
+	spec := packSpec(t, "cluster")
+	prep, err := Prepare(ctx, db, spec, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &clusterHandle{packHandle: m.handle(prep.SweepID).(*packHandle), n: 3}
+	r, err := New(Config{Store: db, Hosts: []Host{h}, Load: w.load, Answer: w.answer,
+		CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond, RetryBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := r.Run(ctx, prep.SweepID, spec); err != nil || out.State != store.SweepDone {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(launches) != len(spec.Plan().Points) {
+		t.Fatalf("%d launches for %d points", len(launches), len(spec.Plan().Points))
+	}
+	for _, l := range launches {
+		if _, set := l.Env["CUDA_VISIBLE_DEVICES"]; set || l.Tag == "" || l.Port < 30000 || l.Port > 30002 {
+			t.Errorf("launch tag %q port %d env %v", l.Tag, l.Port, l.Env)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.most < 2 {
+		t.Errorf("at most %d point(s) at once on a parallel host of 3 slots", m.most)
+	}
+	if n := scalarInt(t, db, "SELECT count(*) FROM event_log WHERE kind IN ('packed', 'ran_beside')"); n != 0 {
+		t.Errorf("%d packing events for a host that places its points itself", n)
+	}
+}
+
+func scalarInt(t *testing.T, db *store.DB, q string) int64 {
+	t.Helper()
+	res, err := db.Query(context.Background(), q)
+	if err != nil || len(res.Values) != 1 {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return res.Values[0][0].(int64)
+}

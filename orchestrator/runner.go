@@ -123,6 +123,15 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		sh, _ := specHost(spec, h.Name())
 		pk, canPack := h.(packer)
 		_, storePacks := st.(packStore)
+		if par, ok := h.(parallel); ok && par.Parallel() > 1 {
+			// A host that places its points itself (a Slurm cluster): one worker per point in flight.
+			for k := range par.Parallel() {
+				sh := par.Slot(k)
+				slots = append(slots, sh)
+				run(sh, &slot{k: k})
+			}
+			continue
+		}
 		if !sh.Pack || !canPack || !storePacks {
 			run(h, nil)
 			continue
@@ -297,7 +306,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 			p   store.Point
 			err error
 		)
-		if sl != nil {
+		if sl != nil && sl.pool != nil {
 			var anyFree bool
 			p, anyFree, err = sl.claim(ctx, r.cfg.Store.(packStore), sr.id, h.Name())
 			// No GPU free, or none of the pending points fits the free ones: wait for a point of
@@ -356,7 +365,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 			return fmt.Errorf("orchestrator: host %s: %w", h.Name(), err)
 		}
 		retry, err := r.runPoint(ctx, sr, h, p, sl)
-		if sl != nil {
+		if sl != nil && sl.pool != nil {
 			sl.pool.give(sl.gpus)
 			sl.gpus = nil
 			// The point's neighbours over its whole run, for the report's "ran beside N others".
@@ -451,10 +460,12 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 	a.update(r, PhaseStarting, fmt.Sprintf("attempt %d", p.Attempts))
 	r.cfg.Log.Info("point starting", "host", h.Name(), "point", p.ID, "config", a.label, "attempt", p.Attempts)
 
-	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port,
+	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port, Tag: p.ID,
 		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout, GPUWait: spec.Server.GPUWait}
 	if sl != nil {
 		launch.Argv, launch.Env, launch.Port = sl.launchOn(p.Argv, p.Env, spec.Server.Port)
+	}
+	if sl != nil && sl.pool != nil {
 		beside := sl.pool.beside(p.ID)
 		a.event(r, ctx, "packed", fmt.Sprintf("slot %d: %s; beside %d other point(s) now%s", sl.k, sl.words(launch.Port),
 			len(beside), idList(beside)))

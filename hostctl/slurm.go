@@ -1,0 +1,761 @@
+// The slurm driver (docs/slurm.md): a host is a Slurm cluster reached at its login node over SSH;
+// a point is a batch job (sbatch) that asks for tp GPUs on one node and runs the server there. The
+// job's state (scontrol) and its output file (on a file system the login node shares with the
+// compute nodes) play the parts of the unit's state and journal, so readiness, classification and
+// the stop are the shared instance code (instance.go) over a jobProc.
+
+package hostctl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// SlurmOptions configure a cluster.
+type SlurmOptions struct {
+	Name string
+	// SSH reaches the login node, where sbatch, squeue, scontrol and scancel run as the login user
+	// (never under sudo: jobs belong to that user).
+	SSH SSHOptions
+	// Sweep names the sweep: every job is named specsweep.SWEEP.POINT, so a later run or a restore
+	// finds the jobs a killed specsweep left.
+	Sweep      string
+	Partition  string
+	Account    string
+	TimeLimit  time.Duration // --time; 0: the partition's default
+	SbatchArgs []string
+	// OutputDir holds the jobs' output files; relative paths are under the login user's home. It
+	// must be shared by the login node and the compute nodes (the log is read on the login node).
+	OutputDir string
+	// Poll is how often a pending job's state is read (default 500 ms).
+	Poll time.Duration
+	// Event, if set, receives notable events (a job pending, leftovers cancelled).
+	Event func(kind, detail string)
+}
+
+// Slurm is a cluster; Slot(k) is the handle of its k-th job in flight.
+type Slurm struct {
+	o    SlurmOptions
+	conn *Conn
+
+	mu     sync.Mutex
+	outDir string            // OutputDir resolved on the login node
+	addrs  map[string]string // node name -> NodeAddr
+	slots  map[int]*SlurmSlot
+	swept  bool // the jobs a killed run left were cancelled
+}
+
+var (
+	_ Host = (*Slurm)(nil)
+	_ Host = (*SlurmSlot)(nil)
+)
+
+// reJobName is what a job name may hold of the sweep's name and the point's tag.
+var reJobName = regexp.MustCompile(`[^A-Za-z0-9._@-]`)
+
+// DialSlurm connects to the cluster's login node.
+func DialSlurm(ctx context.Context, o SlurmOptions) (*Slurm, error) {
+	if o.Poll <= 0 {
+		o.Poll = 500 * time.Millisecond
+	}
+	if o.OutputDir == "" {
+		o.OutputDir = "specsweep-jobs"
+	}
+	for _, a := range o.SbatchArgs {
+		if strings.ContainsAny(a, "\n\r\x00") {
+			return nil, fmt.Errorf("slurm: sbatch argument %q holds a newline or NUL", a)
+		}
+	}
+	c, err := DialSSH(ctx, o.SSH)
+	if err != nil {
+		return nil, err
+	}
+	return &Slurm{o: o, conn: c, addrs: map[string]string{}, slots: map[int]*SlurmSlot{}}, nil
+}
+
+// Name implements Host.
+func (s *Slurm) Name() string { return s.o.Name }
+
+// Close implements Host.
+func (s *Slurm) Close() error { return s.conn.Close() }
+
+// Conn is the login node's connection (doctor, tests).
+func (s *Slurm) Conn() *Conn { return s.conn }
+
+// sh runs a shell script on the login node as the login user.
+func (s *Slurm) sh(ctx context.Context, script string, stdin []byte, timeout time.Duration) (Output, error) {
+	return s.conn.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Stdin: stdin, Timeout: timeout})
+}
+
+// prefix is the name every job of the sweep starts with.
+func (s *Slurm) prefix() string { return "specsweep." + reJobName.ReplaceAllString(s.o.Sweep, "_") + "." }
+
+func (s *Slurm) jobName(tag string) string { return s.prefix() + reJobName.ReplaceAllString(tag, "_") }
+
+// Slot is the handle of the cluster's k-th job in flight (k from 0).
+func (s *Slurm) Slot(k int) *SlurmSlot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sl := s.slots[k]; sl != nil {
+		return sl
+	}
+	sl := &SlurmSlot{s: s, k: k}
+	s.slots[k] = sl
+	return sl
+}
+
+// Start implements Host: slot 0's.
+func (s *Slurm) Start(ctx context.Context, l Launch) (Instance, error) { return s.Slot(0).Start(ctx, l) }
+
+// outputDir resolves (and creates) the output directory on the login node, once.
+func (s *Slurm) outputDir(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	dir := s.outDir
+	s.mu.Unlock()
+	if dir != "" {
+		return dir, nil
+	}
+	out, err := s.sh(ctx, "cd && mkdir -p -- "+ShellQuote(s.o.OutputDir)+" && cd -- "+ShellQuote(s.o.OutputDir)+" && pwd -P", nil, 30*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("slurm: the output directory %s on %s: %w", s.o.OutputDir, s.o.Name, err)
+	}
+	dir = strings.TrimSpace(string(out.Stdout))
+	if !strings.HasPrefix(dir, "/") || strings.ContainsAny(dir, " \t\n%") {
+		return "", fmt.Errorf("slurm: the output directory %q on %s must be an absolute path without spaces or %%", dir, s.o.Name)
+	}
+	s.mu.Lock()
+	s.outDir = dir
+	s.mu.Unlock()
+	return dir, nil
+}
+
+// queued lists the sweep's jobs in the queue (pending, running, completing): id -> name.
+func (s *Slurm) queued(ctx context.Context) (map[string]string, error) {
+	out, err := s.sh(ctx, "squeue -h -u \"$(id -un)\" -t PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED -o '%i|%j'", nil, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("slurm: listing the jobs of %s: %w", s.o.Name, err)
+	}
+	jobs := map[string]string{}
+	for _, l := range strings.Split(string(out.Stdout), "\n") {
+		id, name, ok := strings.Cut(strings.TrimSpace(l), "|")
+		if ok && strings.HasPrefix(name, s.prefix()) {
+			jobs[id] = name
+		}
+	}
+	return jobs, nil
+}
+
+// cancel cancels jobs and waits (bounded) until none is in the queue any more.
+func (s *Slurm) cancel(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.sh(ctx, "scancel -- "+shellJoin(ids), nil, 30*time.Second); err != nil {
+		return fmt.Errorf("slurm: scancel %s: %w", strings.Join(ids, " "), err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		left, err := s.queued(ctx)
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, id := range ids {
+			if _, ok := left[id]; ok {
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("slurm: %d cancelled job(s) still in the queue after 2 min", n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(s.o.Poll):
+		}
+	}
+}
+
+// sweepLeftovers cancels, once, the jobs of the sweep a killed specsweep left (none of this
+// process's slots runs them).
+func (s *Slurm) sweepLeftovers(ctx context.Context) error {
+	s.mu.Lock()
+	if s.swept {
+		s.mu.Unlock()
+		return nil
+	}
+	s.swept = true
+	mine := map[string]bool{}
+	for _, sl := range s.slots {
+		if id := sl.jobID(); id != "" {
+			mine[id] = true
+		}
+	}
+	s.mu.Unlock()
+	jobs, err := s.queued(ctx)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for id, name := range jobs {
+		if !mine[id] {
+			ids = append(ids, id)
+			if s.o.Event != nil {
+				s.o.Event("stopped_leftover", fmt.Sprintf("job %s (%s) of an earlier run: cancelled", id, name))
+			}
+		}
+	}
+	return s.cancel(ctx, ids)
+}
+
+// Restore implements Host: every job of the sweep is cancelled; nothing else was changed.
+func (s *Slurm) Restore(ctx context.Context) error {
+	jobs, err := s.queued(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(jobs))
+	for id := range jobs {
+		ids = append(ids, id)
+	}
+	return s.cancel(ctx, ids)
+}
+
+// Leftovers lists the sweep's jobs still in the queue ("job 123 specsweep.NAME.POINT").
+func (s *Slurm) Leftovers(ctx context.Context) ([]string, error) {
+	jobs, err := s.queued(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for id, name := range jobs {
+		out = append(out, "job "+id+" "+name)
+	}
+	return out, nil
+}
+
+// Provenance implements Host: the cluster's Slurm version.
+func (s *Slurm) Provenance(ctx context.Context) (Provenance, error) {
+	p := Provenance{Driver: "slurm"}
+	out, err := s.sh(ctx, "scontrol --version", nil, 15*time.Second)
+	if err != nil {
+		return p, err
+	}
+	p.SlurmVersion = strings.TrimSpace(string(out.Stdout))
+	return p, nil
+}
+
+// nodeAddr is the address of node, from scontrol (cached).
+func (s *Slurm) nodeAddr(ctx context.Context, node string) (string, error) {
+	s.mu.Lock()
+	a := s.addrs[node]
+	s.mu.Unlock()
+	if a != "" {
+		return a, nil
+	}
+	out, err := s.sh(ctx, "scontrol show node -o -- "+ShellQuote(node), nil, 15*time.Second)
+	if err != nil {
+		return "", fmt.Errorf("slurm: the address of node %s: %w", node, err)
+	}
+	a = scontrolFields(string(out.Stdout))["NodeAddr"]
+	if a == "" {
+		a = node
+	}
+	s.mu.Lock()
+	s.addrs[node] = a
+	s.mu.Unlock()
+	return a, nil
+}
+
+// SlurmSlot runs one job at a time on the cluster.
+type SlurmSlot struct {
+	s *Slurm
+	k int
+
+	mu      sync.Mutex
+	current *jobInstance
+}
+
+// Name implements Host.
+func (sl *SlurmSlot) Name() string { return sl.s.o.Name }
+
+// Close implements Host: the cluster's connection stays open.
+func (sl *SlurmSlot) Close() error { return nil }
+
+// Restore implements Host: the slot's job, if one is still in the queue, is cancelled.
+func (sl *SlurmSlot) Restore(ctx context.Context) error {
+	if id := sl.jobID(); id != "" {
+		return sl.s.cancel(ctx, []string{id})
+	}
+	return nil
+}
+
+func (sl *SlurmSlot) jobID() string {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.current == nil {
+		return ""
+	}
+	return sl.current.proc.id
+}
+
+// Provenance implements Host: the node, the job, its GPUs and the Slurm version.
+func (sl *SlurmSlot) Provenance(ctx context.Context) (Provenance, error) {
+	p, err := sl.s.Provenance(ctx)
+	sl.mu.Lock()
+	in := sl.current
+	sl.mu.Unlock()
+	if in == nil {
+		return p, err
+	}
+	p.SlurmJob = in.proc.id
+	p.Argv = in.launch.Argv
+	out, jerr := sl.s.sh(ctx, "scontrol show job -d -o -- "+ShellQuote(in.proc.id), nil, 15*time.Second)
+	if jerr == nil {
+		f := scontrolFields(string(out.Stdout))
+		p.Hostname = f["BatchHost"]
+		p.SlurmGPUs = f["GRES"]
+		if p.SlurmGPUs == "" {
+			p.SlurmGPUs = f["JOB_GRES"]
+		}
+	}
+	if in.inner != nil {
+		p.EngineVer = in.inner.engineVersion(ctx)
+	}
+	return p, errors.Join(err, jerr)
+}
+
+// Start implements Host: the point's job is submitted (a job of the point that a killed run left is
+// cancelled first); the instance follows it from pending to running to ready.
+func (sl *SlurmSlot) Start(ctx context.Context, l Launch) (Instance, error) {
+	l = l.withDefaults()
+	if err := l.Validate(); err != nil {
+		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
+	}
+	s := sl.s
+	if err := s.sweepLeftovers(ctx); err != nil {
+		return nil, wrapUnreachable(err)
+	}
+	if prev := sl.jobID(); prev != "" {
+		if err := s.cancel(ctx, []string{prev}); err != nil {
+			return nil, wrapUnreachable(err)
+		}
+	}
+	dir, err := s.outputDir(ctx)
+	if err != nil {
+		return nil, wrapUnreachable(err)
+	}
+	name := s.jobName(l.Tag)
+	outFile := dir + "/" + name + ".%j.out"
+	script, err := jobScript(s.o, l, name, outFile)
+	if err != nil {
+		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
+	}
+	out, err := s.sh(ctx, "sbatch --parsable", script, 60*time.Second)
+	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			// Slurm refused the job as asked (a partition, an account, more GPUs than a node has).
+			return nil, &Failure{Class: ClassBadArgs, Detail: "sbatch refused the job: " + firstLineOf(ee.Out.Stderr),
+				Evidence: strings.Split(strings.TrimSpace(string(ee.Out.Stderr)), "\n"), Err: err}
+		}
+		return nil, wrapUnreachable(fmt.Errorf("slurm: sbatch on %s: %w", s.o.Name, err))
+	}
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out.Stdout)), ";")
+	if _, err := strconv.Atoi(id); err != nil {
+		return nil, fmt.Errorf("slurm: sbatch printed %q, not a job id", out.Stdout)
+	}
+	p := &jobProc{s: s, id: id, file: strings.ReplaceAll(outFile, "%j", id)}
+	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: time.Now()}
+	sl.mu.Lock()
+	sl.current = in
+	sl.mu.Unlock()
+	if s.o.Event != nil {
+		s.o.Event("job_submitted", fmt.Sprintf("job %s (%s) submitted to %s", id, name, s.o.Name))
+	}
+	return in, nil
+}
+
+func firstLineOf(b []byte) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return l
+}
+
+// jobScript is the batch script of a launch: sbatch options as #SBATCH lines (read by sbatch, never
+// by a shell), the environment, then the server in place of the shell (it gets scancel's signals).
+func jobScript(o SlurmOptions, l Launch, name, outFile string) ([]byte, error) {
+	tp := 1
+	if v, ok := argvValue(l.Argv, "--tp-size", "--tensor-parallel-size", "--tp"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--tp-size %q is not a positive number", v)
+		}
+		tp = n
+	}
+	var b bytes.Buffer
+	b.WriteString("#!/bin/sh\n")
+	opt := func(s string) { b.WriteString("#SBATCH " + s + "\n") }
+	opt("--job-name=" + name)
+	opt("--comment=specsweep:" + name)
+	opt("--nodes=1")
+	opt("--ntasks=1")
+	opt("--gres=gpu:" + strconv.Itoa(tp))
+	opt("--output=" + outFile)
+	opt("--no-requeue")
+	if o.Partition != "" {
+		opt("--partition=" + o.Partition)
+	}
+	if o.Account != "" {
+		opt("--account=" + o.Account)
+	}
+	if o.TimeLimit > 0 {
+		opt("--time=" + strconv.Itoa(int((o.TimeLimit+time.Minute-1)/time.Minute)))
+	}
+	for _, a := range o.SbatchArgs {
+		opt(a)
+	}
+	b.WriteString("# Written by specsweep for one sweep point (docs/slurm.md).\n")
+	keys := make([]string, 0, len(l.Env))
+	for k := range l.Env {
+		if k == "CUDA_VISIBLE_DEVICES" {
+			continue // Slurm sets it for the job's GPUs
+		}
+		keys = append(keys, k)
+	}
+	sortStrings(keys)
+	for _, k := range keys {
+		b.WriteString("export " + k + "=" + ShellQuote(l.Env[k]) + "\n")
+	}
+	b.WriteString("exec " + shellJoin(ExpandArgv(l.Argv, l.Env)) + "\n")
+	return b.Bytes(), nil
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+// argvValue is the value of the last of the flags in argv.
+func argvValue(argv []string, flags ...string) (string, bool) {
+	val, found := "", false
+	for i := 0; i < len(argv); i++ {
+		for _, f := range flags {
+			if argv[i] == f && i+1 < len(argv) {
+				val, found = argv[i+1], true
+			} else if v, ok := strings.CutPrefix(argv[i], f+"="); ok {
+				val, found = v, true
+			}
+		}
+	}
+	return val, found
+}
+
+// scontrolFields parses scontrol's one-line KEY=VALUE output (values hold no spaces in the fields
+// read here: specsweep's own names and comments have none).
+func scontrolFields(s string) map[string]string {
+	f := map[string]string{}
+	for _, w := range strings.Fields(s) {
+		if k, v, ok := strings.Cut(w, "="); ok {
+			if _, dup := f[k]; !dup {
+				f[k] = v
+			}
+		}
+	}
+	return f
+}
+
+// jobProc is a job as the shared instance code follows a server process.
+type jobProc struct {
+	s    *Slurm
+	id   string
+	file string // the job's output file on the login node
+
+	mu      sync.Mutex
+	off     int64 // bytes of the output read
+	partial []byte
+	last    map[string]string // the last fields read
+}
+
+var _ serverProc = (*jobProc)(nil)
+
+const logSep = "@@specsweep-output@@"
+
+// read reads the job's fields and the output that is new.
+func (p *jobProc) read(ctx context.Context) (map[string]string, []string, error) {
+	p.mu.Lock()
+	off := p.off
+	p.mu.Unlock()
+	out, err := p.s.sh(ctx, "scontrol show job -o -- "+ShellQuote(p.id)+" 2>&1; echo "+logSep+"; tail -c +"+strconv.FormatInt(off+1, 10)+
+		" -- "+ShellQuote(p.file)+" 2>/dev/null | head -c 1000000; true", nil, 15*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	head, body, _ := bytes.Cut(out.Stdout, []byte(logSep+"\n"))
+	fields := scontrolFields(string(head))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if fields["JobState"] == "" {
+		// Purged from slurmctld's memory (MinJobAge): the last state read stands.
+		fields = p.last
+	} else {
+		p.last = fields
+	}
+	p.off += int64(len(body))
+	data := append(p.partial, body...)
+	var lines []string
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		lines = append(lines, strings.TrimRight(string(data[:i]), "\r"))
+		data = data[i+1:]
+	}
+	p.partial = append([]byte(nil), data...)
+	return fields, lines, nil
+}
+
+func (p *jobProc) poll(ctx context.Context) (State, []string, error) {
+	f, lines, err := p.read(ctx)
+	if err != nil {
+		return State{}, lines, err
+	}
+	st := jobStateOf(f)
+	if lost := nodeLost(f); lost != "" {
+		return st, lines, &UnreachableError{Addr: p.s.o.Name, Err: errors.New(lost)}
+	}
+	return st, lines, nil
+}
+
+func (p *jobProc) follow(ctx context.Context, wake func()) (stop func()) { return func() {} }
+
+func (p *jobProc) sendStop(ctx context.Context) error {
+	_, err := p.s.sh(ctx, "scancel -- "+ShellQuote(p.id), nil, 30*time.Second)
+	return err
+}
+
+func (p *jobProc) afterStop(ctx context.Context) {}
+
+// nodeLost says why the job ended with its node (NODE_FAIL, BOOT_FAIL, PREEMPTED: host trouble,
+// the point is retried), or "".
+func nodeLost(f map[string]string) string {
+	switch s := f["JobState"]; s {
+	case "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED":
+		return fmt.Sprintf("job %s %s on node %s (Reason=%s)", f["JobId"], s, f["NodeList"], f["Reason"])
+	}
+	return ""
+}
+
+// jobStateOf maps a job's state to the unit states the classification reads (docs/slurm.md).
+func jobStateOf(f map[string]string) State {
+	st := State{At: time.Now(), InvocationID: f["JobId"], LoadState: "loaded"}
+	code, sig := exitCode(f["ExitCode"])
+	set := func(active, sub, result string) { st.ActiveState, st.SubState, st.Result = active, sub, result }
+	switch f["JobState"] {
+	case "PENDING", "CONFIGURING", "REQUEUED":
+		set("activating", "pending", "")
+	case "RUNNING", "SUSPENDED":
+		set("active", "running", "")
+	case "COMPLETING", "SIGNALING", "STAGE_OUT":
+		set("deactivating", "stop-sigterm", "")
+	case "COMPLETED":
+		set("inactive", "dead", "success")
+	case "OUT_OF_MEMORY":
+		set("failed", "failed", "oom-kill")
+	case "TIMEOUT", "DEADLINE":
+		set("failed", "failed", "timeout")
+	case "CANCELLED":
+		set("failed", "failed", "signal")
+		if sig == 0 {
+			sig = 15
+		}
+	case "":
+		set("", "", "")
+	default: // FAILED, NODE_FAIL, BOOT_FAIL, PREEMPTED, ...
+		set("failed", "failed", "exit-code")
+	}
+	switch {
+	case sig != 0:
+		st.ExecMainCode, st.ExecMainStatus = CodeKilled, sig
+		if st.Result == "exit-code" {
+			st.Result = "signal"
+		}
+	case !st.Running() && st.ActiveState != "":
+		st.ExecMainCode, st.ExecMainStatus = CodeExited, code
+	}
+	return st
+}
+
+// exitCode reads scontrol's ExitCode=CODE:SIGNAL.
+func exitCode(v string) (code, sig int) {
+	a, b, _ := strings.Cut(v, ":")
+	code, _ = strconv.Atoi(a)
+	sig, _ = strconv.Atoi(b)
+	return code, sig
+}
+
+// jobInstance follows a job: pending (its reason reported, no readiness clock yet), then running on
+// a node, where the shared instance (inner) takes over, its ready_timeout counted from the job's start.
+type jobInstance struct {
+	slot      *SlurmSlot
+	proc      *jobProc
+	launch    Launch
+	submitted time.Time
+
+	mu    sync.Mutex
+	inner *instance
+	lines []string // output seen before the job ran
+}
+
+var _ Instance = (*jobInstance)(nil)
+
+func (j *jobInstance) ID() string { return "slurm-" + j.proc.id }
+
+func (j *jobInstance) getInner() *instance {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.inner
+}
+
+// WaitReady: see Instance. A pending job is reported (event job_pending, each reason once), never
+// timed out by ready_timeout: that counts from the job's start.
+func (j *jobInstance) WaitReady(ctx context.Context) (Ready, error) {
+	s := j.slot.s
+	reason := ""
+	for {
+		f, lines, err := j.proc.read(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Ready{}, ctx.Err()
+			}
+			return Ready{}, wrapUnreachable(err)
+		}
+		j.mu.Lock()
+		j.lines = append(j.lines, lines...)
+		j.mu.Unlock()
+		if lost := nodeLost(f); lost != "" {
+			return Ready{}, unreachable(&UnreachableError{Addr: s.o.Name, Err: errors.New(lost)}, jobStateOf(f))
+		}
+		switch {
+		case f["JobState"] == "PENDING" || f["JobState"] == "CONFIGURING":
+			if r := f["Reason"]; r != reason && s.o.Event != nil {
+				s.o.Event("job_pending", fmt.Sprintf("job %s pending (Reason=%s) since %v", j.proc.id, r, time.Since(j.submitted).Round(time.Second)))
+			}
+			reason = f["Reason"]
+		default:
+			// Running (or already ended): the shared instance reads the rest.
+			node := f["BatchHost"]
+			if node == "" {
+				node = f["NodeList"]
+			}
+			addr, err := s.nodeAddr(ctx, node)
+			if err != nil {
+				return Ready{}, wrapUnreachable(err)
+			}
+			in := j.start(addr, f)
+			return in.WaitReady(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return Ready{}, ctx.Err()
+		case <-time.After(s.o.Poll):
+		}
+	}
+}
+
+// start makes the shared instance of the running job, on node address addr.
+func (j *jobInstance) start(addr string, f map[string]string) *instance {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.inner != nil {
+		return j.inner
+	}
+	started := time.Now()
+	if t, err := time.ParseInLocation("2006-01-02T15:04:05", f["StartTime"], time.Local); err == nil && t.Before(started) && started.Sub(t) < time.Hour {
+		started = t
+	}
+	hp := net.JoinHostPort(addr, strconv.Itoa(j.launch.Port))
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}}
+	in := newInstance(j.proc, j.proc.id, j.launch, started, client, "http://"+hp, hp)
+	in.appendLines(j.lines)
+	j.inner = in
+	return in
+}
+
+func (j *jobInstance) Check(ctx context.Context) (*Failure, error) {
+	if in := j.getInner(); in != nil {
+		return in.Check(ctx)
+	}
+	return nil, nil
+}
+
+func (j *jobInstance) State(ctx context.Context) (State, error) {
+	if in := j.getInner(); in != nil {
+		return in.State(ctx)
+	}
+	st, _, err := j.proc.poll(ctx)
+	return st, err
+}
+
+func (j *jobInstance) Logs(ctx context.Context) ([]string, error) {
+	if in := j.getInner(); in != nil {
+		return in.Logs(ctx)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.lines...), nil
+}
+
+// Stop: see Instance. scancel: SIGTERM, then Slurm's KillWait, then SIGKILL (a stop that ends in
+// SIGKILL is stop_timeout_sigkill, as systemd's stop timeout is for a unit).
+func (j *jobInstance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
+	in := j.getInner()
+	if in == nil {
+		t0 := time.Now()
+		if err := j.slot.s.cancel(ctx, []string{j.proc.id}); err != nil {
+			return StopResult{}, err
+		}
+		return StopResult{Duration: time.Since(t0), Clean: true}, nil
+	}
+	res, err := in.Stop(ctx, progress)
+	if err == nil && res.SIGKILL && res.Class == "" {
+		res.Class, res.Clean = ClassStopTimeoutSIGKILL, false
+	}
+	return res, err
+}
+
+func (j *jobInstance) HTTPClient() *http.Client {
+	if in := j.getInner(); in != nil {
+		return in.HTTPClient()
+	}
+	return http.DefaultClient
+}
+
+func (j *jobInstance) BaseURL() string {
+	if in := j.getInner(); in != nil {
+		return in.BaseURL()
+	}
+	return ""
+}
+
+func (j *jobInstance) Address() string {
+	if in := j.getInner(); in != nil {
+		return in.Address()
+	}
+	return ""
+}
