@@ -97,7 +97,9 @@ func (s *Slurm) sh(ctx context.Context, script string, stdin []byte, timeout tim
 }
 
 // prefix is the name every job of the sweep starts with.
-func (s *Slurm) prefix() string { return "specsweep." + reJobName.ReplaceAllString(s.o.Sweep, "_") + "." }
+func (s *Slurm) prefix() string {
+	return "specsweep." + reJobName.ReplaceAllString(s.o.Sweep, "_") + "."
+}
 
 func (s *Slurm) jobName(tag string) string { return s.prefix() + reJobName.ReplaceAllString(tag, "_") }
 
@@ -114,7 +116,9 @@ func (s *Slurm) Slot(k int) *SlurmSlot {
 }
 
 // Start implements Host: slot 0's.
-func (s *Slurm) Start(ctx context.Context, l Launch) (Instance, error) { return s.Slot(0).Start(ctx, l) }
+func (s *Slurm) Start(ctx context.Context, l Launch) (Instance, error) {
+	return s.Slot(0).Start(ctx, l)
+}
 
 // outputDir resolves (and creates) the output directory on the login node, once.
 func (s *Slurm) outputDir(ctx context.Context) (string, error) {
