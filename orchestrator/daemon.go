@@ -54,8 +54,11 @@ type DaemonConfig struct {
 // MachineKey identifies the machine (and unit) a spec host drives: the SSH user, address and unit,
 // or "local" for the local driver.
 func MachineKey(h sweep.Host) string {
-	if h.Driver == sweep.DriverLocal {
+	switch h.Driver {
+	case sweep.DriverLocal:
 		return "local"
+	case sweep.DriverSlurm:
+		return fmt.Sprintf("slurm://%s@%s", h.User, h.Address)
 	}
 	return fmt.Sprintf("ssh://%s@%s/%s", h.User, h.Address, h.Unit)
 }

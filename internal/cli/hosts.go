@@ -39,8 +39,9 @@ func sweepHosts(ctx context.Context, st *store.DB, spec *sweep.Spec, sweepID int
 // unreachable host is host trouble of its points (retried, then host_unreachable), not a refusal to
 // run the whole sweep.
 type specHost struct {
-	h    sweep.Host
-	opts hostOptions
+	h     sweep.Host
+	opts  hostOptions
+	sweep string // the spec's name: a Slurm cluster names its jobs after it
 
 	mu   sync.Mutex
 	impl hostctl.Host
@@ -53,13 +54,22 @@ type specHost struct {
 // Slot is the k-th concurrent server of a packing host (docs/spec.md, hosts[].pack): a handle of
 // its own, with a child process of its own on a local host and a unit of its own on an SSH host.
 func (s *specHost) Slot(k int) orchestrator.Host {
-	return &specHost{h: s.h, opts: s.opts, slot: k + 1, parent: s}
+	return &specHost{h: s.h, opts: s.opts, sweep: s.sweep, slot: k + 1, parent: s}
+}
+
+// Parallel is how many points a host runs at once that places them itself: a Slurm cluster's
+// max_jobs (docs/slurm.md); 0 for the others.
+func (s *specHost) Parallel() int {
+	if s.h.Driver != sweep.DriverSlurm || s.h.Slurm == nil || s.parent != nil {
+		return 0
+	}
+	return s.h.Slurm.MaxJobs
 }
 
 func newHosts(spec *sweep.Spec, opts hostOptions) []*specHost {
 	out := make([]*specHost, 0, len(spec.Hosts))
 	for _, h := range spec.Hosts {
-		out = append(out, &specHost{h: h, opts: opts})
+		out = append(out, &specHost{h: h, opts: opts, sweep: spec.Name})
 	}
 	return out
 }
@@ -92,14 +102,33 @@ func (s *specHost) get(ctx context.Context) (hostctl.Host, error) {
 		if err != nil {
 			return nil, err
 		}
-		r, ok := p.(*hostctl.Remote)
-		if !ok {
-			return nil, fmt.Errorf("host %s: driver %s cannot pack", s.h.Name, s.h.Driver)
-		}
 		if s.impl == nil {
-			s.impl = r.Slot(s.slot - 1)
+			switch r := p.(type) {
+			case *hostctl.Remote:
+				s.impl = r.Slot(s.slot - 1)
+			case *hostctl.Slurm:
+				s.impl = r.Slot(s.slot - 1)
+			default:
+				return nil, fmt.Errorf("host %s: driver %s runs one point at a time", s.h.Name, s.h.Driver)
+			}
 		}
 		return s.impl, nil
+	}
+	if s.h.Driver == sweep.DriverSlurm {
+		c, err := hostctl.DialSlurm(ctx, hostctl.SlurmOptions{Name: s.h.Name, Sweep: s.sweep,
+			SSH:       sshOptions(s.h, s.opts.acceptNewHostKeys, s.opts.getenv),
+			Partition: s.h.Slurm.Partition, Account: s.h.Slurm.Account, TimeLimit: s.h.Slurm.TimeLimit,
+			SbatchArgs: s.h.Slurm.SbatchArgs, OutputDir: s.h.Slurm.OutputDir,
+			Event: func(kind, detail string) {
+				if s.opts.event != nil {
+					s.opts.event(s.h.Name, kind, detail)
+				}
+			}})
+		if err != nil {
+			return nil, err
+		}
+		s.impl = c
+		return c, nil
 	}
 	r, err := hostctl.DialRemote(ctx, hostctl.RemoteOptions{
 		Name: s.h.Name, Unit: s.h.Unit, CreateUnit: s.h.CreateUnit,

@@ -121,6 +121,26 @@ func runningSweepOf(ctx context.Context, dbFile, name string) error {
 	return nil
 }
 
+// restoreCluster cancels the jobs of the spec's sweep still in a Slurm cluster's queue.
+func restoreCluster(ctx context.Context, c *hostctl.Slurm) (status, detail string, err error) {
+	before, err := c.Leftovers(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	if err := c.Restore(ctx); err != nil {
+		return "", "", err
+	}
+	if after, err := c.Leftovers(ctx); err != nil {
+		return "", "", err
+	} else if len(after) > 0 {
+		return "", "", fmt.Errorf("still in the queue after scancel: %s", strings.Join(after, ", "))
+	}
+	if len(before) == 0 {
+		return "ok", "no job of the sweep in the queue", nil
+	}
+	return "restored", "cancelled " + strings.Join(before, ", "), nil
+}
+
 // restoreHost restores one host and says what it found and did.
 func restoreHost(ctx context.Context, h *specHost) (status, detail string, err error) {
 	if h.h.Driver == sweep.DriverLocal {
@@ -129,6 +149,9 @@ func restoreHost(ctx context.Context, h *specHost) (status, detail string, err e
 	impl, err := h.get(ctx)
 	if err != nil {
 		return "", "", err
+	}
+	if c, ok := impl.(*hostctl.Slurm); ok {
+		return restoreCluster(ctx, c)
 	}
 	lh, ok := impl.(leftoverHost)
 	if !ok {
