@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// Sweeps on a real Slurm cluster (internal/testhost: slurmctld on a login host, slurmd on compute
+// hosts, munge, stand-in GPU devices), each point a batch job.
+
+func slurmSpec(name string, c *testhost.Cluster, maxJobs int, matrix, extra string) string {
+	l := c.Login
+	return fmt.Sprintf(`version: 1
+name: %s
+hosts:
+  - name: cluster
+    driver: slurm
+    address: %q
+    user: root
+    identity_file: %q
+    known_hosts: %q
+    gpus: 4
+    slurm: {partition: %s, max_jobs: %d, time_limit: 10m, output_dir: %s/specsweep}
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.6-27B, --host, 0.0.0.0, --port, "31700", --enable-metrics]
+  env: {%s, SGLANGSIM_PROFILE: qwen3.6-27b}
+  port: 31700
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE3]
+matrix: %s
+workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
+%s`, name, l.Addr, l.KeyFile, l.KnownHosts, c.Partition, maxJobs, testhost.SharedPath, testhost.SimPath, fastEnv, matrix, extra)
+}
+
+func slurmCluster(t *testing.T, nodes int) *testhost.Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end sweep")
+	}
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	if msg := testhost.SlurmRequirements(); msg != "" {
+		t.Skip(msg)
+	}
+	hosts := testhost.BootCluster(t, nodes+1, testhost.Options{})
+	return testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
+}
+
+// TestSweepOnASlurmCluster: 8 points as jobs on 2 nodes of 4 GPUs, up to 3 in flight: every point
+// done, on both nodes, some at once; provenance names the job and the node; nothing left queued.
+func TestSweepOnASlurmCluster(t *testing.T) {
+	c := slurmCluster(t, 2)
+	f := writeSpec(t, slurmSpec("e2e-slurm", c, 3, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2, 4]}", ""))
+	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
+	if r.code != 0 {
+		t.Fatalf("run failed:\n%s\n%s", r, c.Logs())
+	}
+	db := openDB(t, f.db)
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE state = 'done'"); n != 8 {
+		t.Errorf("%d of 8 points done\n%s", n, r)
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM run_summary WHERE status = 'ok'"); n != 16 {
+		t.Errorf("%d of 16 runs ok", n)
+	}
+	nodes := scalar[string](t, db, `SELECT group_concat(DISTINCT json_extract(provenance, '$.hostname')) FROM points`)
+	for _, n := range c.NodeNames() {
+		if !strings.Contains(nodes, n) {
+			t.Errorf("no point ran on node %s (nodes %q)", n, nodes)
+		}
+	}
+	if n := scalar[int](t, db, `SELECT count(*) FROM points WHERE json_extract(provenance, '$.slurm_job') IS NULL`); n != 0 {
+		t.Errorf("%d points without their job in the provenance", n)
+	}
+	overlap := scalar[int](t, db, `SELECT count(*) FROM points a JOIN points b ON a.id < b.id
+		WHERE a.started_at < b.finished_at AND b.started_at < a.finished_at`)
+	if overlap == 0 {
+		t.Error("no two points ran at once")
+	}
+	out, err := c.Run(t.Context(), "squeue -h -o '%i %j'")
+	if err != nil || strings.Contains(string(out), "specsweep.") {
+		t.Errorf("jobs left in the queue: %q %v", out, err)
+	}
+	t.Logf("%d pairs of points at once; nodes %s", overlap, nodes)
+}
