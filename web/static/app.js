@@ -252,36 +252,53 @@ function fillLog(c, id) {
   }
 }
 
-function connect() {
-  const live = document.getElementById("live");
-  const es = new EventSource("/api/events");
-  es.addEventListener("open", () => { live.textContent = "live"; live.className = "live on"; refreshAll().catch(console.warn); });
-  es.addEventListener("error", () => { live.textContent = "reconnecting"; live.className = "live off"; });
-  es.addEventListener("sweep", ev => {
-    const m = JSON.parse(ev.data);
+// handlers of the stream's messages, by type.
+const on = {
+  open() { const live = document.getElementById("live"); live.textContent = "live"; live.className = "live on"; refreshAll().catch(console.warn); },
+  error() { const live = document.getElementById("live"); live.textContent = "reconnecting"; live.className = "live off"; },
+  sweep(m) {
     soon("list", refreshList);
     if (state.detail[m.id] || m.state === "running") soon("detail" + m.id, () => refreshDetail(m.id));
-  });
-  es.addEventListener("run", ev => {
-    const m = JSON.parse(ev.data);
+  },
+  run(m) {
     soon("results" + m.sweep, () => refreshResults(m.sweep), 200);
     soon("detail" + m.sweep, () => refreshDetail(m.sweep), 400);
-  });
-  es.addEventListener("log", ev => {
-    const m = JSON.parse(ev.data);
+  },
+  log(m) {
     if (!m.sweep) return;
     (state.logs[m.sweep] = state.logs[m.sweep] || []).push(m);
     if (state.logs[m.sweep].length > 200) state.logs[m.sweep].shift();
     soon("detail" + m.sweep, () => refreshDetail(m.sweep), 400);
-  });
-  es.addEventListener("activity", ev => {
-    const m = JSON.parse(ev.data);
+  },
+  activity(m) {
     const d = state.detail[m.sweep];
     if (!d) { soon("detail" + m.sweep, () => refreshDetail(m.sweep)); return; }
     d.activity = d.activity || {};
     d.activity[m.key] = m.activity;
     renderCard(m.sweep);
-  });
+  },
+  hello() {},
+};
+
+function dispatch(type, data) {
+  const h = on[type];
+  if (h) h(data === undefined ? undefined : JSON.parse(data));
+}
+
+// connect follows the daemon's event stream: through the tabs' shared worker (static/events.js)
+// where the browser has one, else with a stream of this tab's own.
+function connect() {
+  if (window.SharedWorker) {
+    const w = new SharedWorker("/static/events.js");
+    w.port.onmessage = ev => dispatch(ev.data.type, ev.data.data);
+    w.port.start();
+    window.addEventListener("pagehide", () => w.port.postMessage("bye"));
+    return;
+  }
+  const es = new EventSource("/api/events");
+  es.addEventListener("open", () => dispatch("open"));
+  es.addEventListener("error", () => dispatch("error"));
+  for (const kind of ["hello", "run", "log", "sweep", "activity"]) es.addEventListener(kind, ev => dispatch(kind, ev.data));
 }
 
 setInterval(() => { for (const id of Object.keys(state.detail)) renderCard(Number(id)); }, 5000);
