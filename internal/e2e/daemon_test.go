@@ -20,7 +20,7 @@ import (
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -60,7 +60,7 @@ type daemonProc struct {
 	token string // the API's bearer token, read from its file
 }
 
-func startDaemon(t *testing.T, db string, args ...string) *daemonProc {
+func startDaemon(t testing.TB, db string, args ...string) *daemonProc {
 	t.Helper()
 	addr := freePort(t)
 	cmd, _ := startSpecsweep(t, append([]string{"daemon", "--db", db, "--listen", addr}, args...)...)
@@ -89,7 +89,7 @@ func startDaemon(t *testing.T, db string, args ...string) *daemonProc {
 
 // api sends a request to the daemon's API as a well-behaved client does (the token; a body as
 // application/yaml); edit, if not nil, changes the request first. It returns the status and body.
-func (d *daemonProc) api(t *testing.T, method, path, body string, edit func(r *http.Request)) (int, string) {
+func (d *daemonProc) api(t testing.TB, method, path, body string, edit func(r *http.Request)) (int, string) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -115,7 +115,7 @@ func (d *daemonProc) api(t *testing.T, method, path, body string, edit func(r *h
 	return resp.StatusCode, string(out)
 }
 
-func submit(t *testing.T, db, text string, args ...string) int64 {
+func submit(t testing.TB, db, text string, args ...string) int64 {
 	t.Helper()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "spec.yaml")

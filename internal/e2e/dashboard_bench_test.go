@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,104 +50,6 @@ func dashboardBenchDB(tb testing.TB) string {
 	}
 	fmt.Printf("store: %d finished sweeps, %d runs (written in %s)\n", sweeps, runs, time.Since(t0).Round(100*time.Millisecond))
 	return path
-}
-
-// benchDaemon is startDaemon for a benchmark: the real daemon on db, listening on a free loopback port.
-func benchDaemon(tb testing.TB, db string, args ...string) *daemonProc {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(specsweepBin(tb), append([]string{"daemon", "--db", db, "--listen", addr}, args...)...)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	benchWait(tb, 30*time.Second, "the daemon's /healthz", func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-	token, err := os.ReadFile(db + ".token")
-	if err != nil {
-		tb.Fatalf("the daemon's token: %v", err)
-	}
-	return &daemonProc{cmd: cmd, addr: addr, token: strings.TrimSpace(string(token))}
-}
-
-// benchWait is waitFor for a benchmark.
-func benchWait(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// benchSpecsweep runs the binary to its end and returns its stdout.
-func benchSpecsweep(tb testing.TB, args ...string) string {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out, errb strings.Builder
-	cmd := exec.CommandContext(ctx, specsweepBin(tb), args...)
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		tb.Fatalf("specsweep %v: %v\n%s%s", args, err, out.String(), tail(errb.String(), 30))
-	}
-	return out.String()
-}
-
-// benchLoginURL is loginURL for a benchmark: `specsweep dashboard`'s one-time login URL.
-func benchLoginURL(tb testing.TB, db, addr string) string {
-	tb.Helper()
-	url := strings.TrimSpace(benchSpecsweep(tb, "dashboard", "--db", db, "--listen", addr))
-	if !strings.HasPrefix(url, "http://"+addr+"/login?code=") {
-		tb.Fatalf("specsweep dashboard printed %q", url)
-	}
-	return url
-}
-
-// benchBrowser is browser for a benchmark: headless Chromium (Debian's chromium), stopped at the end.
-func benchBrowser(tb testing.TB) context.Context {
-	tb.Helper()
-	bin := chromiumPath()
-	if bin == "" {
-		tb.Skip("no chromium: apt-get install -y chromium")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox, // root in CI
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.UserDataDir(tb.TempDir()),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelB := chromedp.NewContext(actx)
-	tb.Cleanup(func() { cancelB(); cancelA() })
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		tb.Fatalf("starting %s: %v", bin, err)
-	}
-	return ctx
-}
-
-// benchWithin bounds one step of the browser (the browser's and the tabs' own contexts must not time out).
-func benchWithin(tb testing.TB, ctx context.Context, d time.Duration) context.Context {
-	c, cancel := context.WithTimeout(ctx, d)
-	tb.Cleanup(cancel)
-	return c
 }
 
 // pageProbe runs in every document of a tab before the page's own scripts: it records (in
@@ -223,18 +124,18 @@ const pageLoadJS = `(() => {
 // the Finished table shows every finished sweep.
 func loadPage(tb testing.TB, ctx context.Context, url string) pageLoad {
 	tb.Helper()
-	if err := chromedp.Do(benchWithin(tb, ctx, 30*time.Second),
+	if err := chromedp.Do(within(tb, ctx, 30*time.Second),
 		chromedp.Navigate("about:blank"),
 		chromedp.Navigate(url),
 	); err != nil {
 		tb.Fatalf("opening %s: %v", url, err)
 	}
-	benchWait(tb, 30*time.Second, "the Finished table's rows", func() bool {
+	waitFor(tb, 30*time.Second, "the Finished table's rows", func() bool {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!(window.__dash && window.__dash.frame)`))
 		return err == nil && ok
 	})
 	// first-contentful-paint can be reported a frame after the paint: wait for it too.
-	benchWait(tb, 10*time.Second, "the paint timings", func() bool {
+	waitFor(tb, 10*time.Second, "the paint timings", func() bool {
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`performance.getEntriesByType("paint").length`))
 		return err == nil && n >= 2
 	})
@@ -294,13 +195,13 @@ func BenchmarkDashboardPageLoad(b *testing.B) {
 	if testing.Short() {
 		b.Skip("end-to-end")
 	}
-	ctx := benchBrowser(b)
+	ctx := browser(b)
 	db := dashboardBenchDB(b)
-	d := benchDaemon(b, db)
+	d := startDaemon(b, db)
 	base := "http://" + d.addr
 	addProbe(b, ctx)
-	if err := chromedp.Do(benchWithin(b, ctx, time.Minute),
-		chromedp.Navigate(benchLoginURL(b, db, d.addr)),
+	if err := chromedp.Do(within(b, ctx, time.Minute),
+		chromedp.Navigate(loginURL(b, db, d.addr)),
 		chromedp.WaitVisible(chromedp.CSS(`#finished tbody tr[data-sweep="100"]`)),
 	); err != nil {
 		b.Fatalf("logging in: %v", err)
@@ -525,10 +426,10 @@ func BenchmarkDashboardCPU(b *testing.B) {
 	if msg := testhost.Requirements(); msg != "" {
 		b.Skip(msg)
 	}
-	ctx := benchBrowser(b)
+	ctx := browser(b)
 	hosts := testhost.Boot(b, 2, testhost.Options{})
 	db := dashboardBenchDB(b)
-	d := benchDaemon(b, db)
+	d := startDaemon(b, db)
 	base := "http://" + d.addr
 	pid := d.cmd.Process.Pid
 	browserPID := chromedp.FromContext(ctx).Browser.Process().Pid
@@ -536,19 +437,11 @@ func BenchmarkDashboardCPU(b *testing.B) {
 	const window = 30 * time.Second
 	const pages = 10
 	for b.Loop() {
-		dir := b.TempDir()
-		spec := filepath.Join(dir, "spec.yaml")
-		if err := os.WriteFile(spec, []byte(cpuSpec(hosts)), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		var id int64
-		if _, err := fmt.Sscan(benchSpecsweep(b, "submit", "--db", db, spec), &id); err != nil {
-			b.Fatalf("submit printed no id: %v", err)
-		}
+		id := submit(b, db, cpuSpec(hosts))
 		runsQ := fmt.Sprintf("SELECT count(*) FROM runs WHERE point_ref IN (SELECT id FROM points WHERE sweep_id = %d)", id)
 		runs := func() int { return countRows(db, runsQ) }
 		t0 := time.Now()
-		benchWait(b, 2*time.Minute, "the sweep's first run", func() bool { return runs() > 0 })
+		waitFor(b, 2*time.Minute, "the sweep's first run", func() bool { return runs() > 0 })
 		fmt.Printf("daemon CPU during a sweep (sweep %d on 2 test hosts, first run after %s), %s windows, CLK_TCK %.0f\n",
 			id, time.Since(t0).Round(100*time.Millisecond), window, hz)
 
@@ -566,8 +459,8 @@ func BenchmarkDashboardCPU(b *testing.B) {
 				b.Fatal(err)
 			}
 			addProbe(b, tctx)
-			if err := chromedp.Do(benchWithin(b, tctx, time.Minute),
-				chromedp.Navigate(benchLoginURL(b, db, d.addr)), // its page moves to "/"
+			if err := chromedp.Do(within(b, tctx, time.Minute),
+				chromedp.Navigate(loginURL(b, db, d.addr)), // its page moves to "/"
 				chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`article.sweep[data-sweep="%d"] table.hosts tbody tr[data-host]`, id))),
 				chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#finished tbody tr[data-sweep="%d"]`, dashBenchSweeps))),
 			); err != nil {
@@ -631,23 +524,9 @@ func BenchmarkDashboardCPU(b *testing.B) {
 		b.ReportMetric(with.core-idle, "cpu-pages-delta-%core")
 		b.ReportMetric(perReq, "cpu-ms/page-request")
 
-		if code, body := benchAPI(b, d, http.MethodPost, fmt.Sprintf("/api/sweeps/%d/cancel", id)); code != http.StatusOK {
+		if code, body := d.api(b, http.MethodPost, fmt.Sprintf("/api/sweeps/%d/cancel", id), "", nil); code != http.StatusOK {
 			b.Fatalf("cancel: %d %s", code, body)
 		}
-		benchWait(b, time.Minute, "the sweep cancelled", func() bool { return sweepState(db, id) == "cancelled" })
+		waitFor(b, time.Minute, "the sweep cancelled", func() bool { return sweepState(db, id) == "cancelled" })
 	}
-}
-
-// benchAPI sends one request to the daemon's API with the token.
-func benchAPI(tb testing.TB, d *daemonProc, method, path string) (int, string) {
-	tb.Helper()
-	req, _ := http.NewRequest(method, "http://"+d.addr+path, nil)
-	req.Header.Set("Authorization", "Bearer "+d.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
 }

@@ -30,7 +30,7 @@ func chromiumPath() string {
 }
 
 // browser starts headless Chromium; the test's end stops it.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	bin := chromiumPath()
 	if bin == "" {
@@ -54,7 +54,7 @@ func browser(t *testing.T) context.Context {
 }
 
 // within bounds one step of the browser (the browser's own context must not time out).
-func within(t *testing.T, ctx context.Context, d time.Duration) context.Context {
+func within(t testing.TB, ctx context.Context, d time.Duration) context.Context {
 	c, cancel := context.WithTimeout(ctx, d)
 	t.Cleanup(cancel)
 	return c
@@ -80,7 +80,7 @@ func acceptDialogs(ctx context.Context) <-chan string {
 }
 
 // loginURL asks the daemon for a one-time login URL, as an operator does.
-func loginURL(t *testing.T, db, addr string) string {
+func loginURL(t testing.TB, db, addr string) string {
 	t.Helper()
 	r := specsweep(t, 30*time.Second, "dashboard", "--db", db, "--listen", addr)
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "http://"+addr+"/login?code=") {

@@ -67,7 +67,7 @@ type sweepFiles struct {
 	dir, spec, db string
 }
 
-func writeSpec(t *testing.T, text string) sweepFiles {
+func writeSpec(t testing.TB, text string) sweepFiles {
 	t.Helper()
 	dir := t.TempDir()
 	f := sweepFiles{dir: dir, spec: filepath.Join(dir, "spec.yaml"), db: filepath.Join(dir, "sweep.db")}
@@ -96,7 +96,7 @@ func tail(s string, n int) string {
 }
 
 // specsweep runs the binary to its end (bounded by timeout).
-func specsweep(t *testing.T, timeout time.Duration, args ...string) result {
+func specsweep(t testing.TB, timeout time.Duration, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
@@ -117,7 +117,7 @@ func specsweep(t *testing.T, timeout time.Duration, args ...string) result {
 }
 
 // startSpecsweep starts the binary in the background; the caller signals or waits.
-func startSpecsweep(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func startSpecsweep(t testing.TB, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(specsweepBin(t), args...)
 	var out bytes.Buffer
@@ -154,7 +154,7 @@ func scalar[T any](t testing.TB, db *sql.DB, q string, args ...any) T {
 }
 
 // waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
