@@ -91,3 +91,40 @@ func TestSweepOnASlurmCluster(t *testing.T) {
 	}
 	t.Logf("%d pairs of points at once; nodes %s", overlap, nodes)
 }
+
+// TestSlurmFailuresAreClassified: on the cluster, a point whose server rejects its arguments is
+// bad_args, one out of memory is oom, one crashing under load is crash_during_load, each with the
+// job's output as evidence; the sound points beside them are done.
+func TestSlurmFailuresAreClassified(t *testing.T) {
+	c := slurmCluster(t, 2)
+	f := writeSpec(t, slurmSpec("e2e-slurm-fail", c, 4, "{method: [baseline, badargs, oom, crashy], num_steps: [1], topk: [1], tp: [2]}", ""))
+	// The methods are appended below the matrix's: the spec's methods section is rewritten.
+	text := strings.Replace(mustRead(t, f.spec), "methods:\n  baseline: []\n  eagle3: [--speculative-algorithm, EAGLE3]\n", `methods:
+  baseline: []
+  badargs: [--speculative-algorithm, EAGLE3, --no-such-flag]
+  oom:
+    args: [--speculative-algorithm, EAGLE3]
+    env: {SGLANGSIM_FAIL: oom}
+  crashy:
+    args: [--speculative-algorithm, EAGLE3]
+    env: {SGLANGSIM_FAIL: "crash-during-load:3"}
+`, 1)
+	f = writeSpec(t, text)
+	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
+	db := openDB(t, f.db)
+	want := map[string]string{"baseline": "", "badargs": "bad_args", "oom": "oom", "crashy": "crash_during_load"}
+	for m, class := range want {
+		state := "done"
+		if class != "" {
+			state = "failed"
+		}
+		n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method = ? AND state = ? AND coalesce(failure_class, '') = ?", m, state, class)
+		if n != 1 {
+			detail := scalar[string](t, db, "SELECT coalesce(group_concat(state || ' ' || coalesce(failure_class, '') || ': ' || coalesce(failure_detail, ''), ' | '), '') FROM point_summary WHERE method = ?", m)
+			t.Errorf("method %s: want %s %s, got %s\n%s", m, state, class, detail, tail(r.String(), 20))
+		}
+	}
+	if d := scalar[string](t, db, "SELECT failure_detail FROM point_summary WHERE method = 'badargs'"); !strings.Contains(d, "no-such-flag") {
+		t.Errorf("bad_args evidence does not show the job's output: %q", d)
+	}
+}
