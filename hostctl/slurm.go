@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -699,6 +700,25 @@ func (j *jobInstance) start(addr string, f map[string]string) *instance {
 	in.appendLines(j.lines)
 	j.inner = in
 	return in
+}
+
+// HostLost reports an error when the job's node does not answer at all on the server's port (a
+// timeout, no route): the node is gone, not the server, which would refuse the connection.
+func (j *jobInstance) HostLost(ctx context.Context) error {
+	addr := j.Address()
+	if addr == "" {
+		return nil
+	}
+	d := net.Dialer{Timeout: 3 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+		return nil
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil {
+		return nil
+	}
+	return &UnreachableError{Addr: addr, Err: fmt.Errorf("the node of job %s does not answer: %w", j.proc.id, err)}
 }
 
 func (j *jobInstance) Check(ctx context.Context) (*Failure, error) {

@@ -697,6 +697,13 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 	return res, nil, nil
 }
 
+// lostHost is an instance that can tell a server that does not answer from a host that is gone: a
+// Slurm job's node (the cluster notices a lost node only after its own timeout, and the login node,
+// which specsweep talks to, is still there).
+type lostHost interface {
+	HostLost(ctx context.Context) error
+}
+
 // probeLiveness asks the server for /health_generate, which runs a real generation in every
 // release (/health of newer ones answers 200 from a fast path even with the scheduler hung): no
 // answer within LivenessTimeout, or not 200, while the process still runs is a hang, a crash during
@@ -718,6 +725,11 @@ func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hos
 	detail := ""
 	switch {
 	case err != nil:
+		if lh, ok := a.inst.(lostHost); ok {
+			if lerr := lh.HostLost(ctx); lerr != nil {
+				return &hostctl.Failure{Class: hostctl.ClassHostUnreachable, Detail: why + ": " + lerr.Error(), Err: lerr}
+			}
+		}
 		detail = fmt.Sprintf("server hung: %s and /health_generate did not answer within %s (%v)", why, r.cfg.LivenessTimeout, err)
 	case resp.StatusCode == http.StatusServiceUnavailable:
 		// SGLang answers 503 when its health generation got no answer from the scheduler in time.

@@ -128,3 +128,52 @@ func TestSlurmFailuresAreClassified(t *testing.T) {
 		t.Errorf("bad_args evidence does not show the job's output: %q", d)
 	}
 }
+
+// TestSlurmNodeLostRetriesThePoint: the node of a point under load is lost (its network unplugged):
+// the point is host trouble, not a server failure; it is tried again and ends done on the node that
+// is left, every run recorded once.
+func TestSlurmNodeLostRetriesThePoint(t *testing.T) {
+	c := slurmCluster(t, 2)
+	// Long levels (many requests), so the loss lands in the middle of one.
+	text := strings.Replace(slurmSpec("e2e-slurm-lost", c, 1, "{method: [baseline, eagle3], num_steps: [1], topk: [1], tp: [4]}", ""),
+		"requests: 8,", "requests: 400,", 1)
+	f := writeSpec(t, text)
+	cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
+	waitFor(t, 2*time.Minute, "a point under load", func() bool {
+		return countRows(f.db, "SELECT count(*) FROM event_log WHERE kind = 'ready'") > 0
+	})
+	q, err := c.Run(t.Context(), "squeue -h -t RUNNING -o '%N %j'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, job, _ := strings.Cut(strings.TrimSpace(string(q)), " ")
+	lost := c.Node(node)
+	if lost == nil || !strings.HasPrefix(job, "specsweep.") {
+		t.Fatalf("the running job: %q", q)
+	}
+	if err := lost.Unplug(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lost.Plug() })
+	t.Logf("unplugged %s, which ran %s", node, job)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v\n%s", err, tail(out.String(), 30))
+	}
+	db := openDB(t, f.db)
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE state = 'done'"); n != 2 {
+		t.Errorf("%d of 2 points done\n%s", n, tail(out.String(), 30))
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM event_log WHERE kind = 'host_down'"); n < 1 {
+		t.Errorf("no host_down event for the lost node\n%s", tail(out.String(), 30))
+	}
+	if n := scalar[int](t, db, "SELECT max(attempts) FROM point_summary"); n < 2 {
+		t.Errorf("no point was tried again (max attempts %d)", n)
+	}
+	if n := scalar[int](t, db, `SELECT count(*) FROM (SELECT point_id, concurrency, repeat FROM run_summary
+		WHERE status = 'ok' GROUP BY 1, 2, 3 HAVING count(*) > 1)`); n != 0 {
+		t.Errorf("%d runs recorded more than once", n)
+	}
+	if s := scalar[string](t, db, `SELECT group_concat(DISTINCT json_extract(provenance, '$.hostname')) FROM points WHERE state = 'done'`); strings.Contains(s, node) {
+		t.Errorf("a point is done on the lost node %s: %s", node, s)
+	}
+}
