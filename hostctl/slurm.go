@@ -48,6 +48,8 @@ type Slurm struct {
 	o    SlurmOptions
 	conn *Conn
 
+	sweepMu sync.Mutex // held while the leftovers of a killed run are cancelled
+
 	mu     sync.Mutex
 	outDir string            // OutputDir resolved on the login node
 	addrs  map[string]string // node name -> NodeAddr
@@ -196,12 +198,12 @@ func (s *Slurm) cancel(ctx context.Context, ids []string) error {
 // sweepLeftovers cancels, once, the jobs of the sweep a killed specsweep left (none of this
 // process's slots runs them).
 func (s *Slurm) sweepLeftovers(ctx context.Context) error {
+	// One sweep at a time, and every slot's first Start waits for it: a job a slot submitted
+	// meanwhile would look like a leftover.
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
 	s.mu.Lock()
-	if s.swept {
-		s.mu.Unlock()
-		return nil
-	}
-	s.swept = true
+	swept := s.swept
 	mine := map[string]bool{}
 	for _, sl := range s.slots {
 		if id := sl.jobID(); id != "" {
@@ -209,6 +211,9 @@ func (s *Slurm) sweepLeftovers(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
+	if swept {
+		return nil
+	}
 	jobs, err := s.queued(ctx)
 	if err != nil {
 		return err
@@ -222,7 +227,13 @@ func (s *Slurm) sweepLeftovers(ctx context.Context) error {
 			}
 		}
 	}
-	return s.cancel(ctx, ids)
+	if err := s.cancel(ctx, ids); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.swept = true
+	s.mu.Unlock()
+	return nil
 }
 
 // Restore implements Host: every job of the sweep is cancelled; nothing else was changed.

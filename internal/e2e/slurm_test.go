@@ -177,3 +177,61 @@ func TestSlurmNodeLostRetriesThePoint(t *testing.T) {
 		t.Errorf("a point is done on the lost node %s: %s", node, s)
 	}
 }
+
+// TestSlurmKillAndResumeAndRestore: kill -9 of specsweep leaves its jobs in the queue; the rerun
+// cancels them before it submits any (no point ever has two jobs) and finishes with every run once;
+// after another kill, `specsweep restore` cancels what is left.
+func TestSlurmKillAndResumeAndRestore(t *testing.T) {
+	c := slurmCluster(t, 2)
+	f := writeSpec(t, slurmSpec("e2e-slurm-kill", c, 2, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2, 4]}", ""))
+	queued := func() string {
+		out, err := c.Run(t.Context(), "squeue -h -o '%i %j %T'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	killRuns(t, f, 0)
+	if q := queued(); !strings.Contains(q, "specsweep.e2e-slurm-kill.") {
+		t.Fatalf("no job left in the queue after the kill: %q", q)
+	}
+	killedAt := int64(countRows(f.db, "SELECT max(id) FROM events"))
+	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
+	if r.code != 0 {
+		t.Fatalf("resume:\n%s", r)
+	}
+	db := openDB(t, f.db)
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE state = 'done'"); n != 8 {
+		t.Errorf("%d of 8 points done", n)
+	}
+	if n := scalar[int](t, db, `SELECT count(*) FROM (SELECT point_id, concurrency, repeat FROM run_summary
+		WHERE status = 'ok' GROUP BY 1, 2, 3 HAVING count(*) > 1)`); n != 0 {
+		t.Errorf("%d runs recorded more than once", n)
+	}
+	// The killed run's jobs were cancelled before the rerun submitted its first.
+	firstSubmit := scalar[int64](t, db, "SELECT coalesce(min(id), 0) FROM events WHERE kind = 'job_submitted' AND id > ?", killedAt)
+	lastLeftover := scalar[int64](t, db, "SELECT coalesce(max(id), 0) FROM events WHERE kind = 'stopped_leftover' AND id > ?", killedAt)
+	if lastLeftover == 0 || firstSubmit < lastLeftover {
+		t.Errorf("the killed run's jobs cancelled by event %d, the rerun's first job submitted at event %d (after %d)", lastLeftover, firstSubmit, killedAt)
+	}
+	if q := queued(); strings.Contains(q, "specsweep.") {
+		t.Errorf("jobs left after the sweep: %q", q)
+	}
+
+	g := writeSpec(t, slurmSpec("e2e-slurm-restore", c, 2, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2]}", ""))
+	killRuns(t, g, 0)
+	if r := specsweep(t, time.Minute, "cancel", "--db", g.db, "e2e-slurm-restore"); r.code != 0 {
+		t.Fatalf("cancel:\n%s", r)
+	}
+	rs := specsweep(t, 2*time.Minute, "restore", "--db", g.db, g.spec)
+	if rs.code != 0 || !strings.Contains(rs.stdout, "cancelled job") {
+		t.Errorf("restore:\n%s", rs)
+	}
+	if q := queued(); strings.Contains(q, "specsweep.") {
+		t.Errorf("jobs left after restore: %q", q)
+	}
+	again := specsweep(t, time.Minute, "restore", "--db", g.db, g.spec)
+	if again.code != 0 || !strings.Contains(again.stdout, "no job of the sweep") {
+		t.Errorf("a second restore:\n%s", again)
+	}
+}
