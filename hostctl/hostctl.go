@@ -292,6 +292,8 @@ type Provenance struct {
 	SlurmJob     string   `json:"slurm_job,omitempty"`     // the point's job id (driver slurm)
 	SlurmGPUs    string   `json:"slurm_gpus,omitempty"`    // the job's GPUs as scontrol shows them
 	SlurmVersion string   `json:"slurm_version,omitempty"` // scontrol --version
+	// SlurmQueued is how long the job waited in the queue (StartTime - SubmitTime), in seconds.
+	SlurmQueued *float64 `json:"slurm_queued_s,omitempty"`
 	CollectedErr string   `json:"error,omitempty"`
 }
 

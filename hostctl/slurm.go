@@ -342,6 +342,12 @@ func (sl *SlurmSlot) Provenance(ctx context.Context) (Provenance, error) {
 	if jerr == nil {
 		f := scontrolFields(string(out.Stdout))
 		p.Hostname = f["BatchHost"]
+		sub, serr := time.ParseInLocation(scontrolTime, f["SubmitTime"], time.Local)
+		start, terr := time.ParseInLocation(scontrolTime, f["StartTime"], time.Local)
+		if serr == nil && terr == nil && !start.Before(sub) {
+			q := start.Sub(sub).Seconds()
+			p.SlurmQueued = &q
+		}
 		p.SlurmGPUs = f["GRES"]
 		if p.SlurmGPUs == "" {
 			p.SlurmGPUs = f["JOB_GRES"]
@@ -480,6 +486,9 @@ func argvValue(argv []string, flags ...string) (string, bool) {
 	}
 	return val, found
 }
+
+// scontrolTime is how scontrol writes times (the login node's local time).
+const scontrolTime = "2006-01-02T15:04:05"
 
 // scontrolFields parses scontrol's one-line KEY=VALUE output (values hold no spaces in the fields
 // read here: specsweep's own names and comments have none).
@@ -702,7 +711,7 @@ func (j *jobInstance) start(addr string, f map[string]string) *instance {
 		return j.inner
 	}
 	started := time.Now()
-	if t, err := time.ParseInLocation("2006-01-02T15:04:05", f["StartTime"], time.Local); err == nil && t.Before(started) && started.Sub(t) < time.Hour {
+	if t, err := time.ParseInLocation(scontrolTime, f["StartTime"], time.Local); err == nil && t.Before(started) && started.Sub(t) < time.Hour {
 		started = t
 	}
 	hp := net.JoinHostPort(addr, strconv.Itoa(j.launch.Port))
