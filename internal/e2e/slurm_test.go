@@ -235,3 +235,31 @@ func TestSlurmKillAndResumeAndRestore(t *testing.T) {
 		t.Errorf("a second restore:\n%s", again)
 	}
 }
+
+// TestSlurmPendingJobIsNotASlowStart: three tp 4 points in flight on two nodes of 4 GPUs: the third
+// job waits for resources longer than ready_timeout, is reported pending, and is not timed out:
+// ready_timeout counts from the job's start.
+func TestSlurmPendingJobIsNotASlowStart(t *testing.T) {
+	c := slurmCluster(t, 2)
+	text := slurmSpec("e2e-slurm-pending", c, 3, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [4]}", "")
+	text = strings.Replace(text, "ready_timeout: 1m", "ready_timeout: 6s", 1)
+	text = strings.Replace(text, "requests: 8,", "requests: 160,", 1)
+	f := writeSpec(t, text)
+	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
+	if r.code != 0 {
+		t.Fatalf("run:\n%s", r)
+	}
+	db := openDB(t, f.db)
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE state = 'done'"); n != 3 {
+		t.Errorf("%d of 3 points done: %s", n, scalar[string](t, db,
+			"SELECT coalesce(group_concat(coalesce(failure_class, '') || ' ' || coalesce(failure_detail, ''), ' | '), '') FROM point_summary WHERE state <> 'done'"))
+	}
+	if ev := scalar[string](t, db, "SELECT coalesce(group_concat(detail, ' | '), '') FROM event_log WHERE kind = 'job_pending'"); !strings.Contains(ev, "Reason=Resources") {
+		t.Errorf("no job reported pending for resources: %q", ev)
+	}
+	waited := scalar[float64](t, db, "SELECT max(json_extract(provenance, '$.slurm_queued_s')) FROM points")
+	if waited < 6 {
+		t.Errorf("the longest queue wait was %.1f s: the test needs one over ready_timeout (6 s)", waited)
+	}
+	t.Logf("longest queue wait %.1f s", waited)
+}
