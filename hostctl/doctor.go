@@ -41,6 +41,9 @@ type DoctorTarget struct {
 	Unit    string
 	Port    int
 	Command string // the server command (local driver: must be executable here)
+	// Slurm: a cluster's partition, GPUs per node, output directory and sweep (driver slurm).
+	Slurm *SlurmOptions
+	GPUs  int
 }
 
 // DoctorTimeout bounds an unreachable host's checks.
@@ -63,9 +66,11 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	if t.Driver == "local" {
 		return doctorLocal(ctx, t)
 	}
-	if err := checkUnitName(t.Unit); err != nil {
-		add("unit", CheckFail, "%v", err)
-		return out
+	if t.Driver != "slurm" {
+		if err := checkUnitName(t.Unit); err != nil {
+			add("unit", CheckFail, "%v", err)
+			return out
+		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, DoctorTimeout)
 	defer cancel()
@@ -108,6 +113,9 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	run := func(script string) (string, error) {
 		res, err := c.Run(dctx, Cmd{Args: []string{"sh", "-c", script}, Timeout: 8 * time.Second})
 		return strings.TrimSpace(string(res.Stdout)), err
+	}
+	if t.Driver == "slurm" {
+		return append(out, doctorSlurm(dctx, c, t)...)
 	}
 	if c.User() == "root" {
 		add("root/sudo", CheckOK, "root login")

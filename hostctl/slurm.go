@@ -295,6 +295,101 @@ func (s *Slurm) nodeAddr(ctx context.Context, node string) (string, error) {
 	return a, nil
 }
 
+// doctorSlurm checks a cluster at its login node (connected as c): the Slurm commands, the partition
+// and its nodes' GPUs, the output directory, and jobs of the sweep left in the queue.
+func doctorSlurm(ctx context.Context, c *Conn, t DoctorTarget) []Check {
+	var out []Check
+	add := func(name string, st CheckStatus, format string, a ...any) {
+		out = append(out, Check{Host: t.Name, Name: name, Status: st, Detail: fmt.Sprintf(format, a...)})
+	}
+	o := SlurmOptions{}
+	if t.Slurm != nil {
+		o = *t.Slurm
+	}
+	s := &Slurm{o: o, conn: c, addrs: map[string]string{}, slots: map[int]*SlurmSlot{}}
+	if o.OutputDir == "" {
+		s.o.OutputDir = "specsweep-jobs"
+	}
+	run := func(script string) (string, error) {
+		res, err := s.sh(ctx, script, nil, 8*time.Second)
+		return strings.TrimSpace(string(res.Stdout)), err
+	}
+	ver, err := run("for c in sbatch squeue scontrol scancel; do command -v $c >/dev/null || echo missing $c; done; scontrol --version")
+	switch {
+	case err != nil:
+		add("slurm", CheckFail, "%v", err)
+		return out
+	case strings.Contains(ver, "missing"):
+		add("slurm", CheckFail, "%s on the login node's PATH for %s", strings.ReplaceAll(ver, "\n", ", "), c.User())
+		return out
+	default:
+		add("slurm", CheckOK, "%s, as %s", ver, c.User())
+	}
+	p := "-p " + ShellQuote(o.Partition)
+	if o.Partition == "" {
+		p = ""
+	}
+	nodes, err := run("sinfo -h " + p + " -N -o '%N %t %G'")
+	switch {
+	case err != nil:
+		add("partition", CheckFail, "sinfo: %v", err)
+	case nodes == "":
+		add("partition", CheckFail, "no node in partition %q", o.Partition)
+	default:
+		fit, up, all := 0, 0, 0
+		for _, l := range strings.Split(nodes, "\n") {
+			f := strings.Fields(l)
+			if len(f) < 3 {
+				continue
+			}
+			all++
+			if !strings.HasPrefix(f[1], "down") && !strings.HasPrefix(f[1], "drain") && !strings.HasSuffix(f[1], "*") {
+				up++
+			}
+			if g := gresGPUs(f[2]); g >= t.GPUs {
+				fit++
+			}
+		}
+		st := CheckOK
+		if up == 0 || fit == 0 {
+			st = CheckFail
+		}
+		add("partition", st, "%d node(s), %d up, %d with >= %d GPUs (gpus: %d in the spec)", all, up, fit, t.GPUs, t.GPUs)
+	}
+	if dir, err := s.outputDir(ctx); err != nil {
+		add("output_dir", CheckFail, "%v", err)
+	} else {
+		add("output_dir", CheckOK, "%s (it must be shared with the compute nodes)", dir)
+	}
+	if o.Sweep != "" {
+		left, err := s.Leftovers(ctx)
+		switch {
+		case err != nil:
+			add("leftovers", CheckWarn, "cannot list the sweep's jobs: %v", err)
+		case len(left) == 0:
+			add("leftovers", CheckOK, "no job of the sweep in the queue")
+		default:
+			add("leftovers", CheckFail, "in the queue (expected only while a sweep runs): %s; run `specsweep restore SPEC` to cancel them", strings.Join(left, ", "))
+		}
+	}
+	return out
+}
+
+// gresGPUs is the GPU count of a node's Gres (gpu:4, gpu:a100:8(S:0-1)), 0 for none.
+func gresGPUs(g string) int {
+	n := 0
+	for _, part := range strings.Split(g, ",") {
+		if !strings.HasPrefix(part, "gpu:") {
+			continue
+		}
+		fs := strings.Split(strings.SplitN(part, "(", 2)[0], ":")
+		if v, err := strconv.Atoi(fs[len(fs)-1]); err == nil {
+			n += v
+		}
+	}
+	return n
+}
+
 // SlurmSlot runs one job at a time on the cluster.
 type SlurmSlot struct {
 	s *Slurm

@@ -63,5 +63,9 @@ func doctorTarget(env Env, spec *sweep.Spec, h sweep.Host, acceptNew bool) hostc
 	if len(spec.Server.Command) > 0 {
 		t.Command = spec.Server.Command[0]
 	}
+	if h.Slurm != nil {
+		t.GPUs = h.GPUs
+		t.Slurm = &hostctl.SlurmOptions{Sweep: spec.Name, Partition: h.Slurm.Partition, OutputDir: h.Slurm.OutputDir}
+	}
 	return t
 }

@@ -60,6 +60,10 @@ func slurmCluster(t *testing.T, nodes int) *testhost.Cluster {
 func TestSweepOnASlurmCluster(t *testing.T) {
 	c := slurmCluster(t, 2)
 	f := writeSpec(t, slurmSpec("e2e-slurm", c, 3, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2, 4]}", ""))
+	d := specsweep(t, time.Minute, "doctor", f.spec)
+	if d.code != 0 || !strings.Contains(d.stdout, "slurm-wlm 22.") || !strings.Contains(d.stdout, "2 node(s), 2 up, 2 with >= 4 GPUs") {
+		t.Errorf("doctor on the cluster:\n%s", d)
+	}
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	if r.code != 0 {
 		t.Fatalf("run failed:\n%s\n%s", r, c.Logs())
@@ -194,6 +198,9 @@ func TestSlurmKillAndResumeAndRestore(t *testing.T) {
 	killRuns(t, f, 0)
 	if q := queued(); !strings.Contains(q, "specsweep.e2e-slurm-kill.") {
 		t.Fatalf("no job left in the queue after the kill: %q", q)
+	}
+	if d := specsweep(t, time.Minute, "doctor", f.spec); d.code != 1 || !strings.Contains(d.stdout, "specsweep restore") {
+		t.Errorf("doctor should fail the leftovers check after the kill:\n%s", d)
 	}
 	killedAt := int64(countRows(f.db, "SELECT max(id) FROM events"))
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
