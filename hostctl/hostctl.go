@@ -293,7 +293,7 @@ type Provenance struct {
 	SlurmGPUs    string   `json:"slurm_gpus,omitempty"`    // the job's GPUs as scontrol shows them
 	SlurmVersion string   `json:"slurm_version,omitempty"` // scontrol --version
 	// SlurmQueued is how long the job waited in the queue (StartTime - SubmitTime), in seconds.
-	SlurmQueued *float64 `json:"slurm_queued_s,omitempty"`
+	SlurmQueued  *float64 `json:"slurm_queued_s,omitempty"`
 	CollectedErr string   `json:"error,omitempty"`
 }
 
