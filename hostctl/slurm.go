@@ -710,6 +710,8 @@ func jobStateOf(f map[string]string) State {
 		set("failed", "failed", "exit-code")
 	}
 	switch {
+	case st.Result == "timeout":
+		// The job's time limit ended it: left without an exit code, a failure's detail says "result timeout".
 	case sig != 0:
 		st.ExecMainCode, st.ExecMainStatus = CodeKilled, sig
 		if st.Result == "exit-code" {
