@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,47 +124,9 @@ func TestPackedOnARealHost(t *testing.T) {
 		t.Fatalf("resume failed:\n%s", r)
 	}
 	db := openDB(t, f.db)
-	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method <> 'crashy' AND state = 'done'"); n != 9 {
-		t.Errorf("%d of 9 sound points done\n%s", n, r)
-	}
-	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method = 'crashy' AND state = 'failed' AND failure_class = 'crash_during_load'"); n != 6 {
-		t.Errorf("%d of 6 crashing points failed as crash_during_load", n)
-	}
-	if n := scalar[int](t, db, `SELECT count(*) FROM (SELECT point_id, concurrency, repeat FROM run_summary
-		WHERE status = 'ok' GROUP BY 1, 2, 3 HAVING count(*) > 1)`); n != 0 {
-		t.Errorf("%d runs recorded more than once", n)
-	}
-	if n := scalar[int](t, db, `SELECT count(*) FROM point_summary p WHERE p.method <> 'crashy' AND p.state = 'done'
-		AND (SELECT count(*) FROM run_summary r WHERE r.point_id = p.point_id AND r.status = 'ok') <> 2`); n != 0 {
-		t.Errorf("%d sound points lack a level", n)
-	}
-	var spans []serverSpan
-	for _, s := range hostSpans(t, h) {
-		if s.start >= resumed {
-			spans = append(spans, s)
-		}
-	}
-	overlapped := 0
-	for i, a := range spans {
-		for _, b := range spans[i+1:] {
-			if b.start >= a.end || a.start >= b.end {
-				continue
-			}
-			overlapped++
-			for _, g := range a.gpus {
-				if slices.Contains(b.gpus, g) {
-					t.Errorf("servers %d (GPUs %v, port %d) and %d (GPUs %v, port %d) ran at once on GPU %d",
-						a.pid, a.gpus, a.port, b.pid, b.gpus, b.port, g)
-				}
-			}
-			if a.port == b.port {
-				t.Errorf("servers %d and %d ran at once on port %d", a.pid, b.pid, a.port)
-			}
-		}
-	}
-	if overlapped == 0 {
-		t.Error("no two servers ever ran at once: nothing was packed")
-	}
+	checkCrashBeside(t, db, 9, 6)
+	spans := since(hostSpans(t, h), resumed)
+	overlapped := sideBySide(t, spans)
 	tps := map[int]bool{}
 	for _, s := range spans {
 		tps[len(s.gpus)] = true

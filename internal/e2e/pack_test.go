@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -66,6 +67,72 @@ func serverSpans(t *testing.T, path string) []serverSpan {
 	return out
 }
 
+// sideBySide checks servers that ran at once never shared a GPU or a port, and fails the test when
+// no two ever ran at once (nothing was packed); it returns the pairs that did.
+func sideBySide(t *testing.T, spans []serverSpan) int {
+	t.Helper()
+	overlapped := 0
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if b.start >= a.end || a.start >= b.end {
+				continue
+			}
+			overlapped++
+			for _, g := range a.gpus {
+				if slices.Contains(b.gpus, g) {
+					t.Errorf("servers %d (GPUs %v, port %d) and %d (GPUs %v, port %d) ran at once on GPU %d",
+						a.pid, a.gpus, a.port, b.pid, b.gpus, b.port, g)
+				}
+			}
+			if a.port == b.port {
+				t.Errorf("servers %d and %d ran at once on port %d", a.pid, b.pid, a.port)
+			}
+		}
+	}
+	if overlapped == 0 {
+		t.Error("no two servers ever ran at once: nothing was packed")
+	}
+	return overlapped
+}
+
+// since keeps the servers that became ready at or after from (unix ms).
+func since(spans []serverSpan, from float64) []serverSpan {
+	var out []serverSpan
+	for _, s := range spans {
+		if s.start >= from {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// checkRunsOnce fails the test when a run (point, level, repeat) is recorded ok more than once.
+func checkRunsOnce(t testing.TB, db *sql.DB) {
+	t.Helper()
+	if n := scalar[int](t, db, `SELECT count(*) FROM (SELECT point_id, concurrency, repeat FROM run_summary
+		WHERE status = 'ok' GROUP BY 1, 2, 3 HAVING count(*) > 1)`); n != 0 {
+		t.Errorf("%d runs recorded more than once", n)
+	}
+}
+
+// checkCrashBeside checks a packed sweep with a crashing method: sound points done with both levels
+// measured, crashing ones crash_during_load, every run once.
+func checkCrashBeside(t *testing.T, db *sql.DB, sound, crashing int) {
+	t.Helper()
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method <> 'crashy' AND state = 'done'"); n != sound {
+		t.Errorf("%d of %d sound points done", n, sound)
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method = 'crashy' AND state = 'failed' AND failure_class = 'crash_during_load'"); n != crashing {
+		t.Errorf("%d of %d crashing points failed as crash_during_load", n, crashing)
+	}
+	checkRunsOnce(t, db)
+	// A sound point that ran beside a crashing one measured every level.
+	if n := scalar[int](t, db, `SELECT count(*) FROM point_summary p WHERE p.method <> 'crashy' AND p.state = 'done'
+		AND (SELECT count(*) FROM run_summary r WHERE r.point_id = p.point_id AND r.status = 'ok') <> 2`); n != 0 {
+		t.Errorf("%d sound points lack a level", n)
+	}
+}
+
 func TestPackedPointsOnEightGPUs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
@@ -100,29 +167,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	if len(spans) < 12 {
 		t.Fatalf("%d servers in the truth file, want the 12 points'", len(spans))
 	}
-	overlapped := 0
-	for i, a := range spans {
-		for _, b := range spans[i+1:] {
-			if b.start >= a.end || a.start >= b.end {
-				continue
-			}
-			overlapped++
-			for _, g := range a.gpus {
-				for _, h := range b.gpus {
-					if g == h {
-						t.Errorf("servers %d (GPUs %v, port %d) and %d (GPUs %v, port %d) ran at once on GPU %d",
-							a.pid, a.gpus, a.port, b.pid, b.gpus, b.port, g)
-					}
-				}
-			}
-			if a.port == b.port {
-				t.Errorf("servers %d and %d ran at once on port %d", a.pid, b.pid, a.port)
-			}
-		}
-	}
-	if overlapped == 0 {
-		t.Error("no two servers ever ran at once: nothing was packed")
-	}
+	overlapped := sideBySide(t, spans)
 	for _, s := range spans {
 		if len(s.gpus) == 0 || len(s.gpus) > 4 {
 			t.Errorf("server %d saw GPUs %v", s.pid, s.gpus)
@@ -177,36 +222,6 @@ func TestPackedCrashAndResume(t *testing.T) {
 		t.Fatalf("final run failed:\n%s", r)
 	}
 	db := openDB(t, f.db)
-	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method <> 'crashy' AND state = 'done'"); n != 8 {
-		t.Errorf("%d of 8 sound points done", n)
-	}
-	if n := scalar[int](t, db, "SELECT count(*) FROM point_summary WHERE method = 'crashy' AND state = 'failed' AND failure_class = 'crash_during_load'"); n != 6 {
-		t.Errorf("%d of 6 crashing points failed as crash_during_load", n)
-	}
-	if n := scalar[int](t, db, `SELECT count(*) FROM (SELECT point_id, concurrency, repeat FROM run_summary
-		WHERE status = 'ok' GROUP BY 1, 2, 3 HAVING count(*) > 1)`); n != 0 {
-		t.Errorf("%d runs recorded more than once", n)
-	}
-	// A sound point that ran beside a crashing one measured every level.
-	if n := scalar[int](t, db, `SELECT count(*) FROM point_summary p WHERE p.method <> 'crashy' AND p.state = 'done'
-		AND (SELECT count(*) FROM run_summary r WHERE r.point_id = p.point_id AND r.status = 'ok') <> 2`); n != 0 {
-		t.Errorf("%d sound points lack a level", n)
-	}
-	var spans []serverSpan
-	for _, s := range serverSpans(t, truth) {
-		if s.start >= final {
-			spans = append(spans, s)
-		}
-	}
-	for i, a := range spans {
-		for _, b := range spans[i+1:] {
-			if b.start < a.end && a.start < b.end {
-				for _, g := range a.gpus {
-					if slices.Contains(b.gpus, g) {
-						t.Errorf("servers %d and %d ran at once on GPU %d", a.pid, b.pid, g)
-					}
-				}
-			}
-		}
-	}
+	checkCrashBeside(t, db, 8, 6)
+	sideBySide(t, since(serverSpans(t, truth), final))
 }
