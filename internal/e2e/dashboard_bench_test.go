@@ -414,8 +414,8 @@ workload: {concurrency: [1, 4, 16], requests: 16, warmup_requests: 1, input_toke
 // BenchmarkDashboardCPU: the daemon (on the 100-sweep store) runs an 81-point sweep on 2 real test
 // hosts; its CPU time (utime+stime of /proc/PID/stat) is sampled over 30 s with no page open, 30 s with
 // 10 dashboard pages open in Chromium, and 30 s with none again, side by side in one run. Each page has
-// a browser context of its own and its own login, as 10 browsers have (tabs of one profile share 6
-// connections to the daemon, and each page's event stream holds one). It prints each window as % of
+// a browser context of its own and its own login, as 10 people's browsers have (the tabs of one
+// browser share one event stream: web/static/events.js). It prints each window as % of
 // one core, with the runs the sweep recorded, Chromium's and the machine's CPU, the API requests the
 // pages made, and the difference the pages make.
 // Run: bench/dashboard.sh (go test -run '^$' -bench DashboardCPU -benchtime 1x ./internal/e2e).
