@@ -54,7 +54,8 @@ type Slurm struct {
 	outDir string            // OutputDir resolved on the login node
 	addrs  map[string]string // node name -> NodeAddr
 	slots  map[int]*SlurmSlot
-	swept  bool // the jobs a killed run left were cancelled
+	swept  bool          // the jobs a killed run left were cancelled
+	kill   time.Duration // the cluster's KillWait, once read
 }
 
 var (
@@ -273,6 +274,36 @@ func (s *Slurm) Provenance(ctx context.Context) (Provenance, error) {
 	return p, nil
 }
 
+// killWait is the cluster's KillWait (scontrol show config; cached): how long after scancel's SIGTERM
+// Slurm sends SIGKILL. 0 when it cannot be read.
+func (s *Slurm) killWait(ctx context.Context) time.Duration {
+	s.mu.Lock()
+	k := s.kill
+	s.mu.Unlock()
+	if k > 0 {
+		return k
+	}
+	out, err := s.sh(ctx, "scontrol show config | grep -m1 '^KillWait'", nil, 15*time.Second)
+	if err != nil {
+		return 0
+	}
+	// "KillWait                = 30 sec"
+	_, v, _ := strings.Cut(string(out.Stdout), "=")
+	f := strings.Fields(v)
+	if len(f) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 0 {
+		return 0
+	}
+	k = time.Duration(n) * time.Second
+	s.mu.Lock()
+	s.kill = k
+	s.mu.Unlock()
+	return k
+}
+
 // nodeAddr is the address of node, from scontrol (cached).
 func (s *Slurm) nodeAddr(ctx context.Context, node string) (string, error) {
 	s.mu.Lock()
@@ -407,7 +438,7 @@ func (sl *SlurmSlot) Close() error { return nil }
 
 // Restore implements Host: the slot's job, if one is still in the queue, is cancelled.
 func (sl *SlurmSlot) Restore(ctx context.Context) error {
-	if id := sl.jobID(); id != "" {
+	if id := sl.liveJob(); id != "" {
 		return sl.s.cancel(ctx, []string{id})
 	}
 	return nil
@@ -420,6 +451,24 @@ func (sl *SlurmSlot) jobID() string {
 		return ""
 	}
 	return sl.current.proc.id
+}
+
+// liveJob is the slot's job unless its last state read was final (nothing to cancel).
+func (sl *SlurmSlot) liveJob() string {
+	sl.mu.Lock()
+	in := sl.current
+	sl.mu.Unlock()
+	if in == nil {
+		return ""
+	}
+	in.proc.mu.Lock()
+	last := in.proc.last
+	in.proc.mu.Unlock()
+	switch last["JobState"] {
+	case "COMPLETED", "FAILED", "CANCELLED", "OUT_OF_MEMORY", "TIMEOUT", "DEADLINE", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED":
+		return ""
+	}
+	return in.proc.id
 }
 
 // Provenance implements Host: the node, the job, its GPUs and the Slurm version.
@@ -465,7 +514,7 @@ func (sl *SlurmSlot) Start(ctx context.Context, l Launch) (Instance, error) {
 	if err := s.sweepLeftovers(ctx); err != nil {
 		return nil, wrapUnreachable(err)
 	}
-	if prev := sl.jobID(); prev != "" {
+	if prev := sl.liveJob(); prev != "" {
 		if err := s.cancel(ctx, []string{prev}); err != nil {
 			return nil, wrapUnreachable(err)
 		}
@@ -495,7 +544,7 @@ func (sl *SlurmSlot) Start(ctx context.Context, l Launch) (Instance, error) {
 		return nil, fmt.Errorf("slurm: sbatch printed %q, not a job id", out.Stdout)
 	}
 	p := &jobProc{s: s, id: id, file: strings.ReplaceAll(outFile, "%j", id)}
-	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: time.Now()}
+	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: time.Now(), pending: time.Now()}
 	sl.mu.Lock()
 	sl.current = in
 	sl.mu.Unlock()
@@ -739,9 +788,10 @@ type jobInstance struct {
 	launch    Launch
 	submitted time.Time
 
-	mu    sync.Mutex
-	inner *instance
-	lines []string // output seen before the job ran
+	mu      sync.Mutex
+	inner   *instance
+	lines   []string  // output seen before the job ran
+	pending time.Time // the last poll that saw the job pending (or its submission)
 }
 
 var _ Instance = (*jobInstance)(nil)
@@ -775,6 +825,9 @@ func (j *jobInstance) WaitReady(ctx context.Context) (Ready, error) {
 		}
 		switch {
 		case f["JobState"] == "PENDING" || f["JobState"] == "CONFIGURING":
+			j.mu.Lock()
+			j.pending = time.Now()
+			j.mu.Unlock()
 			if r := f["Reason"]; r != reason && s.o.Event != nil {
 				s.o.Event("job_pending", fmt.Sprintf("job %s pending (Reason=%s) since %v", j.proc.id, r, time.Since(j.submitted).Round(time.Second)))
 			}
@@ -807,9 +860,14 @@ func (j *jobInstance) start(addr string, f map[string]string) *instance {
 	if j.inner != nil {
 		return j.inner
 	}
+	// The start: scontrol's StartTime has whole seconds, so it may be up to a second early; the last
+	// poll that saw the job pending bounds it from below.
 	started := time.Now()
 	if t, err := time.ParseInLocation(scontrolTime, f["StartTime"], time.Local); err == nil && t.Before(started) && started.Sub(t) < time.Hour {
 		started = t
+	}
+	if j.pending.After(started) {
+		started = j.pending
 	}
 	hp := net.JoinHostPort(addr, strconv.Itoa(j.launch.Port))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}}
@@ -874,7 +932,9 @@ func (j *jobInstance) Stop(ctx context.Context, progress func(State)) (StopResul
 		return StopResult{Duration: time.Since(t0), Clean: true}, nil
 	}
 	res, err := in.Stop(ctx, progress)
-	if err == nil && res.SIGKILL && res.Class == "" {
+	// A SIGKILL is Slurm's only once KillWait passed: SGLang ends its own SIGTERM path with a SIGKILL
+	// of itself, which the job's ExitCode (0:9) shows the same way.
+	if kw := j.slot.s.killWait(ctx); err == nil && res.SIGKILL && kw > 0 && res.Duration >= kw {
 		res.Class, res.Clean = ClassStopTimeoutSIGKILL, false
 	}
 	return res, err

@@ -869,7 +869,7 @@ func (r *Runner) stop(ctx context.Context, a *attempt) {
 	a.event(r, ctx, "stop", fmt.Sprintf("stopped in %.2f s (%s)", res.Duration.Seconds(), how))
 	if res.Class == hostctl.ClassStopTimeoutSIGKILL {
 		a.event(r, ctx, "stop_timeout_sigkill", strings.Join(append([]string{
-			fmt.Sprintf("stop_timeout %s passed: systemd killed the server", a.sr.spec.Server.StopTimeout)}, res.Evidence...), "\n"))
+			fmt.Sprintf("the stop timeout passed (stop_timeout %s; on a Slurm cluster its KillWait): the server was SIGKILLed", a.sr.spec.Server.StopTimeout)}, res.Evidence...), "\n"))
 		r.cfg.Log.Warn("stop ended in SIGKILL", "host", a.h.Name(), "point", a.p.ID, "after", res.Duration)
 	}
 }

@@ -93,6 +93,14 @@ func TestSweepOnASlurmCluster(t *testing.T) {
 	if err != nil || strings.Contains(string(out), "specsweep.") {
 		t.Errorf("jobs left in the queue: %q %v", out, err)
 	}
+	// scancel's SIGTERM ends the server (which SIGKILLs itself at the end of its drain, as SGLang
+	// does): clean stops, not stop timeouts.
+	if n := scalar[int](t, db, "SELECT count(*) FROM event_log WHERE kind = 'stop_timeout_sigkill'"); n != 0 {
+		t.Errorf("%d stops recorded as stop timeouts", n)
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM event_log WHERE kind = 'stop' AND detail LIKE '%(clean)%'"); n != 8 {
+		t.Errorf("%d of 8 stops clean: %s", n, scalar[string](t, db, "SELECT group_concat(detail, ' | ') FROM event_log WHERE kind = 'stop'"))
+	}
 	t.Logf("%d pairs of points at once; nodes %s", overlap, nodes)
 }
 
