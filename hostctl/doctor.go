@@ -66,6 +66,11 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	if t.Driver == "local" {
 		return doctorLocal(ctx, t)
 	}
+	if t.Driver == "slurm" && t.Slurm != nil && t.Slurm.Local {
+		dctx, cancel := context.WithTimeout(ctx, DoctorTimeout)
+		defer cancel()
+		return doctorSlurm(dctx, localShell{}, t)
+	}
 	if t.Driver != "slurm" {
 		if err := checkUnitName(t.Unit); err != nil {
 			add("unit", CheckFail, "%v", err)
@@ -115,7 +120,7 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 		return strings.TrimSpace(string(res.Stdout)), err
 	}
 	if t.Driver == "slurm" {
-		return append(out, doctorSlurm(dctx, c, t)...)
+		return append(out, doctorSlurm(dctx, sshShell{c}, t)...)
 	}
 	if c.User() == "root" {
 		add("root/sudo", CheckOK, "root login")

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,8 +26,10 @@ import (
 type SlurmOptions struct {
 	Name string
 	// SSH reaches the login node, where sbatch, squeue, scontrol and scancel run as the login user
-	// (never under sudo: jobs belong to that user).
-	SSH SSHOptions
+	// (never under sudo: jobs belong to that user). Local runs them on this machine instead (specsweep
+	// on the login node), as the user running specsweep.
+	SSH   SSHOptions
+	Local bool
 	// Sweep names the sweep: every job is named specsweep.SWEEP.POINT, so a later run or a restore
 	// finds the jobs a killed specsweep left.
 	Sweep      string
@@ -45,8 +48,8 @@ type SlurmOptions struct {
 
 // Slurm is a cluster; Slot(k) is the handle of its k-th job in flight.
 type Slurm struct {
-	o    SlurmOptions
-	conn *Conn
+	o     SlurmOptions
+	shell loginShell
 
 	sweepMu sync.Mutex // held while the leftovers of a killed run are cancelled
 
@@ -79,26 +82,72 @@ func DialSlurm(ctx context.Context, o SlurmOptions) (*Slurm, error) {
 			return nil, fmt.Errorf("slurm: sbatch argument %q holds a newline or NUL", a)
 		}
 	}
-	c, err := DialSSH(ctx, o.SSH)
-	if err != nil {
-		return nil, err
+	var sh loginShell = localShell{}
+	if !o.Local {
+		c, err := DialSSH(ctx, o.SSH)
+		if err != nil {
+			return nil, err
+		}
+		sh = sshShell{c}
 	}
-	return &Slurm{o: o, conn: c, addrs: map[string]string{}, slots: map[int]*SlurmSlot{}}, nil
+	return newSlurm(o, sh), nil
+}
+
+func newSlurm(o SlurmOptions, sh loginShell) *Slurm {
+	return &Slurm{o: o, shell: sh, addrs: map[string]string{}, slots: map[int]*SlurmSlot{}}
 }
 
 // Name implements Host.
 func (s *Slurm) Name() string { return s.o.Name }
 
 // Close implements Host.
-func (s *Slurm) Close() error { return s.conn.Close() }
+func (s *Slurm) Close() error { return s.shell.close() }
 
-// Conn is the login node's connection (doctor, tests).
-func (s *Slurm) Conn() *Conn { return s.conn }
-
-// sh runs a shell script on the login node as the login user.
+// sh runs a shell script where the Slurm commands are, as the login user.
 func (s *Slurm) sh(ctx context.Context, script string, stdin []byte, timeout time.Duration) (Output, error) {
-	return s.conn.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Stdin: stdin, Timeout: timeout})
+	return s.shell.sh(ctx, script, stdin, timeout)
 }
+
+// loginShell runs scripts where the cluster's commands are: on the login node over SSH, or here.
+type loginShell interface {
+	sh(ctx context.Context, script string, stdin []byte, timeout time.Duration) (Output, error)
+	close() error
+}
+
+type sshShell struct{ c *Conn }
+
+func (s sshShell) sh(ctx context.Context, script string, stdin []byte, timeout time.Duration) (Output, error) {
+	return s.c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Stdin: stdin, Timeout: timeout})
+}
+
+func (s sshShell) close() error { return s.c.Close() }
+
+// localShell runs scripts on this machine (specsweep on the login node), output bounded as over SSH.
+type localShell struct{}
+
+func (localShell) sh(ctx context.Context, script string, stdin []byte, timeout time.Duration) (Output, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	stdout, stderr := &capWriter{max: 1 << 20}, &capWriter{max: 1 << 20}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	err := cmd.Run()
+	out := Output{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), Truncated: stdout.truncated || stderr.truncated}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ctx.Err() == nil {
+		out.Code = ee.ExitCode()
+		return out, &ExitError{Line: script, Out: out}
+	}
+	if err != nil {
+		return out, fmt.Errorf("running %q here: %w", firstLineOf([]byte(script)), err)
+	}
+	return out, nil
+}
+
+func (localShell) close() error { return nil }
 
 // prefix is the name every job of the sweep starts with.
 func (s *Slurm) prefix() string {
@@ -328,7 +377,7 @@ func (s *Slurm) nodeAddr(ctx context.Context, node string) (string, error) {
 
 // doctorSlurm checks a cluster at its login node (connected as c): the Slurm commands, the partition
 // and its nodes' GPUs, the output directory, and jobs of the sweep left in the queue.
-func doctorSlurm(ctx context.Context, c *Conn, t DoctorTarget) []Check {
+func doctorSlurm(ctx context.Context, sh loginShell, t DoctorTarget) []Check {
 	var out []Check
 	add := func(name string, st CheckStatus, format string, a ...any) {
 		out = append(out, Check{Host: t.Name, Name: name, Status: st, Detail: fmt.Sprintf(format, a...)})
@@ -337,7 +386,7 @@ func doctorSlurm(ctx context.Context, c *Conn, t DoctorTarget) []Check {
 	if t.Slurm != nil {
 		o = *t.Slurm
 	}
-	s := &Slurm{o: o, conn: c, addrs: map[string]string{}, slots: map[int]*SlurmSlot{}}
+	s := newSlurm(o, sh)
 	if o.OutputDir == "" {
 		s.o.OutputDir = "specsweep-jobs"
 	}
@@ -345,16 +394,20 @@ func doctorSlurm(ctx context.Context, c *Conn, t DoctorTarget) []Check {
 		res, err := s.sh(ctx, script, nil, 8*time.Second)
 		return strings.TrimSpace(string(res.Stdout)), err
 	}
-	ver, err := run("for c in sbatch squeue scontrol scancel; do command -v $c >/dev/null || echo missing $c; done; scontrol --version")
+	ver, err := run("for c in sbatch squeue scontrol scancel; do command -v $c >/dev/null || echo missing $c; done; scontrol --version; id -un")
+	user := ""
+	if i := strings.LastIndexByte(ver, '\n'); i >= 0 {
+		ver, user = ver[:i], ver[i+1:]
+	}
 	switch {
 	case err != nil:
 		add("slurm", CheckFail, "%v", err)
 		return out
 	case strings.Contains(ver, "missing"):
-		add("slurm", CheckFail, "%s on the login node's PATH for %s", strings.ReplaceAll(ver, "\n", ", "), c.User())
+		add("slurm", CheckFail, "%s on the login node's PATH for %s", strings.ReplaceAll(ver, "\n", ", "), user)
 		return out
 	default:
-		add("slurm", CheckOK, "%s, as %s", ver, c.User())
+		add("slurm", CheckOK, "%s, as %s", ver, user)
 	}
 	p := "-p " + ShellQuote(o.Partition)
 	if o.Partition == "" {

@@ -58,6 +58,9 @@ func MachineKey(h sweep.Host) string {
 	case sweep.DriverLocal:
 		return "local"
 	case sweep.DriverSlurm:
+		if h.Address == "" {
+			return "slurm://local"
+		}
 		return fmt.Sprintf("slurm://%s@%s", h.User, h.Address)
 	}
 	return fmt.Sprintf("ssh://%s@%s/%s", h.User, h.Address, h.Unit)

@@ -46,6 +46,10 @@ func (p SpecPolicy) CheckSpec(spec *sweep.Spec) error {
 			problems = append(problems, fmt.Sprintf("%s: driver local runs server.command on the daemon's machine as the daemon's user; "+
 				"the daemon refuses it over the API unless started with --allow-local-driver", at))
 		}
+		if h.Driver == sweep.DriverSlurm && h.Address == "" && !p.AllowLocalDriver {
+			problems = append(problems, fmt.Sprintf("%s: driver slurm without an address submits jobs from the daemon's machine as the daemon's user; "+
+				"the daemon refuses it over the API unless started with --allow-local-driver", at))
+		}
 		if p.AllowAnyKeyPath {
 			continue
 		}

@@ -138,3 +138,18 @@ func TestSpecPolicyDatasetFiles(t *testing.T) {
 		t.Errorf("the random dataset: %v", err)
 	}
 }
+
+// TestSpecPolicyLocalSlurm: a cluster without an address submits jobs from the daemon's machine as
+// the daemon's user: refused over the API as driver local is; a cluster at a login node is not.
+func TestSpecPolicyLocalSlurm(t *testing.T) {
+	spec := policySpec(t, "hosts: [{name: far, driver: slurm, address: login.example}, {name: near, driver: slurm}]")
+	err := SpecPolicy{}.CheckSpec(spec)
+	var pe *PolicyError
+	if !errors.As(err, &pe) || len(pe.Problems) != 1 || !strings.Contains(pe.Problems[0], "hosts[1] (near)") ||
+		!strings.Contains(pe.Problems[0], "--allow-local-driver") {
+		t.Errorf("local slurm: %v, want one refusal naming --allow-local-driver", err)
+	}
+	if err := (SpecPolicy{AllowLocalDriver: true}).CheckSpec(spec); err != nil {
+		t.Errorf("--allow-local-driver: %v", err)
+	}
+}

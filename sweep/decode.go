@@ -176,12 +176,9 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 		if h.Pack && packNode != nil && h.GPUs < 2 {
 			p.errf(packNode, "%s.pack: packing runs several points at once on disjoint GPUs and needs gpus >= 2 (this host has %d)", at, h.GPUs)
 		}
-		if driverOK && (h.Driver == DriverSSH || h.Driver == DriverSlurm) && !present["address"] {
-			why := "driver ssh"
-			if h.Driver == DriverSlurm {
-				why = "driver slurm: the login node where sbatch runs"
-			}
-			p.errf(resolve(it), "missing required key \"address\" in %s (required for %s)", at, why)
+		// A cluster without an address runs its Slurm commands on this machine (the login node).
+		if driverOK && h.Driver == DriverSSH && !present["address"] {
+			p.errf(resolve(it), "missing required key \"address\" in %s (required for driver ssh)", at)
 		}
 		if driverOK {
 			switch {

@@ -65,7 +65,7 @@ func doctorTarget(env Env, spec *sweep.Spec, h sweep.Host, acceptNew bool) hostc
 	}
 	if h.Slurm != nil {
 		t.GPUs = h.GPUs
-		t.Slurm = &hostctl.SlurmOptions{Sweep: spec.Name, Partition: h.Slurm.Partition, OutputDir: h.Slurm.OutputDir}
+		t.Slurm = &hostctl.SlurmOptions{Sweep: spec.Name, Partition: h.Slurm.Partition, OutputDir: h.Slurm.OutputDir, Local: h.Address == ""}
 	}
 	return t
 }

@@ -115,7 +115,7 @@ func (s *specHost) get(ctx context.Context) (hostctl.Host, error) {
 		return s.impl, nil
 	}
 	if s.h.Driver == sweep.DriverSlurm {
-		c, err := hostctl.DialSlurm(ctx, hostctl.SlurmOptions{Name: s.h.Name, Sweep: s.sweep,
+		c, err := hostctl.DialSlurm(ctx, hostctl.SlurmOptions{Name: s.h.Name, Sweep: s.sweep, Local: s.h.Address == "",
 			SSH:       sshOptions(s.h, s.opts.acceptNewHostKeys, s.opts.getenv),
 			Partition: s.h.Slurm.Partition, Account: s.h.Slurm.Account, TimeLimit: s.h.Slurm.TimeLimit,
 			SbatchArgs: s.h.Slurm.SbatchArgs, OutputDir: s.h.Slurm.OutputDir,

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -271,4 +273,32 @@ func TestSlurmPendingJobIsNotASlowStart(t *testing.T) {
 		t.Errorf("the longest queue wait was %.1f s: the test needs one over ready_timeout (6 s)", waited)
 	}
 	t.Logf("longest queue wait %.1f s", waited)
+}
+
+// TestSlurmFromTheLoginNode: specsweep on the login node itself (a cluster without an address): the
+// Slurm commands run there, as the user running specsweep.
+func TestSlurmFromTheLoginNode(t *testing.T) {
+	c := slurmCluster(t, 2)
+	bin, err := os.ReadFile(specsweepBin(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Login.WriteFile("/usr/local/bin/specsweep", bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := slurmSpec("e2e-slurm-here", c, 2, "{method: [baseline, eagle3], num_steps: [1], topk: [1], tp: [4]}", "")
+	// No address, user or keys: the commands run here.
+	spec = regexp.MustCompile(`(?m)^    (address|user|identity_file|known_hosts): .*\n`).ReplaceAllString(spec, "")
+	if err := c.Login.WriteFile("/root/here.yaml", []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Run(t.Context(), "cd /root && specsweep doctor here.yaml && specsweep run --db /root/here.db here.yaml 2>&1 | tail -n 5; "+
+		"sqlite3 /root/here.db \"SELECT count(*) FROM point_summary WHERE state = 'done'\"")
+	if err != nil {
+		t.Fatalf("specsweep on the login node: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if last := lines[len(lines)-1]; last != "2" || !strings.Contains(string(out), "slurm-wlm 22.") {
+		t.Errorf("specsweep on the login node: %s", out)
+	}
 }
