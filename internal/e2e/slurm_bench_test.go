@@ -179,18 +179,9 @@ func durMedMax(d []time.Duration) string {
 // slurmd's launch, scancel to the job's end on its node.
 // Run: bench/slurm.sh (go test -run '^$' -bench SlurmAgainstSSH -benchtime 1x ./internal/e2e).
 func BenchmarkSlurmAgainstSSH(b *testing.B) {
-	if testing.Short() {
-		b.Skip("end-to-end sweep")
-	}
-	if msg := testhost.Requirements(); msg != "" {
-		b.Skip(msg)
-	}
-	if msg := testhost.SlurmRequirements(); msg != "" {
-		b.Skip(msg)
-	}
 	// Both booted before either sweep runs, so both sweeps share the machine with the same idle daemons.
+	c := slurmCluster(b, 3)
 	hosts := testhost.Boot(b, 3, testhost.Options{})
-	c := testhost.Slurm(b, testhost.BootCluster(b, 4, testhost.Options{}), testhost.SlurmOptions{GPUsPerNode: 4})
 	for b.Loop() {
 		ssh := runSlurmBenchSweep(b, "on SSH hosts", benchSpec(hosts), hosts)
 		fmt.Printf("3 SSH hosts, one point at a time each: %s wall\n", ssh.wall.Round(time.Millisecond))

@@ -42,7 +42,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 %s`, name, l.Addr, l.KeyFile, l.KnownHosts, c.Partition, maxJobs, testhost.SharedPath, testhost.SimPath, fastEnv, matrix, extra)
 }
 
-func slurmCluster(t *testing.T, nodes int) *testhost.Cluster {
+func slurmCluster(t testing.TB, nodes int) *testhost.Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
