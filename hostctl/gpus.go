@@ -34,17 +34,29 @@ func gpuSet(l Launch) []int {
 		}
 		return out
 	}
-	tp := 1
-	if v, ok := argparse.Last(l.Argv, "--tp-size", "--tensor-parallel-size"); ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			tp = n
-		}
+	tp, err := launchTP(l)
+	if err != nil {
+		tp = 1
 	}
 	out := make([]int, tp)
 	for i := range out {
 		out[i] = i
 	}
 	return out
+}
+
+// launchTP is the launch's tensor parallelism: the argv's last --tp-size (as argparse reads it), 1
+// without one.
+func launchTP(l Launch) (int, error) {
+	v, ok := argparse.Last(l.Argv, "--tp-size", "--tensor-parallel-size")
+	if !ok {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("--tp-size %q is not a positive number", v)
+	}
+	return n, nil
 }
 
 // busyApps parses gpuQuery's output and returns, as evidence lines, the compute processes on any

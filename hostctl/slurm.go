@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -517,8 +518,7 @@ func (sl *SlurmSlot) liveJob() string {
 	in.proc.mu.Lock()
 	last := in.proc.last
 	in.proc.mu.Unlock()
-	switch last["JobState"] {
-	case "COMPLETED", "FAILED", "CANCELLED", "OUT_OF_MEMORY", "TIMEOUT", "DEADLINE", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED":
+	if last["JobState"] != "" && !jobStateOf(last).Running() {
 		return ""
 	}
 	return in.proc.id
@@ -615,13 +615,9 @@ func firstLineOf(b []byte) string {
 // jobScript is the batch script of a launch: sbatch options as #SBATCH lines (read by sbatch, never
 // by a shell), the environment, then the server in place of the shell (it gets scancel's signals).
 func jobScript(o SlurmOptions, l Launch, name, outFile string) ([]byte, error) {
-	tp := 1
-	if v, ok := argvValue(l.Argv, "--tp-size", "--tensor-parallel-size", "--tp"); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--tp-size %q is not a positive number", v)
-		}
-		tp = n
+	tp, err := launchTP(l)
+	if err != nil {
+		return nil, err
 	}
 	var b bytes.Buffer
 	b.WriteString("#!/bin/sh\n")
@@ -653,35 +649,12 @@ func jobScript(o SlurmOptions, l Launch, name, outFile string) ([]byte, error) {
 		}
 		keys = append(keys, k)
 	}
-	sortStrings(keys)
+	slices.Sort(keys)
 	for _, k := range keys {
 		b.WriteString("export " + k + "=" + ShellQuote(l.Env[k]) + "\n")
 	}
 	b.WriteString("exec " + shellJoin(ExpandArgv(l.Argv, l.Env)) + "\n")
 	return b.Bytes(), nil
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-}
-
-// argvValue is the value of the last of the flags in argv.
-func argvValue(argv []string, flags ...string) (string, bool) {
-	val, found := "", false
-	for i := 0; i < len(argv); i++ {
-		for _, f := range flags {
-			if argv[i] == f && i+1 < len(argv) {
-				val, found = argv[i+1], true
-			} else if v, ok := strings.CutPrefix(argv[i], f+"="); ok {
-				val, found = v, true
-			}
-		}
-	}
-	return val, found
 }
 
 // scontrolTime is how scontrol writes times (the login node's local time).
