@@ -51,6 +51,7 @@ type hub struct {
 	subs    map[*subscriber]bool
 	run, ev int64            // the last ids published
 	sweeps  map[int64]string // a sweep's signature (state and counts) as last published
+	stale   bool             // sweeps went unread while no page listened: note them afresh, quietly
 	started chan struct{}    // closed once the first poll set the ids
 }
 
@@ -109,7 +110,10 @@ func (h *hub) follow(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := h.poll(ctx, first); err != nil && ctx.Err() == nil {
+		h.mu.Lock()
+		idle := len(h.subs) == 0
+		h.mu.Unlock()
+		if err := h.poll(ctx, first, idle); err != nil && ctx.Err() == nil {
 			h.log.Warn("dashboard: reading the store for the event stream", "err", err)
 		} else if first && err == nil {
 			first = false
@@ -123,16 +127,23 @@ func (h *hub) follow(ctx context.Context, every time.Duration) {
 	}
 }
 
-// poll publishes what is new in the store; the first poll only notes where the store stands.
-func (h *hub) poll(ctx context.Context, first bool) error {
-	if first {
+// poll publishes what is new in the store; the first poll only notes where the store stands, and
+// so does a poll while no page listens (two MAX lookups: a daemon nobody watches reads no sweeps,
+// runs or events, and a page that opens still gets current ids).
+func (h *hub) poll(ctx context.Context, first, idle bool) error {
+	if first || idle {
 		run, ev, err := h.st.LastIDs(ctx)
 		if err != nil {
 			return err
 		}
 		h.mu.Lock()
 		h.run, h.ev = run, ev
+		// A page that subscribed since idle was read has rebased the sweeps itself.
+		h.stale = h.stale || (idle && len(h.subs) == 0)
 		h.mu.Unlock()
+		if idle {
+			return nil
+		}
 	}
 	sws, err := h.st.ListSweeps(ctx)
 	if err != nil {
@@ -149,6 +160,8 @@ func (h *hub) poll(ctx context.Context, first bool) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	quiet := first || h.stale
+	h.stale = false
 	for _, r := range runs {
 		h.run = r.ID
 		h.publishLocked(message{kind: "run", data: runJSON(r)})
@@ -160,12 +173,12 @@ func (h *hub) poll(ctx context.Context, first bool) error {
 	seen := map[int64]bool{}
 	for _, sw := range sws {
 		seen[sw.ID] = true
-		sig := fmt.Sprintf("%s %d %d %d %d %d %d %d", sw.State, sw.Done, sw.Failed, sw.Pending, sw.Running, sw.Cancelled, sw.Waiting, sw.Pruned)
+		sig := signature(sw)
 		if h.sweeps[sw.ID] == sig {
 			continue
 		}
 		h.sweeps[sw.ID] = sig
-		if !first {
+		if !quiet {
 			h.publishLocked(message{kind: "sweep", data: map[string]any{"id": sw.ID, "name": sw.Name, "state": sw.State}})
 		}
 	}
@@ -174,6 +187,34 @@ func (h *hub) poll(ctx context.Context, first bool) error {
 			delete(h.sweeps, id)
 		}
 	}
+	return nil
+}
+
+// signature is what of a sweep a change is announced for: its state and counts.
+func signature(sw store.Sweep) string {
+	return fmt.Sprintf("%s %d %d %d %d %d %d %d", sw.State, sw.Done, sw.Failed, sw.Pending, sw.Running, sw.Cancelled, sw.Waiting, sw.Pruned)
+}
+
+// rebase notes the sweeps as they are now if they went unread while no page listened, so that a page
+// subscribing now hears of every change after its hello.
+func (h *hub) rebase(ctx context.Context) error {
+	h.mu.Lock()
+	stale := h.stale
+	h.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	sws, err := h.st.ListSweeps(ctx)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.sweeps)
+	for _, sw := range sws {
+		h.sweeps[sw.ID] = signature(sw)
+	}
+	h.stale = false
 	return nil
 }
 
@@ -215,6 +256,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	sub := h.subscribe()
 	defer h.unsubscribe(sub)
+	if err := h.rebase(r.Context()); err != nil {
+		http.Error(w, "reading the sweeps: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
