@@ -21,7 +21,7 @@ type DaemonStore interface {
 	SubmitStore
 	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
 	ClaimNextSweep(ctx context.Context, except ...int64) (store.Sweep, error)
-	RequeueRunning(ctx context.Context, reason string) ([]int64, error)
+	RequeueRunning(ctx context.Context, reason string, holdAfter int) (requeued, held []int64, err error)
 	LatestInstance(ctx context.Context, scheduleID int64) (store.Sweep, error)
 	RecoverInterrupted(ctx context.Context, sweepID int64, reason string) (int, error)
 }
@@ -49,7 +49,16 @@ type DaemonConfig struct {
 	// back in the queue and tried again later. A schedule's instances (ScheduleID set) are never
 	// resumed by `specsweep run`.
 	LockSweep func(sw store.Sweep) (unlock func(), err error)
+	// HoldAfterDeaths: a sweep that was running when this many daemons died is held (interrupted)
+	// at the next start instead of requeued, until a resume releases it: a spec that kills the
+	// daemon (out of memory, a crash) would otherwise kill it at every start under systemd's
+	// Restart=. Default DefaultHoldAfterDeaths; negative: never held.
+	HoldAfterDeaths int
 }
+
+// DefaultHoldAfterDeaths is the daemon deaths after which a sweep is held: one death is a reboot or
+// an operator's kill, a second may be chance, a third in the same sweep is the sweep.
+const DefaultHoldAfterDeaths = 3
 
 // MachineKey identifies the machine (and unit) a spec host drives: the SSH user, address and unit,
 // or "local" for the local driver.
@@ -106,6 +115,12 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
+	}
+	switch {
+	case cfg.HoldAfterDeaths == 0:
+		cfg.HoldAfterDeaths = DefaultHoldAfterDeaths
+	case cfg.HoldAfterDeaths < 0:
+		cfg.HoldAfterDeaths = 0
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -169,10 +184,16 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 // pending again), finishes cancellations nobody carried out, and restores the units they touched.
 func (d *Daemon) recover(ctx context.Context) error {
 	st := d.cfg.Store
-	ids, err := st.RequeueRunning(ctx, "daemon restarted: the attempt was interrupted")
+	ids, held, err := st.RequeueRunning(ctx, "daemon restarted: the attempt was interrupted", d.cfg.HoldAfterDeaths)
 	if err != nil {
 		return err
 	}
+	for _, id := range held {
+		d.cfg.Log.Error("holding a sweep the daemon died running several times: it is not requeued; resume it to release it",
+			"sweep", id, "deaths", d.cfg.HoldAfterDeaths)
+	}
+	// Held sweeps' hosts are restored too.
+	ids = append(ids, held...)
 	cancelled, err := st.ListSweeps(ctx, store.SweepCancelled)
 	if err != nil {
 		return err

@@ -82,6 +82,11 @@ func (db *DB) ResumeSweep(ctx context.Context, id int64, reason string) (Sweep, 
 		if state == SweepCancelled && schedule != "" && !scheduleID.Valid && points == 0 {
 			to = SweepScheduled // a schedule's template fires again
 		}
+		// A resume is the operator's word that the sweep may run again: its count of daemon deaths
+		// starts afresh.
+		if _, err := tx.ExecContext(ctx, `UPDATE sweeps SET daemon_deaths = 0 WHERE id = ?`, id); err != nil {
+			return err
+		}
 		return setSweepState(ctx, tx, now, id, to, reason)
 	})
 	if err != nil {
@@ -91,46 +96,71 @@ func (db *DB) ResumeSweep(ctx context.Context, id int64, reason string) (Sweep, 
 }
 
 // RequeueRunning puts every running sweep back in the queue with its running points pending again
-// (searched ones waiting): what a daemon does at start for the sweeps a dead daemon left behind. It
-// returns their ids.
-func (db *DB) RequeueRunning(ctx context.Context, reason string) ([]int64, error) {
-	var ids []int64
-	err := db.write(ctx, func(tx *sql.Tx) error {
+// (searched ones waiting): what a daemon does at start for the sweeps a dead daemon left behind (a
+// daemon that stops cleanly requeues its sweeps itself, so a sweep still running here saw its daemon
+// die). Each such sweep's count of daemon deaths goes up by one; one whose count reaches holdAfter
+// (0: never) is held instead: interrupted, with an event saying why, until a resume releases it. It
+// returns the ids requeued and the ids held.
+func (db *DB) RequeueRunning(ctx context.Context, reason string, holdAfter int) (requeued, held []int64, err error) {
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		requeued, held = nil, nil
 		now := db.nowMS()
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM sweeps WHERE state = 'running' ORDER BY id`)
+		type dead struct {
+			id     int64
+			deaths int
+		}
+		var sweeps []dead
+		rows, err := tx.QueryContext(ctx, `SELECT id, daemon_deaths + 1 FROM sweeps WHERE state = 'running' ORDER BY id`)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
+			var d dead
+			if err := rows.Scan(&d.id, &d.deaths); err != nil {
 				rows.Close()
 				return err
 			}
-			ids = append(ids, id)
+			sweeps = append(sweeps, d)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, id := range ids {
-			pts, err := pointRows(ctx, tx, id, PointRunning)
+		for _, d := range sweeps {
+			pts, err := pointRows(ctx, tx, d.id, PointRunning)
 			if err != nil {
 				return err
 			}
 			for _, r := range pts {
-				if err := release(ctx, tx, now, id, r, reason); err != nil {
+				if err := release(ctx, tx, now, d.id, r, reason); err != nil {
 					return err
 				}
 			}
-			if err := setSweepState(ctx, tx, now, id, SweepQueued, reason); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE sweeps SET daemon_deaths = ? WHERE id = ?`, d.deaths, d.id); err != nil {
 				return err
 			}
+			if holdAfter > 0 && d.deaths >= holdAfter {
+				detail := fmt.Sprintf("held: the daemon died %d times while running this sweep, so it is not requeued "+
+					"(a spec that kills the daemon would kill it at every start); `specsweep resume` releases it", d.deaths)
+				if err := setSweepState(ctx, tx, now, d.id, SweepInterrupted, detail); err != nil {
+					return err
+				}
+				held = append(held, d.id)
+				continue
+			}
+			detail := fmt.Sprintf("%s (daemon deaths during this sweep: %d", reason, d.deaths)
+			if holdAfter > 0 {
+				detail += fmt.Sprintf(" of %d before it is held", holdAfter)
+			}
+			if err := setSweepState(ctx, tx, now, d.id, SweepQueued, detail+")"); err != nil {
+				return err
+			}
+			requeued = append(requeued, d.id)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: requeue running sweeps: %w", err)
+		return nil, nil, fmt.Errorf("store: requeue running sweeps: %w", err)
 	}
-	return ids, nil
+	return requeued, held, nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -70,8 +71,8 @@ func TestScheduleInstancesAndRequeueRunning(t *testing.T) {
 	if _, err := db.ClaimPoint(ctx, id, "s1", "h4"); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := db.RequeueRunning(ctx, "daemon restarted")
-	if err != nil || len(ids) != 1 || ids[0] != id {
+	ids, held, err := db.RequeueRunning(ctx, "daemon restarted", 3)
+	if err != nil || len(ids) != 1 || ids[0] != id || len(held) != 0 {
 		t.Fatalf("requeued %v %v, want [%d]", ids, err, id)
 	}
 	s, _ := db.Sweep(ctx, id)
@@ -84,5 +85,75 @@ func TestScheduleInstancesAndRequeueRunning(t *testing.T) {
 	}
 	if s, err := db.ResumeSweep(ctx, tmpl, "again"); err != nil || s.State != SweepScheduled {
 		t.Errorf("resumed template: %+v %v", s, err)
+	}
+}
+
+// TestRequeueRunningHoldsASweepItsDaemonsDiedRunning: a spec that kills the daemon would be requeued
+// at every start and kill it again; after holdAfter deaths during one sweep it is held (interrupted,
+// with an event saying why), and a resume releases it with the count started afresh.
+func TestRequeueRunningHoldsASweepItsDaemonsDiedRunning(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	id := sampleSweep(t, db, "killer")
+	die := func() (requeued, held []int64) {
+		t.Helper()
+		if _, err := db.ClaimNextSweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ClaimPoint(ctx, id, "b4", "h4"); err != nil {
+			t.Fatal(err)
+		}
+		r, h, err := db.RequeueRunning(ctx, "daemon restarted", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, h
+	}
+	for death := 1; death <= 2; death++ {
+		r, h := die()
+		if len(r) != 1 || r[0] != id || len(h) != 0 {
+			t.Fatalf("death %d: requeued %v, held %v; want the sweep requeued", death, r, h)
+		}
+		if s, _ := db.Sweep(ctx, id); s.State != SweepQueued || s.DaemonDeaths != death {
+			t.Fatalf("death %d: %+v", death, s)
+		}
+	}
+	r, h := die()
+	if len(r) != 0 || len(h) != 1 || h[0] != id {
+		t.Fatalf("third death: requeued %v, held %v; want the sweep held", r, h)
+	}
+	s, _ := db.Sweep(ctx, id)
+	if s.State != SweepInterrupted || s.DaemonDeaths != 3 || s.Running != 0 || s.Pending != 5 {
+		t.Fatalf("held: %+v", s)
+	}
+	if _, err := db.ClaimNextSweep(ctx); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a held sweep was claimed: %v", err)
+	}
+	evs, err := db.Events(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := evs[len(evs)-1]
+	if last.Kind != "sweep_state" || !strings.Contains(last.Detail, "died 3 times") || !strings.Contains(last.Detail, "resume") {
+		t.Errorf("the hold's event: %+v", last)
+	}
+	// Another start finds nothing running: the held sweep stays held.
+	if r, h, err := db.RequeueRunning(ctx, "daemon restarted", 3); err != nil || len(r)+len(h) != 0 {
+		t.Errorf("a later start: requeued %v, held %v, %v", r, h, err)
+	}
+	if s, err := db.ResumeSweep(ctx, id, "operator"); err != nil || s.State != SweepQueued || s.DaemonDeaths != 0 {
+		t.Fatalf("resume of a held sweep: %+v %v", s, err)
+	}
+	if r, h := die(); len(r) != 1 || len(h) != 0 {
+		t.Errorf("after resume the count starts afresh: requeued %v, held %v", r, h)
+	}
+	// holdAfter 0: never held.
+	for i := 0; i < 4; i++ {
+		if _, err := db.ClaimNextSweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r, h, err := db.RequeueRunning(ctx, "daemon restarted", 0); err != nil || len(r) != 1 || len(h) != 0 {
+			t.Fatalf("holdAfter 0: requeued %v, held %v, %v", r, h, err)
+		}
 	}
 }

@@ -407,6 +407,11 @@ func TestSearchMigrationKeepsData(t *testing.T) {
 	}
 	db := dbs[0]
 	for i, q := range queries {
+		if strings.HasPrefix(q, "SELECT * FROM sweeps") {
+			// Version 7 adds sweeps.daemon_deaths (0 for every older sweep).
+			q = strings.Replace(q, "*", "id, name, spec_hash, spec_text, state, schedule, not_before, created_at, "+
+				"started_at, finished_at, schedule_id", 1)
+		}
 		if strings.HasPrefix(q, "SELECT * FROM point_summary") {
 			q = strings.Replace(q, "*", "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, "+
 				"state, attempts, failure_class, failure_detail, load_s, exec_start, effective_args, provenance, "+

@@ -377,7 +377,7 @@ func TestOutputsClearedWhenPointGoesBack(t *testing.T) {
 	if err := db.SetSweepState(ctx, sw, SweepRunning, ""); err != nil {
 		t.Fatal(err)
 	}
-	if ids, err := db.RequeueRunning(ctx, "daemon restarted"); err != nil || len(ids) != 1 {
+	if ids, _, err := db.RequeueRunning(ctx, "daemon restarted", 0); err != nil || len(ids) != 1 {
 		t.Fatalf("requeue running: %v %v", ids, err)
 	}
 	noOutputs(t, db, sw, "s1t8", "requeue running")

@@ -279,7 +279,7 @@ func TestSearchedPointGoesBackToWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	run("s1")
-	if ids, err := db.RequeueRunning(ctx, "daemon restarted"); err != nil || len(ids) != 1 {
+	if ids, _, err := db.RequeueRunning(ctx, "daemon restarted", 0); err != nil || len(ids) != 1 {
 		t.Fatalf("requeue running: %v %v", ids, err)
 	}
 	waiting("requeue running", "s1", 4)

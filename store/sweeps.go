@@ -131,6 +131,9 @@ type Sweep struct {
 	StartedAt  time.Time
 	// FinishedAt is set when the sweep reaches a terminal state.
 	FinishedAt time.Time
+	// DaemonDeaths counts the daemons that died while running this sweep since it was submitted or
+	// last resumed (RequeueRunning); at the daemon's limit the sweep is held.
+	DaemonDeaths int
 	// Points is the number of points; PointCounts splits it by state.
 	Points int
 	PointCounts
@@ -235,7 +238,7 @@ func nullInt(p *int) sql.NullInt64 {
 }
 
 const sweepSelect = `SELECT s.id, s.name, s.spec_hash, s.spec_text, s.schedule, s.state,
-	s.not_before, s.created_at, s.started_at, s.finished_at, coalesce(s.schedule_id, 0),
+	s.not_before, s.created_at, s.started_at, s.finished_at, coalesce(s.schedule_id, 0), s.daemon_deaths,
 	coalesce(sum(p.state = 'pending'), 0), coalesce(sum(p.state = 'running'), 0),
 	coalesce(sum(p.state = 'done'), 0), coalesce(sum(p.state = 'failed'), 0),
 	coalesce(sum(p.state = 'cancelled'), 0), coalesce(sum(p.state = 'waiting'), 0),
@@ -246,7 +249,7 @@ func scanSweep(sc interface{ Scan(...any) error }) (Sweep, error) {
 	var s Sweep
 	var notBefore, created, started, finished sql.NullInt64
 	err := sc.Scan(&s.ID, &s.Name, &s.SpecHash, &s.SpecText, &s.Schedule, &s.State,
-		&notBefore, &created, &started, &finished, &s.ScheduleID,
+		&notBefore, &created, &started, &finished, &s.ScheduleID, &s.DaemonDeaths,
 		&s.Pending, &s.Running, &s.Done, &s.Failed, &s.Cancelled, &s.Waiting, &s.Pruned)
 	s.Points = s.Total()
 	s.NotBefore, s.CreatedAt, s.StartedAt, s.FinishedAt = fromMS(notBefore), fromMS(created), fromMS(started), fromMS(finished)
