@@ -22,6 +22,8 @@ import (
 // Runner runs sweeps with one worker per host.
 type Runner struct {
 	cfg Config
+	// redact hides the running sweep's secrets in live updates (set by Run).
+	redact *redactor
 }
 
 // New checks cfg and fills its defaults.
@@ -55,6 +57,10 @@ type sweepRun struct {
 // or ctx is cancelled, then restores every host's unit. Deterministic point failures do not stop the
 // sweep; a store failure does (the sweep is left interrupted, to be resumed).
 func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outcome, error) {
+	// Everything the sweep stores from here on passes its redactor (the spec's secrets), and so do
+	// the live updates.
+	r.cfg.Store = withRedaction(r.cfg.Store, spec)
+	r.redact = newRedactor(spec)
 	st := r.cfg.Store
 	sw, err := st.Sweep(ctx, sweepID)
 	if err != nil {
@@ -77,7 +83,7 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	}
 
 	if spec.Searched() {
-		s, err := newSearcher(st, spec)
+		s, err := newSearcher(unwrapStore(st), spec)
 		if err != nil {
 			r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, err.Error())
 			return Outcome{}, err
@@ -86,7 +92,7 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	}
 
 	if spec.Workload.OutputCheck.Enabled {
-		os, ok := st.(outputStore)
+		os, ok := unwrapStore(st).(outputStore)
 		if !ok {
 			err := errors.New("orchestrator: the store cannot keep the output check's answers")
 			r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, err.Error())
@@ -122,7 +128,7 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	for _, h := range r.cfg.Hosts {
 		sh, _ := specHost(spec, h.Name())
 		pk, canPack := h.(packer)
-		_, storePacks := st.(packStore)
+		_, storePacks := unwrapStore(st).(packStore)
 		if par, ok := h.(parallel); ok && par.Parallel() > 1 {
 			// A host that places its points itself (a Slurm cluster): one worker per point in flight.
 			for k := range par.Parallel() {
@@ -308,7 +314,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 		)
 		if sl != nil && sl.pool != nil {
 			var anyFree bool
-			p, anyFree, err = sl.claim(ctx, r.cfg.Store.(packStore), sr.id, h.Name())
+			p, anyFree, err = sl.claim(ctx, unwrapStore(r.cfg.Store).(packStore), sr.id, h.Name())
 			// No GPU free, or none of the pending points fits the free ones: wait for a point of
 			// this host to end (the search's decisions wake the waits below too).
 			if (!anyFree || errors.Is(err, store.ErrNotFound)) && sl.pool.busy() {
@@ -898,6 +904,7 @@ func (r *Runner) observe(u Update) {
 	if u.At.IsZero() {
 		u.At = r.cfg.Clock.Now()
 	}
+	u.Detail = r.redact.text(u.Detail)
 	r.cfg.Observe(u)
 }
 
