@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/specsweep/specsweep/internal/refusals"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
 )
@@ -170,7 +171,7 @@ func NewAPI(c APIConfig) (http.Handler, error) {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	a := &api{c: c, hosts: allowedHosts(c.ListenHost), want: []byte("Bearer " + c.Token)}
+	a := &api{c: c, hosts: allowedHosts(c.ListenHost), want: []byte("Bearer " + c.Token), refusals: refusals.New(c.Log, nil, nil)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("GET /metrics", promhttp.HandlerFor(c.Metrics.reg, promhttp.HandlerOpts{}))
@@ -199,13 +200,19 @@ type api struct {
 	c     APIConfig
 	hosts map[string]bool // Host header names besides loopback ones
 	want  []byte          // the Authorization header expected
+	// refusals logs refused requests, a line for an address's first in a minute and one counting
+	// the rest: anyone may send them, as fast as they like.
+	refusals *refusals.Log
 }
 
 // refuse answers an error and logs it (never a header: the token stays out of the log).
 func (a *api) refuse(w http.ResponseWriter, r *http.Request, code int, msg string) {
-	a.c.Log.Warn("API request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path,
-		"status", code, "reason", msg)
+	a.logRefusal(r, code, msg)
 	httpError(w, code, msg)
+}
+
+func (a *api) logRefusal(r *http.Request, code int, msg string) {
+	a.refusals.Refused("API request refused", r.RemoteAddr, r.Method, r.URL.Path, code, msg)
 }
 
 // guard refuses requests a browser was made to send: to a name that is not this daemon's (DNS
@@ -274,8 +281,7 @@ func (a *api) protectToken(h http.HandlerFunc) http.Handler {
 func (a *api) protectPage(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if code, msg := a.credential(r); code != 0 {
-			a.c.Log.Warn("API request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path,
-				"status", code, "reason", msg)
+			a.logRefusal(r, code, msg)
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(code)
