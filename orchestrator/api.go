@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ type APIStore interface {
 	SubmitStore
 	StatusStore
 	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
+	ListSweepsPage(ctx context.Context, pg store.SweepPage) ([]store.Sweep, bool, error)
 	CancelSweep(ctx context.Context, id int64, reason string) error
 	ResumeSweep(ctx context.Context, id int64, reason string) (store.Sweep, error)
 	StateCounts(ctx context.Context) (store.StateCounts, error)
@@ -418,6 +420,9 @@ type SweepJSON struct {
 	ETASeconds float64 `json:"eta_s,omitempty"`
 	// NextFire is a schedule's next firing (the API's list and detail; not in `status --json`).
 	NextFire *int64 `json:"next_fire,omitempty"`
+	// DaemonDeaths counts the daemons that died running the sweep since it was submitted or
+	// resumed; at DefaultHoldAfterDeaths it is held (interrupted) until resumed.
+	DaemonDeaths int `json:"daemon_deaths,omitempty"`
 }
 
 // nextFire sets a scheduled template's next firing time from its cron expression.
@@ -479,7 +484,8 @@ func SweepToJSON(s store.Sweep, eta time.Duration) SweepJSON {
 	return SweepJSON{ID: s.ID, Name: s.Name, State: string(s.State), Schedule: s.Schedule, ScheduleID: s.ScheduleID,
 		SpecHash: s.SpecHash, Points: s.Points, Done: s.Done, Failed: s.Failed, Pending: s.Pending, Running: s.Running,
 		Cancelled: s.Cancelled, Waiting: s.Waiting, Pruned: s.Pruned, CreatedAt: s.CreatedAt.UnixMilli(), StartedAt: msPtr(s.StartedAt),
-		FinishedAt: msPtr(s.FinishedAt), NotBefore: msPtr(s.NotBefore), ETASeconds: eta.Round(time.Second).Seconds()}
+		FinishedAt: msPtr(s.FinishedAt), NotBefore: msPtr(s.NotBefore), ETASeconds: eta.Round(time.Second).Seconds(),
+		DaemonDeaths: s.DaemonDeaths}
 }
 
 // PointToJSON renders a point for the API and `status --json`.
@@ -499,8 +505,50 @@ func ActivityToJSON(u Update) ActivityJSON {
 	return j
 }
 
+// The pages of GET /api/sweeps: DefaultPageSize sweeps unless ?limit= says otherwise, at most
+// MaxPageSize (each sweep's ETA reads its points: a page bounds the work of one request).
+const (
+	DefaultPageSize = 200
+	MaxPageSize     = 1000
+)
+
+// listPage reads ?limit=, ?after= and ?state= (repeated or comma-separated) of GET /api/sweeps.
+func listPage(q url.Values) (store.SweepPage, string) {
+	pg := store.SweepPage{Limit: DefaultPageSize}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return pg, fmt.Sprintf("limit=%q: want a number from 1 to %d", v, MaxPageSize)
+		}
+		pg.Limit = n
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return pg, fmt.Sprintf("after=%q: want a sweep id (the last id of the previous page)", v)
+		}
+		pg.After = n
+	}
+	for _, v := range q["state"] {
+		for _, st := range strings.Split(v, ",") {
+			if !store.SweepState(st).Valid() {
+				return pg, fmt.Sprintf("state=%q: want scheduled, queued, running, interrupted, done, failed or cancelled", st)
+			}
+			pg.States = append(pg.States, store.SweepState(st))
+		}
+	}
+	return pg, ""
+}
+
+// list is GET /api/sweeps: a page of sweeps, oldest first; when more follow, a Link header with
+// rel="next" names the next page.
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
-	sws, err := a.c.Store.ListSweeps(r.Context())
+	pg, bad := listPage(r.URL.Query())
+	if bad != "" {
+		httpError(w, http.StatusBadRequest, bad)
+		return
+	}
+	sws, more, err := a.c.Store.ListSweepsPage(r.Context(), pg)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, err.Error())
 		return
@@ -516,6 +564,12 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		j := SweepToJSON(s, e)
 		nextFire(&j, s, time.Now())
 		out = append(out, j)
+	}
+	if more {
+		q := r.URL.Query()
+		q.Set("after", strconv.FormatInt(sws[len(sws)-1].ID, 10))
+		q.Set("limit", strconv.Itoa(pg.Limit))
+		w.Header().Set("Link", fmt.Sprintf(`</api/sweeps?%s>; rel="next"`, q.Encode()))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -307,31 +307,63 @@ func (db *DB) FindSweep(ctx context.Context, ref string) (Sweep, error) {
 // ListSweeps returns the sweeps in the given states (all when none is
 // given), oldest first, with their point counts.
 func (db *DB) ListSweeps(ctx context.Context, states ...SweepState) ([]Sweep, error) {
-	where := ""
-	args := make([]any, len(states))
-	if len(states) > 0 {
-		where = "WHERE s.state IN (?" + strings.Repeat(", ?", len(states)-1) + ")"
-		for i, s := range states {
-			args[i] = s
+	out, _, err := db.ListSweepsPage(ctx, SweepPage{States: states})
+	return out, err
+}
+
+// SweepPage selects a page of sweeps: those in States (all when empty) with ids above After,
+// oldest first, at most Limit (0: no limit).
+type SweepPage struct {
+	States []SweepState
+	After  int64
+	Limit  int
+}
+
+// ListSweepsPage returns a page of sweeps with their point counts, and whether more follow it.
+func (db *DB) ListSweepsPage(ctx context.Context, pg SweepPage) ([]Sweep, bool, error) {
+	var conds []string
+	var args []any
+	if len(pg.States) > 0 {
+		conds = append(conds, "s.state IN (?"+strings.Repeat(", ?", len(pg.States)-1)+")")
+		for _, s := range pg.States {
+			args = append(args, s)
 		}
 	}
-	rows, err := db.rw.QueryContext(ctx, sweepSelect+where+" GROUP BY s.id ORDER BY s.id", args...)
+	if pg.After > 0 {
+		conds = append(conds, "s.id > ?")
+		args = append(args, pg.After)
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = "WHERE " + strings.Join(conds, " AND ")
+	}
+	limit := ""
+	if pg.Limit > 0 {
+		// One more than asked tells whether more follow.
+		limit = " LIMIT ?"
+		args = append(args, pg.Limit+1)
+	}
+	rows, err := db.rw.QueryContext(ctx, sweepSelect+where+" GROUP BY s.id ORDER BY s.id"+limit, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: list sweeps: %w", err)
+		return nil, false, fmt.Errorf("store: list sweeps: %w", err)
 	}
 	defer rows.Close()
 	var out []Sweep
 	for rows.Next() {
 		s, err := scanSweep(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: list sweeps: %w", err)
+			return nil, false, fmt.Errorf("store: list sweeps: %w", err)
 		}
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list sweeps: %w", err)
+		return nil, false, fmt.Errorf("store: list sweeps: %w", err)
 	}
-	return out, nil
+	more := pg.Limit > 0 && len(out) > pg.Limit
+	if more {
+		out = out[:pg.Limit]
+	}
+	return out, more, nil
 }
 
 // Hosts returns a sweep's hosts in the order they were given.
