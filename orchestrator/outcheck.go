@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/specsweep/specsweep/hostctl"
 	"github.com/specsweep/specsweep/store"
@@ -47,8 +48,10 @@ type outputChecker struct {
 
 // checkOutputs answers the prompts on a ready server, stores the answers and compares what can be
 // compared. It returns how the point ends when the spec fails mismatching points and this one
-// mismatches (nil: go on to the load); err is a store failure.
-func (r *Runner) checkOutputs(ctx context.Context, a *attempt, url string, client *http.Client) (*store.PointFinish, error) {
+// mismatches (nil: go on to the load), or the server's failure while it answered (watched by the
+// liveness rule of the levels: a server that hangs during the check is named within seconds, not
+// after the answers' timeout); err is a store failure.
+func (r *Runner) checkOutputs(ctx context.Context, a *attempt, url string, client *http.Client) (*store.PointFinish, *hostctl.Failure, error) {
 	spec, oc := a.sr.spec, a.sr.spec.Workload.OutputCheck
 	prompts := workload.CheckPrompts(oc.Prompts, uint64(spec.Workload.Seed))
 	cfg := workload.CheckConfig{URL: url, API: spec.Workload.API, APIKey: hostctl.APIKey(a.launch), HTTPClient: client,
@@ -63,33 +66,43 @@ func (r *Runner) checkOutputs(ctx context.Context, a *attempt, url string, clien
 		half.Reverse, half.Concurrency = true, max(1, len(prompts)/2)
 		passes = []workload.CheckConfig{cfg, half}
 	}
-	for _, pc := range passes {
-		texts, err := r.cfg.Answer(ctx, pc)
-		if err != nil {
-			if ctx.Err() == nil {
-				// The load that follows tells what is wrong with the server; the check just has no answer.
-				a.event(r, ctx, "output_check_failed", err.Error())
+	var answerErr error
+	activity := new(atomic.Int64)
+	fail := r.watch(ctx, a, activity, func(wctx context.Context) {
+		for _, pc := range passes {
+			texts, err := r.cfg.Answer(wctx, pc)
+			if err != nil {
+				answerErr = err
+				return
 			}
-			return nil, nil
+			activity.Store(r.cfg.Clock.Now().UnixNano())
+			ans.Runs = append(ans.Runs, texts)
 		}
-		ans.Runs = append(ans.Runs, texts)
+	})
+	if fail != nil || ctx.Err() != nil {
+		return nil, fail, nil
+	}
+	if answerErr != nil {
+		// The load that follows tells what is wrong with the server; the check just has no answer.
+		a.event(r, ctx, "output_check_failed", answerErr.Error())
+		return nil, nil, nil
 	}
 	raw, err := json.Marshal(ans)
 	if err != nil {
-		return nil, fmt.Errorf("orchestrator: encode the output check's answers: %w", err)
+		return nil, nil, fmt.Errorf("orchestrator: encode the output check's answers: %w", err)
 	}
 	if err := a.sr.outputs.st.SetPointOutputs(ctx, a.sr.id, a.p.ID, a.p.Attempts, raw); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	results, err := r.compareOutputs(ctx, a.sr, a.p.TP)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c, ok := results[a.p.ID]; ok && c.Result == store.OutputCheckMismatch && oc.FailOnMismatch {
 		return &store.PointFinish{State: store.PointFailed, FailureClass: store.FailOutputMismatch,
-			FailureDetail: "output check: " + checkWords(c)}, nil
+			FailureDetail: "output check: " + checkWords(c)}, nil, nil
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // compareOutputs compares every point of tp whose answers are stored and not yet compared with the

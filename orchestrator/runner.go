@@ -508,12 +508,20 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 	}
 	defer client.CloseIdleConnections()
 	if sr.outputs != nil {
-		fin, err := r.checkOutputs(ctx, a, url, client)
+		fin, fail, err := r.checkOutputs(ctx, a, url, client)
 		if ctx.Err() != nil {
 			return false, r.interrupt(ctx, a)
 		}
 		if err != nil {
 			return false, err
+		}
+		if fail != nil && fail.Class == hostctl.ClassHostUnreachable {
+			return r.hostTrouble(ctx, a, fail)
+		}
+		if fail != nil {
+			// The server failed (hung, died) while it answered the check: as it would in a level.
+			fin = &store.PointFinish{State: store.PointFailed, FailureClass: storeClass(fail.Class, store.FailCrashDuringLoad),
+				FailureDetail: failureDetail(fail)}
 		}
 		if fin != nil {
 			// Its outputs are not the model's: the spec asks not to spend its load on it.
@@ -627,9 +635,11 @@ func (r *Runner) recordInfo(ctx context.Context, a *attempt, ready hostctl.Ready
 	return r.cfg.Store.SetPointInfo(ctx, a.sr.id, a.p.ID, a.p.Attempts, info)
 }
 
-// measure runs one level while watching the server: a failure of the unit cancels the load at once
-// and is returned as the level's failure.
-func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (*workload.Result, *hostctl.Failure, error) {
+// watch runs fn while watching the server by the one liveness rule of every phase that talks to it
+// (the output check, the levels and their warmup): the unit's state every CheckInterval, and after
+// SilenceProbe without a byte on any request (activity, the time of the last one) a
+// /health_generate probe. A failure cancels fn's context at once and is returned.
+func (r *Runner) watch(ctx context.Context, a *attempt, activity *atomic.Int64, fn func(ctx context.Context)) *hostctl.Failure {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -637,9 +647,7 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 		monitor sync.WaitGroup
 		done    = make(chan struct{})
 	)
-	activity := new(atomic.Int64)
 	activity.Store(r.cfg.Clock.Now().UnixNano())
-	cfg.Activity = activity
 	monitor.Go(func() {
 		for {
 			select {
@@ -665,9 +673,21 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 			}
 		}
 	})
-	res, err := r.cfg.Load(lctx, cfg)
+	fn(lctx)
 	close(done)
 	monitor.Wait()
+	return fail
+}
+
+// measure runs one level while watching the server: a failure of the unit cancels the load at once
+// and is returned as the level's failure.
+func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (*workload.Result, *hostctl.Failure, error) {
+	var (
+		res *workload.Result
+		err error
+	)
+	cfg.Activity = new(atomic.Int64)
+	fail := r.watch(ctx, a, cfg.Activity, func(lctx context.Context) { res, err = r.cfg.Load(lctx, cfg) })
 	if fail != nil {
 		return res, fail, nil
 	}

@@ -154,6 +154,40 @@ workload: {concurrency: [1], requests: 12, warmup_requests: 0, input_tokens: 32,
 	if n := scalar[int](t, db, "SELECT count(*) FROM run_summary WHERE method = 'hangs' AND status = 'ok'"); n != 0 {
 		t.Errorf("%d ok runs of the hung point", n)
 	}
+	// The hang comes during the output check (on by default: 8 prompts after the readiness
+	// generation): the check is watched as the levels are, so the point fails there, by the
+	// liveness rule, not after the check's answers time out (136 s) and then again in the first level.
+	events := func(kind string) []int64 {
+		rows, err := db.Query(`SELECT e.at FROM events e JOIN points p ON p.id = e.point_ref
+			WHERE p.method = 'hangs' AND e.kind = ? ORDER BY e.id`, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var at []int64
+		for rows.Next() {
+			var v int64
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			at = append(at, v)
+		}
+		return at
+	}
+	if n := len(events("output_check_failed")); n != 0 {
+		t.Errorf("the check's answers timed out (%d output_check_failed events) before the hang was named", n)
+	}
+	if n := scalar[int](t, db, "SELECT count(*) FROM run_summary WHERE method = 'hangs'"); n != 0 {
+		t.Errorf("the hung point ran %d level(s): it should fail in the output check", n)
+	}
+	ready, failed := events("ready"), events("failure")
+	if len(ready) != 1 || len(failed) != 1 {
+		t.Fatalf("ready %v, failure %v events", ready, failed)
+	}
+	t.Logf("the hung point failed %.1f s after it was ready", float64(failed[0]-ready[0])/1000)
+	if d := time.Duration(failed[0]-ready[0]) * time.Millisecond; d >= time.Minute {
+		t.Errorf("the hang was named %s after the server was ready: the output check was not watched", d)
+	}
 	if n := scalar[int](t, db, "SELECT count(*) FROM run_summary WHERE method = 'baseline' AND status = 'ok'"); n != 1 {
 		t.Errorf("the baseline: %d ok runs, want 1", n)
 	}
