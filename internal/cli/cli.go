@@ -61,6 +61,7 @@ func commands() []command {
 		submitCmd(),
 		daemonCmd(),
 		dashboardCmd(),
+		apiCmd(),
 		statusCmd(),
 		cancelCmd(),
 		resumeCmd(),

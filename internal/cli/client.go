@@ -42,6 +42,9 @@ type daemonRecord struct {
 	// Cert is the DER of the certificate the daemon serves under TLS: the CLI trusts it beside the
 	// system's roots (a self-signed certificate works without a CA).
 	Cert []byte `json:"cert,omitempty"`
+	// ServerName is the --listen host when it is a name (gpu-box.example): the name the CLI checks
+	// the certificate for, while it dials Addr.
+	ServerName string `json:"server_name,omitempty"`
 }
 
 // daemonRecordPath is the address record of the daemon of the database dbFile.
@@ -157,11 +160,12 @@ type daemonConn struct {
 	client *http.Client
 	scheme string
 	addr   string // as dialed, host:port
+	host   string // in URLs: addr, or the certificate's name and addr's port
 	token  string
 }
 
 // Base is the daemon's URL without a path (https://127.0.0.1:8377).
-func (c *daemonConn) Base() string { return c.scheme + "://" + c.addr }
+func (c *daemonConn) Base() string { return c.scheme + "://" + c.host }
 
 // notDaemonHint ends every refusal: what was kept back and how to look at the port.
 const notDaemonHint = "the token was not sent"
@@ -180,7 +184,7 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 	}
 	recPath := daemonRecordPath(dbFile)
 	rec, recErr := readDaemonRecord(recPath)
-	var addr, scheme string
+	var addr, scheme, serverName string
 	fromRecord := false
 	switch {
 	case *df.listen != "":
@@ -206,7 +210,7 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 	case recErr != nil:
 		return nil, recErr
 	default:
-		addr, scheme, fromRecord = rec.Addr, rec.Scheme, true
+		addr, scheme, serverName, fromRecord = rec.Addr, rec.Scheme, rec.ServerName, true
 	}
 	addr = dialAddr(addr)
 	where := addr
@@ -227,10 +231,15 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 			}
 			roots.AddCert(cert)
 		}
-		tlsConf = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		tlsConf = &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12}
 	}
-	one := &oneConn{}
-	c := &daemonConn{scheme: scheme, addr: addr, token: token, client: &http.Client{
+	one := &oneConn{target: addr}
+	host := addr
+	if serverName != "" {
+		_, port, _ := net.SplitHostPort(addr)
+		host = net.JoinHostPort(serverName, port)
+	}
+	c := &daemonConn{scheme: scheme, addr: addr, host: host, token: token, client: &http.Client{
 		Transport: &http.Transport{
 			Proxy:               nil, // never through a proxy: the token goes to the daemon only
 			DialContext:         one.dial,
@@ -298,6 +307,11 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 // request sends method path (a JSON body when body is not nil) with the token on the proven
 // connection; it returns the status and up to 1 MiB of the answer.
 func (c *daemonConn) request(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	return c.send(ctx, method, path, "application/json", body)
+}
+
+// send is request with a body of the given Content-Type.
+func (c *daemonConn) send(ctx context.Context, method, path, contentType string, body []byte) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -310,7 +324,7 @@ func (c *daemonConn) request(ctx context.Context, method, path string, body []by
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
@@ -372,12 +386,13 @@ func processAlive(pid int) bool {
 // oneConn dials once: the connection on which the daemon proved itself is the only one the token
 // travels on (a second dial could reach another listener, had the daemon died in between).
 type oneConn struct {
+	target string // what is dialed, whatever the URL's host
 	mu     sync.Mutex
 	dialed bool
 	remote string
 }
 
-func (o *oneConn) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (o *oneConn) dial(ctx context.Context, network, _ string) (net.Conn, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.dialed {
@@ -385,7 +400,7 @@ func (o *oneConn) dial(ctx context.Context, network, addr string) (net.Conn, err
 	}
 	o.dialed = true
 	var d net.Dialer
-	c, err := d.DialContext(ctx, network, addr)
+	c, err := d.DialContext(ctx, network, o.target)
 	if err != nil {
 		return nil, err
 	}
@@ -397,4 +412,56 @@ func (o *oneConn) remoteAddr() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.remote
+}
+
+func apiCmd() command {
+	return command{
+		name:    "api",
+		args:    "METHOD PATH",
+		summary: "Send one request to the daemon's HTTP API with its token, once the daemon proved it knows the token; print the answer.",
+		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
+			df := addDaemonFlags(fs)
+			data := fs.String("data", "", "the request's body: a file (\"-\": stdin), sent as application/json when it starts with {, else application/yaml")
+			return func(ctx context.Context, env Env, pos []string) error {
+				if len(pos) != 2 {
+					return usagef("want METHOD PATH (e.g. GET /api/sweeps), got %d arguments", len(pos))
+				}
+				method, path := strings.ToUpper(pos[0]), pos[1]
+				if !strings.HasPrefix(path, "/") {
+					return usagef("PATH %q: want a path on the daemon such as /api/sweeps", path)
+				}
+				var body []byte
+				ctype := "application/yaml"
+				if *data != "" {
+					var err error
+					if *data == "-" && env.Stdin == nil {
+						err = errors.New("no standard input")
+					} else if *data == "-" {
+						body, err = io.ReadAll(io.LimitReader(env.Stdin, orchestrator.MaxBodyBytes+1))
+					} else {
+						body, err = os.ReadFile(*data)
+					}
+					if err != nil {
+						return fmt.Errorf("api: reading --data: %w", err)
+					}
+					if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+						ctype = "application/json"
+					}
+				}
+				c, err := connectDaemon(ctx, env, df)
+				if err != nil {
+					return fmt.Errorf("api: %w", err)
+				}
+				code, out, err := c.send(ctx, method, path, ctype, body)
+				if err != nil {
+					return fmt.Errorf("api: %w", err)
+				}
+				if code < 200 || code > 299 {
+					return fmt.Errorf("api: %s %s: %s", method, path, apiError(code, out))
+				}
+				_, err = env.Stdout.Write(out)
+				return err
+			}
+		},
+	}
 }

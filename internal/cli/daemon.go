@@ -143,6 +143,9 @@ func daemonCmd() command {
 					rec := daemonRecord{Addr: ln.Addr().String(), Scheme: scheme, PID: os.Getpid(), StartedAt: time.Now().UTC()}
 					if tlsConf != nil {
 						rec.Cert = tlsConf.Certificates[0].Certificate[0]
+						if net.ParseIP(listenHost) == nil && listenHost != "" {
+							rec.ServerName = listenHost
+						}
 					}
 					recPath := daemonRecordPath(dbFile)
 					if err := writeDaemonRecord(recPath, rec); err != nil {

@@ -174,6 +174,23 @@ func TestDashboardTalksOnlyToTheDaemon(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "http://"+d.addr+"/") {
 		t.Errorf("dashboard from the address record:\n%s", r)
 	}
+	// `specsweep api`, what the docs show instead of curl: a submit and a read.
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte(apiSSHSpec("via-api", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = specsweep(t, 30*time.Second, "api", "--db", db, "--data", spec, "POST", "/api/sweeps"+later)
+	if r.code != 0 || !strings.Contains(r.stdout, `"via-api"`) {
+		t.Errorf("specsweep api POST /api/sweeps:\n%s", r)
+	}
+	r = specsweep(t, 30*time.Second, "api", "--db", db, "GET", "/api/sweeps/1")
+	if r.code != 0 || !strings.Contains(r.stdout, `"via-api"`) {
+		t.Errorf("specsweep api GET /api/sweeps/1:\n%s", r)
+	}
+	r = specsweep(t, 30*time.Second, "api", "--db", db, "GET", "/api/sweeps/99")
+	if r.code != 1 || !strings.Contains(r.stderr, "404") {
+		t.Errorf("specsweep api GET /api/sweeps/99:\n%s", r)
+	}
 
 	// A relay on another port in front of the real daemon: refused, naming the daemon's address.
 	raddr, sent := relay(t, d.addr)
@@ -200,8 +217,9 @@ func TestDashboardTalksOnlyToTheDaemon(t *testing.T) {
 
 	// Another user takes the port while the daemon is down.
 	stop := portThief(t, d.addr)
-	for _, args := range [][]string{{"--db", db}, {"--db", db, "--listen", d.addr}} {
-		r = specsweep(t, 30*time.Second, append([]string{"dashboard"}, args...)...)
+	for _, args := range [][]string{{"dashboard", "--db", db}, {"dashboard", "--db", db, "--listen", d.addr},
+		{"api", "--db", db, "GET", "/api/sweeps"}} {
+		r = specsweep(t, 30*time.Second, args...)
 		if r.code != 1 || !strings.Contains(r.stderr, "is not this daemon") || !strings.Contains(r.stderr, "the token was not sent") ||
 			strings.Contains(r.stdout, "login") {
 			t.Errorf("dashboard %v with a port thief:\n%s", args, r)
@@ -245,8 +263,8 @@ func TestDaemonRefusesAnExposedPlainListen(t *testing.T) {
 	}
 }
 
-// selfSigned writes a self-signed certificate for 127.0.0.1 and localhost and its key.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, cert *x509.Certificate) {
+// selfSigned writes a self-signed certificate for ips and names, and its key, into dir.
+func selfSigned(t *testing.T, dir string, ips []net.IP, names ...string) (certFile, keyFile string, cert *x509.Certificate) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -254,7 +272,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, cert *x509.
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "specsweep test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		IPAddresses: ips, DNSNames: names,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -285,7 +303,7 @@ func TestDashboardOverTLS(t *testing.T) {
 	}
 	dir := t.TempDir()
 	db := filepath.Join(dir, "d.db")
-	certFile, keyFile, cert := selfSigned(t, dir)
+	certFile, keyFile, cert := selfSigned(t, dir, []net.IP{net.IPv4(127, 0, 0, 1)})
 	_, port, _ := net.SplitHostPort(freePort(t))
 	cmd, out := startSpecsweep(t, "daemon", "--db", db, "--listen", "0.0.0.0:"+port, "--tls-cert", certFile, "--tls-key", keyFile)
 	pool := x509.NewCertPool()
@@ -337,5 +355,36 @@ func TestDashboardOverTLS(t *testing.T) {
 	r = specsweep(t, 30*time.Second, "dashboard", "--db", db)
 	if r.code != 1 || !strings.Contains(r.stderr, "no daemon address record") {
 		t.Errorf("dashboard with the daemon stopped:\n%s", r)
+	}
+
+	// A certificate for a name only (--listen NAME:PORT): the CLI dials the recorded address and
+	// checks the certificate for the name, which its URL uses.
+	named := t.TempDir()
+	certFile, keyFile, _ = selfSigned(t, named, nil, "localhost")
+	_, port, _ = net.SplitHostPort(freePort(t))
+	cmd, out = startSpecsweep(t, "daemon", "--db", db, "--listen", "localhost:"+port, "--tls-cert", certFile, "--tls-key", keyFile)
+	waitFor(t, 30*time.Second, "the daemon's address record", func() bool {
+		if cmd.ProcessState != nil {
+			t.Fatalf("the daemon exited:\n%s", out)
+		}
+		_, err := os.Stat(db + ".daemon")
+		return err == nil
+	})
+	r = specsweep(t, 30*time.Second, "dashboard", "--db", db)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "https://localhost:"+port+"/") {
+		t.Errorf("dashboard of a TLS daemon with a certificate for localhost:\n%s\ndaemon:\n%s", r, out)
+	}
+	r = specsweep(t, 30*time.Second, "api", "--db", db, "GET", "/api/sweeps")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("specsweep api GET /api/sweeps over TLS:\n%s", r)
+	}
+	// The certificate is for localhost, not 127.0.0.1: a client that checks it there refuses.
+	r = specsweep(t, 30*time.Second, "api", "--db", db, "--listen", "https://127.0.0.1:"+port, "GET", "/api/sweeps")
+	if r.code != 1 || !strings.Contains(r.stderr, "certificate is not trusted") {
+		t.Errorf("api with the certificate checked for 127.0.0.1:\n%s", r)
+	}
+	signal(t, cmd, syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("daemon exit: %v\n%s", err, out)
 	}
 }
