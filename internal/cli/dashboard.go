@@ -22,10 +22,6 @@ func dashboardRoutes(rs []web.Route) []orchestrator.Route {
 	return out
 }
 
-// dashboardURL is the URL of path on the daemon listening at listen over plain HTTP (a wildcard:
-// loopback).
-func dashboardURL(listen, path string) string { return daemonURL("http", listen, path) }
-
 func dashboardCmd() command {
 	return command{
 		name:    "dashboard",
