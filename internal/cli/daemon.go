@@ -109,6 +109,12 @@ func daemonCmd() command {
 					if err != nil {
 						return fmt.Errorf("daemon: %w", err)
 					}
+					if len(token) < 2*tokenBytes {
+						// GET /api/hello answers a MAC under a key derived from the token: a guessable
+						// token can be found offline from one answer.
+						log.Warn("the token is short: use at least 32 random bytes (the generated token has them)",
+							"token_file", tokenPath, "length", len(token))
+					}
 					home, err := os.UserHomeDir()
 					if err != nil && !*allowAnyKey {
 						log.Warn("no home directory: specs over the API may not name identity_file or known_hosts", "err", err)
