@@ -183,6 +183,7 @@ func NewAPI(c APIConfig) (http.Handler, error) {
 	mux.Handle("POST /api/sweeps/{id}/cancel", a.protect(a.cancel))
 	mux.Handle("POST /api/sweeps/{id}/resume", a.protect(a.resume))
 	mux.Handle("POST /api/login-codes", a.protectToken(a.loginCode))
+	mux.HandleFunc("GET /api/hello", a.hello) // open: the daemon proves itself to the CLI (hello.go)
 	for _, rt := range c.Routes {
 		switch {
 		case rt.Open:
@@ -227,8 +228,12 @@ func (a *api) guard(h http.Handler) http.Handler {
 				"Host %q is not this daemon's address: use a loopback address, localhost or the --listen host", r.Host))
 			return
 		}
+		origin := "http://" + r.Host
+		if r.TLS != nil {
+			origin = "https://" + r.Host
+		}
 		for _, o := range r.Header.Values("Origin") {
-			if !strings.EqualFold(o, "http://"+r.Host) {
+			if !strings.EqualFold(o, origin) {
 				a.refuse(w, r, http.StatusForbidden, fmt.Sprintf(
 					"cross-origin request from %q refused: the API does not serve web pages", o))
 				return

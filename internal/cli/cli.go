@@ -13,11 +13,13 @@ import (
 	"strings"
 )
 
-// Exit codes of the specsweep command (docs/cli.md: 0 ok, 1 failure, 2 usage).
+// Exit codes of the specsweep command (docs/cli.md: 0 ok, 1 failure, 2 usage, 3 the daemon cannot
+// listen on its address).
 const (
 	ExitOK      = 0
 	ExitFailure = 1
 	ExitUsage   = 2
+	ExitListen  = 3
 )
 
 // Env is what a command may touch of the outside world; main passes the real one, tests their own.
@@ -59,6 +61,7 @@ func commands() []command {
 		submitCmd(),
 		daemonCmd(),
 		dashboardCmd(),
+		apiCmd(),
 		statusCmd(),
 		cancelCmd(),
 		resumeCmd(),

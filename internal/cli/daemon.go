@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -38,6 +40,9 @@ func daemonCmd() command {
 			acceptKeys := fs.Bool("accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
 			logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 			logDir := fs.String("log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
+			tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain) file (with --tls-key)")
+			tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+			insecureListen := fs.Bool("insecure-listen", false, "allow plain HTTP on a --listen address that is not loopback (the token and sessions cross the network in clear)")
 			return func(ctx context.Context, env Env, pos []string) error {
 				if len(pos) > 0 {
 					return usagef("unexpected argument %q", pos[0])
@@ -46,6 +51,10 @@ func daemonCmd() command {
 					return usagef("unknown --log-format %q (want text or json)", *logFormat)
 				}
 				listenHost, err := checkListen(*listen)
+				if err != nil {
+					return err
+				}
+				tlsConf, err := listenTLS(*listen, *tlsCert, *tlsKey, *insecureListen)
 				if err != nil {
 					return err
 				}
@@ -100,6 +109,12 @@ func daemonCmd() command {
 					if err != nil {
 						return fmt.Errorf("daemon: %w", err)
 					}
+					if len(token) < 2*tokenBytes {
+						// GET /api/hello answers a MAC under a key derived from the token: a guessable
+						// token can be found offline from one answer.
+						log.Warn("the token is short: use at least 32 random bytes (the generated token has them)",
+							"token_file", tokenPath, "length", len(token))
+					}
 					home, err := os.UserHomeDir()
 					if err != nil && !*allowAnyKey {
 						log.Warn("no home directory: specs over the API may not name identity_file or known_hosts", "err", err)
@@ -112,17 +127,40 @@ func daemonCmd() command {
 					}
 					ln, err := net.Listen("tcp", *listen)
 					if err != nil {
-						return fmt.Errorf("daemon: listen on %s: %w", *listen, err)
+						return listenError(*listen, err)
 					}
+					scheme := "http"
 					srv = orchestrator.NewAPIServer(h, orchestrator.ServerTimeouts{}, log)
+					if tlsConf != nil {
+						scheme, srv.TLSConfig = "https", tlsConf
+					}
 					go func() {
-						if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+						var err error
+						if tlsConf != nil {
+							err = srv.ServeTLS(ln, "", "")
+						} else {
+							err = srv.Serve(ln)
+						}
+						if err != nil && !errors.Is(err, http.ErrServerClosed) {
 							log.Error("HTTP server stopped", "err", err)
 						}
 					}()
+					// Where the CLI finds this daemon (client.go), once the address is ours.
+					rec := daemonRecord{Addr: ln.Addr().String(), Scheme: scheme, PID: os.Getpid(), StartedAt: time.Now().UTC()}
+					if tlsConf != nil {
+						rec.Cert = tlsConf.Certificates[0].Certificate[0]
+						if net.ParseIP(listenHost) == nil && listenHost != "" {
+							rec.ServerName = listenHost
+						}
+					}
+					recPath := daemonRecordPath(dbFile)
+					if err := writeDaemonRecord(recPath, rec); err != nil {
+						log.Warn("the CLI will need --listen to find this daemon", "err", err)
+					}
+					defer removeDaemonRecord(recPath)
 					// The path, never the token.
-					log.Info("status API listening", "addr", ln.Addr().String(), "token_file", tokenPath,
-						"allow_local_driver", *allowLocal, "allow_any_key_path", *allowAnyKey)
+					log.Info("status API listening", "addr", ln.Addr().String(), "scheme", scheme, "token_file", tokenPath,
+						"address_record", recPath, "allow_local_driver", *allowLocal, "allow_any_key_path", *allowAnyKey)
 					go dash.Run(ctx)
 					// A login URL is a credential: printed for a person at a terminal, never into a log
 					// (a journal other users may read); `specsweep dashboard` makes one with the token.
@@ -130,10 +168,10 @@ func daemonCmd() command {
 						code, until, err := sessions.LoginCode()
 						if err == nil {
 							fmt.Fprintf(env.Stderr, "dashboard: %s (one-time, until %s)\n",
-								dashboardURL(ln.Addr().String(), "/login?code="+code), until.UTC().Format(time.RFC3339))
+								daemonURL(scheme, ln.Addr().String(), "/login?code="+code), until.UTC().Format(time.RFC3339))
 						}
 					} else {
-						log.Info("dashboard served: `specsweep dashboard` prints a login URL", "url", dashboardURL(ln.Addr().String(), "/"))
+						log.Info("dashboard served: `specsweep dashboard` prints a login URL", "url", daemonURL(scheme, ln.Addr().String(), "/"))
 					}
 				}
 				hup := make(chan os.Signal, 1)
@@ -195,6 +233,58 @@ func checkListen(addr string) (string, error) {
 		return "", usagef("--listen %q: %v", addr, err)
 	}
 	return host, nil
+}
+
+// listenTLS checks the TLS flags against --listen and loads the certificate: both files or neither;
+// a --listen that is not loopback needs TLS or --insecure-listen, for the token, the sessions and
+// every sweep's data would otherwise cross the network in clear.
+func listenTLS(listen, certFile, keyFile string, insecure bool) (*tls.Config, error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, usagef("--tls-cert and --tls-key go together (got only one)")
+	}
+	if certFile == "" {
+		if listen != "" && !insecure && !loopbackListen(listen) {
+			return nil, usagef("--listen %q is not a loopback address: the token, the dashboard's sessions and every sweep would "+
+				"cross the network in clear; serve HTTPS with --tls-cert FILE --tls-key FILE, or accept plain HTTP with --insecure-listen", listen)
+		}
+		return nil, nil
+	}
+	if listen == "" {
+		return nil, usagef("--tls-cert without --listen: there is no API to serve")
+	}
+	c, err := orchestrator.ServerTLS(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	return c, nil
+}
+
+// loopbackListen: the --listen host is a loopback address or localhost (a wildcard is not: it
+// listens on every interface).
+func loopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// listenError words a failed bind with ExitListen, so the unit's RestartPreventExitStatus= keeps
+// systemd from restarting into the same wall: address in use (and by whom, when /proc says).
+func listenError(listen string, err error) error {
+	msg := fmt.Sprintf("specsweep daemon: cannot listen on %s: %v", listen, err)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		msg = fmt.Sprintf("specsweep daemon: cannot listen on %s: address in use", listen)
+		if h := portHolderOf(listen); h != "" {
+			msg += " (held by " + h + ")"
+		}
+		msg += "; stop whatever holds it or give another --listen"
+	}
+	return exitError{code: ExitListen, err: errors.New(msg)}
 }
 
 func submitCmd() command {
