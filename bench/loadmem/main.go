@@ -1,0 +1,303 @@
+// Command loadmem measures the load generator's peak memory (RSS) on a level of many long prompts
+// against the real simulator (sglangsim over loopback): the load runs in a child process whose
+// peak RSS (getrusage of the child, and its own VmHWM) is printed, for this tree and for an
+// earlier commit (built from `git archive`, with this same driver), side by side. With -worst it
+// also holds a level at the spec's bounds (every slot in flight with a prompt of -worst-input
+// tokens) for -worst-seconds and prints its peak; the earlier commit runs that case under an
+// address-space limit (RLIMIT_AS), so that its out-of-memory death costs the machine nothing.
+// It prints figures; it asserts nothing. Run it through bench/loadmem.sh.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/specsweep/specsweep/workload"
+)
+
+// beforeStreamedBodies is the last commit whose load generator built every prompt whole.
+const beforeStreamedBodies = "0181fbb"
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-child" {
+		child(os.Args[2:])
+		return
+	}
+	var (
+		simBin      = flag.String("sim", "", "sglangsim binary (default: built from ./cmd/sglangsim)")
+		conc        = flag.Int("concurrency", 4096, "requests in flight")
+		input       = flag.Int("input", 32768, "prompt tokens (random dataset)")
+		output      = flag.Int("output", 4, "output tokens per request")
+		requests    = flag.Int("requests", 0, "measured requests (0: one per slot)")
+		scale       = flag.String("scale", "0.0001", "SGLANGSIM_TIME_SCALE")
+		before      = flag.String("before", beforeStreamedBodies, "commit to compare with (empty: this tree only)")
+		worst       = flag.Bool("worst", false, "also hold a level at the bounds (-concurrency x -worst-input)")
+		worstInput  = flag.Int("worst-input", 4<<20, "prompt tokens of the worst case")
+		worstSecs   = flag.Int("worst-seconds", 30, "how long the worst case is held")
+		beforeLimit = flag.Int("before-as-gib", 8, "address-space limit (GiB) of the earlier commit's worst case")
+	)
+	flag.Parse()
+	if err := run(*simBin, *conc, *input, *output, *requests, *scale, *before, *worst, *worstInput, *worstSecs, *beforeLimit); err != nil {
+		fmt.Fprintln(os.Stderr, "loadmem:", err)
+		os.Exit(1)
+	}
+}
+
+func run(simBin string, conc, input, output, requests int, scale, before string, worst bool, worstInput, worstSecs, beforeLimit int) error {
+	tmp, err := os.MkdirTemp("", "loadmem-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if simBin == "" {
+		simBin = filepath.Join(tmp, "sglangsim")
+		if out, err := exec.Command("go", "build", "-o", simBin, "./cmd/sglangsim").CombinedOutput(); err != nil {
+			return fmt.Errorf("build sglangsim: %v\n%s", err, out)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	type variant struct{ name, bin string }
+	variants := []variant{{"this tree", self}}
+	if before != "" {
+		bin, err := buildAt(tmp, before)
+		if err != nil {
+			return err
+		}
+		variants = append([]variant{{"before (" + before + ")", bin}}, variants...)
+	}
+	if requests == 0 {
+		requests = conc
+	}
+	fmt.Printf("## Load generator peak RSS: concurrency %d, %d-token prompts, %d output tokens, %d requests (sglangsim, SGLANGSIM_TIME_SCALE=%s)\n\n",
+		conc, input, output, requests, scale)
+	fmt.Println("| code | peak RSS (getrusage) | VmHWM | completed | failed | wall | first error |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, v := range variants {
+		r, err := measure(simBin, tmp, scale, v.bin, conc, input, output, requests, 0, 0, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		fmt.Println(r.row(v.name))
+	}
+	if !worst {
+		return nil
+	}
+	fmt.Printf("\n## At the bounds: concurrency %d, %d-token prompts, every slot in flight, held %d s then cancelled\n\n",
+		conc, worstInput, worstSecs)
+	fmt.Println("| code | peak RSS (getrusage) | VmHWM | completed | failed | wall | first error |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, v := range variants {
+		limit := 0
+		if v.bin != self {
+			limit = beforeLimit
+		}
+		r, err := measure(simBin, tmp, scale, v.bin, conc, worstInput, output, conc, worstSecs, limit, worstInput+output+64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		name := v.name
+		if limit > 0 {
+			name += fmt.Sprintf(", RLIMIT_AS %d GiB", limit)
+		}
+		fmt.Println(r.row(name))
+	}
+	return nil
+}
+
+// buildAt builds this driver against the workload package of an earlier commit.
+func buildAt(tmp, commit string) (string, error) {
+	dir := filepath.Join(tmp, "src-"+commit)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	sh := fmt.Sprintf("git archive %s | tar -x -C %s", commit, dir)
+	if out, err := exec.Command("sh", "-c", sh).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("extract %s: %v\n%s", commit, err, out)
+	}
+	src, err := os.ReadFile("bench/loadmem/main.go")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bench/loadmem"), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench/loadmem/main.go"), src, 0o644); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(tmp, "loadmem-"+commit)
+	cmd := exec.Command("go", "build", "-o", bin, "./bench/loadmem")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build at %s: %v\n%s", commit, err, out)
+	}
+	return bin, nil
+}
+
+// report is what a child prints, with the parent's view of its peak.
+type report struct {
+	Completed, Failed, Sent int
+	FirstError              string
+	VmHWMKiB                int64
+	MaxRSSKiB               int64 `json:"-"`
+	Wall                    time.Duration
+	Died                    string `json:"-"`
+}
+
+func (r *report) row(name string) string {
+	if r.Died != "" {
+		return fmt.Sprintf("| %s | %s | - | - | - | %.1f s | died: %s |", name, mib(r.MaxRSSKiB), r.Wall.Seconds(), r.Died)
+	}
+	return fmt.Sprintf("| %s | %s | %s | %d | %d | %.1f s | %s |", name, mib(r.MaxRSSKiB), mib(r.VmHWMKiB),
+		r.Completed, r.Failed, r.Wall.Seconds(), r.FirstError)
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.0f MiB", float64(kib)/1024) }
+
+// measure starts a fresh simulator and runs one child against it.
+func measure(simBin, tmp, scale, bin string, conc, input, output, requests, seconds, asGiB, contextLen int) (*report, error) {
+	url, stop, err := startSim(simBin, tmp, scale, contextLen)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	args := []string{"-child", url, strconv.Itoa(conc), strconv.Itoa(input), strconv.Itoa(output),
+		strconv.Itoa(requests), strconv.Itoa(seconds), strconv.Itoa(asGiB)}
+	cmd := exec.Command(bin, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	r := &report{}
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.MaxRSSKiB = ru.Maxrss // KiB on Linux
+		}
+	}
+	if err != nil {
+		r.Wall = time.Since(start)
+		r.Died = firstLine(stderr.String())
+		return r, nil
+	}
+	if err := json.Unmarshal(out, r); err != nil {
+		return nil, fmt.Errorf("child said %q: %w", out, err)
+	}
+	return r, nil
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return "(no output)"
+}
+
+func startSim(bin, tmp, scale string, contextLen int) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	args := []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--host", "127.0.0.1",
+		"--port", strconv.Itoa(port), "--log-level", "warning"}
+	if contextLen > 0 {
+		args = append(args, "--context-length", strconv.Itoa(contextLen))
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "SGLANGSIM_LOAD_SECONDS=0", "SGLANGSIM_WARMUP_SECONDS=0", "SGLANGSIM_TIME_SCALE="+scale)
+	logf, err := os.Create(filepath.Join(tmp, fmt.Sprintf("sim-%d.log", port)))
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", nil, err
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() }
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url, stop, nil
+			}
+		}
+	}
+	stop()
+	b, _ := os.ReadFile(logf.Name())
+	return "", nil, fmt.Errorf("sglangsim did not start: %s", b)
+}
+
+// child runs one level and prints a report as JSON: args URL CONCURRENCY INPUT OUTPUT REQUESTS
+// SECONDS (0: to the end) AS_GIB (0: no address-space limit).
+func child(args []string) {
+	n := make([]int, 6)
+	for i := range n {
+		v, err := strconv.Atoi(args[i+1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadmem child:", err)
+			os.Exit(2)
+		}
+		n[i] = v
+	}
+	conc, input, output, requests, seconds, asGiB := n[0], n[1], n[2], n[3], n[4], n[5]
+	if asGiB > 0 {
+		lim := uint64(asGiB) << 30
+		if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: lim, Max: lim}); err != nil {
+			fmt.Fprintln(os.Stderr, "loadmem child: setrlimit:", err)
+			os.Exit(2)
+		}
+	}
+	ctx := context.Background()
+	if seconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(seconds)*time.Second)
+		defer cancel()
+	}
+	start := time.Now()
+	res, err := workload.Run(ctx, workload.Config{URL: args[0], API: workload.APICompletions, Concurrency: conc,
+		Requests: requests, InputTokens: input, OutputTokens: output, Seed: 1, MaxConsecutiveFailures: -1,
+		StallTimeout: 10 * time.Minute, RequestTimeout: 20 * time.Minute})
+	if err != nil && !(seconds > 0 && errors.Is(err, context.DeadlineExceeded)) {
+		fmt.Fprintln(os.Stderr, "loadmem child:", err)
+		os.Exit(1)
+	}
+	r := report{Completed: res.Completed, Failed: res.Failed, Sent: res.Sent, Wall: time.Since(start), VmHWMKiB: vmHWM()}
+	if len(res.Errors) > 0 {
+		r.FirstError = fmt.Sprintf("%s (x%d)", res.Errors[0].Message, res.Errors[0].Count)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// vmHWM is this process's peak resident set (KiB), from /proc/self/status.
+func vmHWM() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			v, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return v
+		}
+	}
+	return 0
+}
