@@ -3,24 +3,26 @@
 // peak RSS (getrusage of the child, and its own VmHWM) is printed, for this tree and for an
 // earlier commit (built from `git archive`, with this same driver), side by side. With -worst it
 // also holds a level at the spec's bounds (every slot in flight with a prompt of -worst-input
-// tokens) for -worst-seconds and prints its peak; the earlier commit runs that case under an
-// address-space limit (RLIMIT_AS), so that its out-of-memory death costs the machine nothing.
+// tokens, held by a loopback sink that stops reading each body early) and prints its peak; the earlier commit runs that case under an address-space limit (RLIMIT_AS), so that its
+// out-of-memory death costs the machine nothing.
 // It prints figures; it asserts nothing. Run it through bench/loadmem.sh.
 package main
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,17 +47,20 @@ func main() {
 		before      = flag.String("before", beforeStreamedBodies, "commit to compare with (empty: this tree only)")
 		worst       = flag.Bool("worst", false, "also hold a level at the bounds (-concurrency x -worst-input)")
 		worstInput  = flag.Int("worst-input", 4<<20, "prompt tokens of the worst case")
-		worstSecs   = flag.Int("worst-seconds", 30, "how long the worst case is held")
+		hold        = flag.Duration("worst-hold", 10*time.Minute, "the longest the worst case waits for every slot to be in flight")
 		beforeLimit = flag.Int("before-as-gib", 8, "address-space limit (GiB) of the earlier commit's worst case")
 	)
 	flag.Parse()
-	if err := run(*simBin, *conc, *input, *output, *requests, *scale, *before, *worst, *worstInput, *worstSecs, *beforeLimit); err != nil {
+	if err := run(*simBin, *conc, *input, *output, *requests, *scale, *before, *worst, *worstInput, *hold, *beforeLimit); err != nil {
 		fmt.Fprintln(os.Stderr, "loadmem:", err)
 		os.Exit(1)
 	}
 }
 
-func run(simBin string, conc, input, output, requests int, scale, before string, worst bool, worstInput, worstSecs, beforeLimit int) error {
+// stallAfter is how much of each body the worst case's sink reads before it holds the request.
+const stallAfter = 256 << 10
+
+func run(simBin string, conc, input, output, requests int, scale, before string, worst bool, worstInput int, hold time.Duration, beforeLimit int) error {
 	tmp, err := os.MkdirTemp("", "loadmem-")
 	if err != nil {
 		return err
@@ -88,33 +93,41 @@ func run(simBin string, conc, input, output, requests int, scale, before string,
 	fmt.Println("| code | peak RSS (getrusage) | VmHWM | completed | failed | wall | first error |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, v := range variants {
-		r, err := measure(simBin, tmp, scale, v.bin, conc, input, output, requests, 0, 0, 0)
+		url, stop, err := startSim(simBin, tmp, scale)
+		if err != nil {
+			return err
+		}
+		r, err := measure(url, v.bin, conc, input, output, requests, 0, nil, 0)
+		stop()
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		fmt.Println(r.row(v.name))
+		fmt.Println(r.row(v.name, false))
 	}
 	if !worst {
 		return nil
 	}
-	fmt.Printf("\n## At the bounds: concurrency %d, %d-token prompts, every slot in flight, held %d s then cancelled\n\n",
-		conc, worstInput, worstSecs)
-	fmt.Println("| code | peak RSS (getrusage) | VmHWM | completed | failed | wall | first error |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Printf("\n## At the bounds: concurrency %d, %d-token prompts, every slot in flight (a sink holds each request after %d KiB of its body)\n\n",
+		conc, worstInput, stallAfter>>10)
+	fmt.Println("| code | peak RSS (getrusage) | VmHWM | requests held at once | wall | first error |")
+	fmt.Println("|---|---|---|---|---|---|")
 	for _, v := range variants {
 		limit := 0
+		name := v.name
 		if v.bin != self {
 			limit = beforeLimit
+			name += fmt.Sprintf(", RLIMIT_AS %d GiB", limit)
 		}
-		r, err := measure(simBin, tmp, scale, v.bin, conc, worstInput, output, conc, worstSecs, limit, worstInput+output+64)
+		sk, url, err := startSink(stallAfter)
+		if err != nil {
+			return err
+		}
+		r, err := measure(url, v.bin, conc, worstInput, output, conc, limit, sk, hold)
+		_ = sk.srv.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		name := v.name
-		if limit > 0 {
-			name += fmt.Sprintf(", RLIMIT_AS %d GiB", limit)
-		}
-		fmt.Println(r.row(name))
+		fmt.Println(r.row(name, true))
 	}
 	return nil
 }
@@ -148,19 +161,26 @@ func buildAt(tmp, commit string) (string, error) {
 	return bin, nil
 }
 
-// report is what a child prints, with the parent's view of its peak.
+// report is what a child prints, with the parent's view of it.
 type report struct {
 	Completed, Failed, Sent int
 	FirstError              string
 	VmHWMKiB                int64
-	MaxRSSKiB               int64 `json:"-"`
 	Wall                    time.Duration
+	MaxRSSKiB               int64  `json:"-"`
+	Held                    int64  `json:"-"` // requests the sink held at once
 	Died                    string `json:"-"`
 }
 
-func (r *report) row(name string) string {
+func (r *report) row(name string, held bool) string {
 	if r.Died != "" {
+		if held {
+			return fmt.Sprintf("| %s | %s | - | %d | %.1f s | died: %s |", name, mib(r.MaxRSSKiB), r.Held, r.Wall.Seconds(), r.Died)
+		}
 		return fmt.Sprintf("| %s | %s | - | - | - | %.1f s | died: %s |", name, mib(r.MaxRSSKiB), r.Wall.Seconds(), r.Died)
+	}
+	if held {
+		return fmt.Sprintf("| %s | %s | %s | %d | %.1f s | %s |", name, mib(r.MaxRSSKiB), mib(r.VmHWMKiB), r.Held, r.Wall.Seconds(), r.FirstError)
 	}
 	return fmt.Sprintf("| %s | %s | %s | %d | %d | %.1f s | %s |", name, mib(r.MaxRSSKiB), mib(r.VmHWMKiB),
 		r.Completed, r.Failed, r.Wall.Seconds(), r.FirstError)
@@ -168,34 +188,62 @@ func (r *report) row(name string) string {
 
 func mib(kib int64) string { return fmt.Sprintf("%.0f MiB", float64(kib)/1024) }
 
-// measure starts a fresh simulator and runs one child against it.
-func measure(simBin, tmp, scale, bin string, conc, input, output, requests, seconds, asGiB, contextLen int) (*report, error) {
-	url, stop, err := startSim(simBin, tmp, scale, contextLen)
-	if err != nil {
+// measure runs one child against url and returns its report. With a sink, the child is stopped
+// (SIGTERM: it cancels its level and reports) once every slot's request is held by the sink, or
+// after hold.
+func measure(url, bin string, conc, input, output, requests, asGiB int, sk *sink, hold time.Duration) (*report, error) {
+	args := []string{"-child", url, strconv.Itoa(conc), strconv.Itoa(input), strconv.Itoa(output),
+		strconv.Itoa(requests), strconv.Itoa(asGiB)}
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	defer stop()
-	args := []string{"-child", url, strconv.Itoa(conc), strconv.Itoa(input), strconv.Itoa(output),
-		strconv.Itoa(requests), strconv.Itoa(seconds), strconv.Itoa(asGiB)}
-	cmd := exec.Command(bin, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	start := time.Now()
-	out, err := cmd.Output()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
 	r := &report{}
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			r.MaxRSSKiB = ru.Maxrss // KiB on Linux
+	var err error
+	if sk == nil {
+		err = <-done
+	} else {
+		tick := time.NewTicker(100 * time.Millisecond)
+		deadline := time.After(hold)
+	wait:
+		for {
+			select {
+			case err = <-done:
+				break wait
+			case <-tick.C:
+				if sk.held.Load() < int64(conc) {
+					continue
+				}
+			case <-deadline:
+			}
+			r.Held = sk.held.Load()
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			err = <-done
+			break
+		}
+		tick.Stop()
+		if r.Held == 0 {
+			r.Held = sk.held.Load()
 		}
 	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.MaxRSSKiB = ru.Maxrss // KiB on Linux
+	}
 	if err != nil {
-		r.Wall = time.Since(start)
+		r.Wall = time.Since(began)
 		r.Died = firstLine(stderr.String())
 		return r, nil
 	}
-	if err := json.Unmarshal(out, r); err != nil {
-		return nil, fmt.Errorf("child said %q: %w", out, err)
+	held, rss := r.Held, r.MaxRSSKiB
+	if err := json.Unmarshal([]byte(stdout.String()), r); err != nil {
+		return nil, fmt.Errorf("child said %q: %w", stdout.String(), err)
 	}
+	r.Held, r.MaxRSSKiB = held, rss
 	return r, nil
 }
 
@@ -208,7 +256,56 @@ func firstLine(s string) string {
 	return "(no output)"
 }
 
-func startSim(bin, tmp, scale string, contextLen int) (string, func(), error) {
+// sink serves the worst case in this process: it reads the first stallAfter bytes of every body,
+// then holds the request (reading nothing more: the client's writes wait on TCP's window, its request
+// stays in flight) until the client gives up. held counts the requests held at once. (sglangsim,
+// like SGLang's JSON parsing, holds each body whole: 4096 bodies of millions of tokens would need
+// more memory than this machine has, on the server's side.)
+type sink struct {
+	held atomic.Int64
+	srv  *http.Server
+}
+
+func startSink(stallAfter int64) (*sink, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	sk := &sink{}
+	sk.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			_, _ = w.Write([]byte(`{"data":[{"id":"sink"}]}`))
+			return
+		case "/v1/completions", "/v1/chat/completions":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		if _, err := io.CopyN(io.Discard, r.Body, stallAfter); err != nil {
+			return
+		}
+		sk.held.Add(1)
+		defer sk.held.Add(-1)
+		<-r.Context().Done()
+	})}
+	go func() { _ = sk.srv.Serve(smallWindows{ln}) }()
+	return sk, "http://" + ln.Addr().String(), nil
+}
+
+// smallWindows gives each accepted connection a small receive buffer, so that 4096 stalled uploads
+// do not fill the kernel's socket memory.
+type smallWindows struct{ net.Listener }
+
+func (l smallWindows) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(64 << 10)
+	}
+	return c, err
+}
+
+func startSim(bin, tmp, scale string) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -217,9 +314,6 @@ func startSim(bin, tmp, scale string, contextLen int) (string, func(), error) {
 	ln.Close()
 	args := []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--host", "127.0.0.1",
 		"--port", strconv.Itoa(port), "--log-level", "warning"}
-	if contextLen > 0 {
-		args = append(args, "--context-length", strconv.Itoa(contextLen))
-	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "SGLANGSIM_LOAD_SECONDS=0", "SGLANGSIM_WARMUP_SECONDS=0", "SGLANGSIM_TIME_SCALE="+scale)
 	logf, err := os.Create(filepath.Join(tmp, fmt.Sprintf("sim-%d.log", port)))
@@ -247,9 +341,9 @@ func startSim(bin, tmp, scale string, contextLen int) (string, func(), error) {
 }
 
 // child runs one level and prints a report as JSON: args URL CONCURRENCY INPUT OUTPUT REQUESTS
-// SECONDS (0: to the end) AS_GIB (0: no address-space limit).
+// AS_GIB (0: no address-space limit). SIGTERM cancels the level (then it reports what it has).
 func child(args []string) {
-	n := make([]int, 6)
+	n := make([]int, 5)
 	for i := range n {
 		v, err := strconv.Atoi(args[i+1])
 		if err != nil {
@@ -258,7 +352,7 @@ func child(args []string) {
 		}
 		n[i] = v
 	}
-	conc, input, output, requests, seconds, asGiB := n[0], n[1], n[2], n[3], n[4], n[5]
+	conc, input, output, requests, asGiB := n[0], n[1], n[2], n[3], n[4]
 	if asGiB > 0 {
 		lim := uint64(asGiB) << 30
 		if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: lim, Max: lim}); err != nil {
@@ -266,22 +360,18 @@ func child(args []string) {
 			os.Exit(2)
 		}
 	}
-	ctx := context.Background()
-	if seconds > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(seconds)*time.Second)
-		defer cancel()
-	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	start := time.Now()
 	res, err := workload.Run(ctx, workload.Config{URL: args[0], API: workload.APICompletions, Concurrency: conc,
 		Requests: requests, InputTokens: input, OutputTokens: output, Seed: 1, MaxConsecutiveFailures: -1,
 		StallTimeout: 10 * time.Minute, RequestTimeout: 20 * time.Minute})
-	if err != nil && !(seconds > 0 && errors.Is(err, context.DeadlineExceeded)) {
+	if err != nil && !(ctx.Err() != nil && res != nil) {
 		fmt.Fprintln(os.Stderr, "loadmem child:", err)
 		os.Exit(1)
 	}
 	r := report{Completed: res.Completed, Failed: res.Failed, Sent: res.Sent, Wall: time.Since(start), VmHWMKiB: vmHWM()}
-	if len(res.Errors) > 0 {
+	if len(res.Errors) > 0 && ctx.Err() == nil {
 		r.FirstError = fmt.Sprintf("%s (x%d)", res.Errors[0].Message, res.Errors[0].Count)
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(r)
