@@ -56,6 +56,19 @@ func (c *randomCursor) fill(dst []byte, limit int) ([]byte, bool) {
 	return dst, c.w < c.n
 }
 
+// length consumes the cursor and returns the length of what fill would have given: the words'
+// lengths and the spaces between them, without writing them.
+func (c *randomCursor) length() int64 {
+	var n int64
+	for ; c.w < c.n; c.w++ {
+		if c.w > 0 {
+			n++
+		}
+		n += int64(len(promptWords[c.rng.IntN(len(promptWords))]))
+	}
+	return n
+}
+
 // stringCursor escapes a prompt held as a string (ShareGPT's, or any Dataset's).
 type stringCursor struct {
 	s   string
@@ -159,43 +172,55 @@ func openCursor(ds Dataset, stream uint64, i int) promptCursor {
 func newPromptBody(parts *bodyParts, ds Dataset, stream uint64, i int) (*promptBody, int64) {
 	b := &promptBody{parts: parts, scratch: make([]byte, 0, bodyChunk+64)}
 	n := int64(len(parts.head) + len(parts.tail))
-	cur := openCursor(ds, stream, i)
-	for more := true; more; {
-		b.scratch, more = cur.fill(b.scratch[:0], bodyChunk)
-		n += int64(len(b.scratch))
+	switch cur := openCursor(ds, stream, i).(type) {
+	case *randomCursor:
+		n += cur.length()
+	default:
+		for more := true; more; {
+			b.scratch, more = cur.fill(b.scratch[:0], bodyChunk)
+			n += int64(len(b.scratch))
+		}
 	}
 	b.scratch = b.scratch[:0]
 	b.cur = openCursor(ds, stream, i)
 	return b, n
 }
 
+// next produces the body's next bytes into pending; false at the end.
+func (b *promptBody) next() bool {
+	switch b.stage {
+	case 0:
+		b.pending, b.stage = b.parts.head, 1
+	case 1:
+		var more bool
+		b.scratch, more = b.cur.fill(b.scratch[:0], bodyChunk)
+		b.pending = b.scratch
+		if !more {
+			b.stage = 2
+		}
+	case 2:
+		b.pending, b.stage = b.parts.tail, 3
+	default:
+		return false
+	}
+	return true
+}
+
 func (b *promptBody) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
-		if len(b.pending) > 0 {
-			c := copy(p[n:], b.pending)
-			b.pending = b.pending[c:]
-			n += c
+		if len(b.pending) == 0 {
+			if !b.next() {
+				if n == 0 {
+					return 0, io.EOF
+				}
+				break
+			}
 			continue
 		}
-		switch b.stage {
-		case 0:
-			b.pending, b.stage = b.parts.head, 1
-		case 1:
-			var more bool
-			b.scratch, more = b.cur.fill(b.scratch[:0], bodyChunk)
-			b.pending = b.scratch
-			if !more {
-				b.stage = 2
-			}
-		case 2:
-			b.pending, b.stage = b.parts.tail, 3
-		default:
-			if n == 0 {
-				return 0, io.EOF
-			}
-			return n, nil
-		}
+		c := copy(p[n:], b.pending)
+		b.pending = b.pending[c:]
+		n += c
 	}
 	return n, nil
 }
