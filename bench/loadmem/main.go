@@ -57,8 +57,14 @@ func main() {
 	}
 }
 
-// stallAfter is how much of each body the worst case's sink reads before it holds the request.
-const stallAfter = 256 << 10
+// The worst case's sockets are kept small on both sides, so that 4096 stalled uploads hold little
+// kernel memory (TCP's memory is the whole machine's: with the default buffers, 4096 stalled uploads
+// pushed it past tcp_mem and slowed every connection on the machine). stallAfter is how much of each
+// body the sink reads before it holds the request.
+const (
+	stallAfter = 16 << 10
+	sockBuf    = 8 << 10
+)
 
 func run(simBin string, conc, input, output, requests int, scale, before string, worst bool, worstInput int, hold time.Duration, beforeLimit int) error {
 	tmp, err := os.MkdirTemp("", "loadmem-")
@@ -169,6 +175,7 @@ type report struct {
 	Wall                    time.Duration
 	MaxRSSKiB               int64  `json:"-"`
 	Held                    int64  `json:"-"` // requests the sink held at once
+	Stopped                 string `json:"-"`
 	Died                    string `json:"-"`
 }
 
@@ -192,8 +199,12 @@ func mib(kib int64) string { return fmt.Sprintf("%.0f MiB", float64(kib)/1024) }
 // (SIGTERM: it cancels its level and reports) once every slot's request is held by the sink, or
 // after hold.
 func measure(url, bin string, conc, input, output, requests, asGiB int, sk *sink, hold time.Duration) (*report, error) {
+	sndbuf := 0
+	if sk != nil {
+		sndbuf = sockBuf
+	}
 	args := []string{"-child", url, strconv.Itoa(conc), strconv.Itoa(input), strconv.Itoa(output),
-		strconv.Itoa(requests), strconv.Itoa(asGiB)}
+		strconv.Itoa(requests), strconv.Itoa(asGiB), strconv.Itoa(sndbuf)}
 	cmd := exec.Command(bin, args...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -216,7 +227,9 @@ func measure(url, bin string, conc, input, output, requests, asGiB int, sk *sink
 			case err = <-done:
 				break wait
 			case <-tick.C:
-				if sk.held.Load() < int64(conc) {
+				if kib := tcpMemKiB(); kib > tcpMemGuardKiB {
+					r.Stopped = fmt.Sprintf("stopped early: the kernel's TCP memory reached %d MiB", kib>>10)
+				} else if sk.held.Load() < int64(conc) {
 					continue
 				}
 			case <-deadline:
@@ -239,12 +252,39 @@ func measure(url, bin string, conc, input, output, requests, asGiB int, sk *sink
 		r.Died = firstLine(stderr.String())
 		return r, nil
 	}
-	held, rss := r.Held, r.MaxRSSKiB
+	held, rss, stopped := r.Held, r.MaxRSSKiB, r.Stopped
 	if err := json.Unmarshal([]byte(stdout.String()), r); err != nil {
 		return nil, fmt.Errorf("child said %q: %w", stdout.String(), err)
 	}
 	r.Held, r.MaxRSSKiB = held, rss
+	if stopped != "" {
+		r.FirstError = stopped
+	}
 	return r, nil
+}
+
+// tcpMemGuardKiB is the kernel TCP memory (all sockets of the machine) at which the worst case
+// stops early: a quarter of this machine's usual tcp_mem pressure threshold.
+const tcpMemGuardKiB = 384 << 10
+
+// tcpMemKiB is the kernel's TCP memory in use (/proc/net/sockstat counts pages).
+func tcpMemKiB() int64 {
+	b, err := os.ReadFile("/proc/net/sockstat")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "TCP: "); ok {
+			f := strings.Fields(rest)
+			for i := 0; i+1 < len(f); i += 2 {
+				if f[i] == "mem" {
+					pages, _ := strconv.ParseInt(f[i+1], 10, 64)
+					return pages * int64(os.Getpagesize()) >> 10
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func firstLine(s string) string {
@@ -293,14 +333,13 @@ func startSink(stallAfter int64) (*sink, string, error) {
 	return sk, "http://" + ln.Addr().String(), nil
 }
 
-// smallWindows gives each accepted connection a small receive buffer, so that 4096 stalled uploads
-// do not fill the kernel's socket memory.
+// smallWindows gives each accepted connection a small receive buffer (see sockBuf).
 type smallWindows struct{ net.Listener }
 
 func (l smallWindows) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetReadBuffer(64 << 10)
+		_ = tc.SetReadBuffer(sockBuf)
 	}
 	return c, err
 }
@@ -341,9 +380,10 @@ func startSim(bin, tmp, scale string) (string, func(), error) {
 }
 
 // child runs one level and prints a report as JSON: args URL CONCURRENCY INPUT OUTPUT REQUESTS
-// AS_GIB (0: no address-space limit). SIGTERM cancels the level (then it reports what it has).
+// AS_GIB (0: no address-space limit) SNDBUF (0: the kernel's; else each connection's send buffer,
+// set on the client NewHTTPClient makes). SIGTERM cancels the level (then it reports what it has).
 func child(args []string) {
-	n := make([]int, 5)
+	n := make([]int, 6)
 	for i := range n {
 		v, err := strconv.Atoi(args[i+1])
 		if err != nil {
@@ -352,7 +392,7 @@ func child(args []string) {
 		}
 		n[i] = v
 	}
-	conc, input, output, requests, asGiB := n[0], n[1], n[2], n[3], n[4]
+	conc, input, output, requests, asGiB, sndbuf := n[0], n[1], n[2], n[3], n[4], n[5]
 	if asGiB > 0 {
 		lim := uint64(asGiB) << 30
 		if err := syscall.Setrlimit(syscall.RLIMIT_AS, &syscall.Rlimit{Cur: lim, Max: lim}); err != nil {
@@ -363,9 +403,19 @@ func child(args []string) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
+	client := workload.NewHTTPClient(conc)
+	if sndbuf > 0 {
+		d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second,
+			Control: func(_, _ string, c syscall.RawConn) error {
+				return c.Control(func(fd uintptr) {
+					_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, sndbuf)
+				})
+			}}
+		client.Transport.(*http.Transport).DialContext = d.DialContext
+	}
 	res, err := workload.Run(ctx, workload.Config{URL: args[0], API: workload.APICompletions, Concurrency: conc,
 		Requests: requests, InputTokens: input, OutputTokens: output, Seed: 1, MaxConsecutiveFailures: -1,
-		StallTimeout: 10 * time.Minute, RequestTimeout: 20 * time.Minute})
+		StallTimeout: 10 * time.Minute, RequestTimeout: 20 * time.Minute, HTTPClient: client})
 	if err != nil && !(ctx.Err() != nil && res != nil) {
 		fmt.Fprintln(os.Stderr, "loadmem child:", err)
 		os.Exit(1)
