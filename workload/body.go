@@ -22,6 +22,9 @@ type promptCursor interface {
 	// stopping once len(dst) reaches limit (a piece may run a few bytes past it); more is false
 	// when nothing is left.
 	fill(dst []byte, limit int) (out []byte, more bool)
+	// size is the length of everything fill gives from the start, computed without moving the
+	// cursor (scratch: room it may write into).
+	size(scratch []byte) int64
 }
 
 // cursorDataset is a Dataset that can write a prompt piecewise without building it.
@@ -35,14 +38,17 @@ func (d *RandomDataset) rng(stream uint64, i int) *rand.Rand {
 }
 
 func (d *RandomDataset) cursor(stream uint64, i int) promptCursor {
-	return &randomCursor{rng: d.rng(stream, i), n: d.Tokens}
+	return &randomCursor{d: d, stream: stream, i: i, rng: d.rng(stream, i), n: d.Tokens}
 }
 
 // randomCursor draws Prompt's words one by one. The vocabulary needs no JSON escaping
 // (TestPromptWordsArePlain).
 type randomCursor struct {
-	rng  *rand.Rand
-	w, n int
+	d      *RandomDataset
+	stream uint64
+	i      int
+	rng    *rand.Rand
+	w, n   int
 }
 
 func (c *randomCursor) fill(dst []byte, limit int) ([]byte, bool) {
@@ -56,15 +62,15 @@ func (c *randomCursor) fill(dst []byte, limit int) ([]byte, bool) {
 	return dst, c.w < c.n
 }
 
-// length consumes the cursor and returns the length of what fill would have given: the words'
-// lengths and the spaces between them, without writing them.
-func (c *randomCursor) length() int64 {
+// size draws the words again from the seed and sums their lengths and the spaces between them.
+func (c *randomCursor) size([]byte) int64 {
+	rng := c.d.rng(c.stream, c.i)
 	var n int64
-	for ; c.w < c.n; c.w++ {
-		if c.w > 0 {
+	for w := range c.n {
+		if w > 0 {
 			n++
 		}
-		n += int64(len(promptWords[c.rng.IntN(len(promptWords))]))
+		n += int64(len(promptWords[rng.IntN(len(promptWords))]))
 	}
 	return n
 }
@@ -78,6 +84,16 @@ type stringCursor struct {
 func (c *stringCursor) fill(dst []byte, limit int) ([]byte, bool) {
 	dst, c.pos = appendJSONText(dst, c.s, c.pos, limit)
 	return dst, c.pos < len(c.s)
+}
+
+func (c *stringCursor) size(scratch []byte) int64 {
+	var n int64
+	for pos := 0; pos < len(c.s); {
+		var out []byte
+		out, pos = appendJSONText(scratch[:0], c.s, pos, bodyChunk)
+		n += int64(len(out))
+	}
+	return n
 }
 
 const hexDigits = "0123456789abcdef"
@@ -168,22 +184,11 @@ func openCursor(ds Dataset, stream uint64, i int) promptCursor {
 }
 
 // newPromptBody returns the body of prompt i of stream and its length in bytes (from a first
-// pass over the prompt's source, which allocates nothing that grows with the prompt).
+// pass over the prompt's source, which allocates nothing that grows with the prompt; a Dataset's
+// Prompt is called once).
 func newPromptBody(parts *bodyParts, ds Dataset, stream uint64, i int) (*promptBody, int64) {
-	b := &promptBody{parts: parts, scratch: make([]byte, 0, bodyChunk+64)}
-	n := int64(len(parts.head) + len(parts.tail))
-	switch cur := openCursor(ds, stream, i).(type) {
-	case *randomCursor:
-		n += cur.length()
-	default:
-		for more := true; more; {
-			b.scratch, more = cur.fill(b.scratch[:0], bodyChunk)
-			n += int64(len(b.scratch))
-		}
-	}
-	b.scratch = b.scratch[:0]
-	b.cur = openCursor(ds, stream, i)
-	return b, n
+	b := &promptBody{parts: parts, scratch: make([]byte, 0, bodyChunk+64), cur: openCursor(ds, stream, i)}
+	return b, int64(len(parts.head)+len(parts.tail)) + b.cur.size(b.scratch)
 }
 
 // next produces the body's next bytes into pending; false at the end.

@@ -169,3 +169,21 @@ func TestCountWordsIsFields(t *testing.T) {
 		t.Errorf("random prompt: %d words counted, %d in the prompt", got, want)
 	}
 }
+
+// countingDataset counts Prompt calls.
+type countingDataset struct {
+	stringDataset
+	calls int
+}
+
+func (d *countingDataset) Prompt(s uint64, i int) string { d.calls++; return d.stringDataset.Prompt(s, i) }
+
+// A dataset's Prompt is asked once per body (its size and its bytes come from the one string).
+func TestPromptBodyAsksOnce(t *testing.T) {
+	d := &countingDataset{stringDataset: stringDataset{strings.Repeat("a <b> ", 3000)}}
+	parts := newBodyParts(APIChat, jsonString("m"), 8, 0)
+	got := readBody(t, &parts, d, 0, 0, 1000)
+	if want := oldBody(APIChat, jsonString("m"), 8, 0, d.stringDataset[0]); !bytes.Equal(got, want) || d.calls != 1 {
+		t.Errorf("Prompt called %d times (want 1); body equal: %v", d.calls, bytes.Equal(got, want))
+	}
+}
