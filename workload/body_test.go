@@ -176,7 +176,10 @@ type countingDataset struct {
 	calls int
 }
 
-func (d *countingDataset) Prompt(s uint64, i int) string { d.calls++; return d.stringDataset.Prompt(s, i) }
+func (d *countingDataset) Prompt(s uint64, i int) string {
+	d.calls++
+	return d.stringDataset.Prompt(s, i)
+}
 
 // A dataset's Prompt is asked once per body (its size and its bytes come from the one string).
 func TestPromptBodyAsksOnce(t *testing.T) {
