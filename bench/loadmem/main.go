@@ -85,11 +85,12 @@ func run(simBin string, conc, input, output, requests int, scale, before string,
 	type variant struct{ name, bin string }
 	variants := []variant{{"this tree", self}}
 	if before != "" {
-		bin, err := buildAt(tmp, before)
-		if err != nil {
-			return err
+		// Outside a git checkout (or without that commit) only this tree is measured.
+		if bin, err := buildAt(tmp, before); err != nil {
+			fmt.Fprintf(os.Stderr, "loadmem: no comparison with %s: %v\n", before, err)
+		} else {
+			variants = append([]variant{{"before (" + before + ")", bin}}, variants...)
 		}
-		variants = append([]variant{{"before (" + before + ")", bin}}, variants...)
 	}
 	if requests == 0 {
 		requests = conc
