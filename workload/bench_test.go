@@ -75,3 +75,43 @@ func BenchmarkSSEChunks(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPromptBody produces one request's body for a 32768-token random prompt: streamed (the
+// length pass, then the bytes as the transport reads them, 32 KiB at a time) and, for comparison,
+// built whole as before (Prompt, then json.Marshal into the body).
+func BenchmarkPromptBody(b *testing.B) {
+	const tokens = 32768
+	d := &RandomDataset{Tokens: tokens, Seed: 1}
+	model := jsonString("m")
+	parts := newBodyParts(APIChat, model, 128, 0)
+	b.Run("streamed", func(b *testing.B) {
+		buf := make([]byte, 32<<10)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			body, size := newPromptBody(&parts, d, 1, i)
+			n := 0
+			for {
+				k, err := body.Read(buf)
+				n += k
+				if err != nil {
+					break
+				}
+			}
+			if int64(n) != size {
+				b.Fatal("size")
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i)/tokens, "ns/token")
+	})
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			_ = oldBody(APIChat, model, 128, 0, d.Prompt(1, i))
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i)/tokens, "ns/token")
+	})
+}

@@ -124,6 +124,9 @@ func Answer(ctx context.Context, cfg CheckConfig) ([]string, error) {
 	return out, nil
 }
 
+// maxAnswerBytes bounds one answer's body: the check's answers are a few hundred tokens.
+const maxAnswerBytes = 4 << 20
+
 // answer sends one greedy request and returns its text.
 func (r *runner) answer(ctx context.Context, path, model, prompt string, maxTokens int) (string, error) {
 	body := map[string]any{"model": model, "max_tokens": maxTokens, "temperature": 0, "stream": false}
@@ -146,9 +149,12 @@ func (r *runner) answer(ctx context.Context, path, model, prompt string, maxToke
 		return "", err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes+1))
 	if err != nil {
 		return "", err
+	}
+	if len(raw) > maxAnswerBytes {
+		return "", fmt.Errorf("POST %s: the answer is larger than %d bytes (the limit)", path, maxAnswerBytes)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("POST %s: HTTP %d: %s", path, resp.StatusCode, errorText(raw))

@@ -134,3 +134,18 @@ func TestMismatchThreshold(t *testing.T) {
 		}
 	}
 }
+
+// An answer larger than the bound fails its prompt saying so (it was cut and read as broken JSON).
+func TestAnswerBeyondTheLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"choices":[{"text":"`))
+		w.Write([]byte(strings.Repeat("x", 4<<20)))
+		w.Write([]byte(`"}]}`))
+	}))
+	t.Cleanup(srv.Close)
+	_, err := Answer(context.Background(), CheckConfig{URL: srv.URL, API: APICompletions, Model: "m",
+		Prompts: CheckPrompts(1, 1), MaxTokens: 16})
+	if err == nil || !strings.Contains(err.Error(), "prompt 1: POST /v1/completions: the answer is larger than 4194304 bytes (the limit)") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -68,3 +68,10 @@ func (o *oneByteReader) Read(p []byte) (int, error) {
 	o.b = o.b[1:]
 	return 1, nil
 }
+
+// FuzzJSONText: the streamed prompt's escaping is encoding/json's, whatever the text and wherever a
+// piece ends.
+func FuzzJSONText(f *testing.F) {
+	f.Add("say \"hi\" <b>\n\xff\u2028")
+	f.Fuzz(func(t *testing.T, s string) { checkJSONText(t, s) })
+}

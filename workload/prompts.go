@@ -52,7 +52,7 @@ func (d *RandomDataset) String() string { return "random" }
 // Prompt draws prompt i of stream from (Seed, stream, i): different requests share no prefix, so
 // a prefix cache does not shorten their prefill.
 func (d *RandomDataset) Prompt(stream uint64, i int) string {
-	rng := rand.New(rand.NewPCG(d.Seed^0x5bd1e9955bd1e995, stream*0x9e3779b97f4a7c15+uint64(i)))
+	rng := d.rng(stream, i)
 	var b strings.Builder
 	b.Grow(d.Tokens * 6)
 	for w := range d.Tokens {

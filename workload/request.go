@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,8 +50,7 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 	r := w.r
 	o := &w.out
 	*o = outcome{itls: o.itls[:0]}
-	prompt := r.cfg.Prompts.Prompt(key, i)
-	body := r.body(prompt)
+	body, size := newPromptBody(&r.parts, r.cfg.Prompts, key, i)
 
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -61,9 +59,14 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 	headers := time.AfterFunc(r.cfg.StallTimeout, func() { cancel(errHeaderStall) })
 	defer headers.Stop()
 
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, r.base+r.path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, r.base+r.path, body)
 	if err != nil {
 		return w.fail(rctx, err, "build request")
+	}
+	req.ContentLength = size
+	req.GetBody = func() (io.ReadCloser, error) { // a redirect sends the body again
+		b, _ := newPromptBody(&r.parts, r.cfg.Prompts, key, i)
+		return io.NopCloser(b), nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -163,7 +166,7 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 	}
 	if !o.usage {
 		o.completion = int64(o.chunks)
-		o.prompt = int64(countWords(prompt))
+		o.prompt = int64(promptWordCount(r.cfg.Prompts, key, i))
 	}
 	o.ok = true
 	return o
@@ -194,27 +197,6 @@ func (w *worker) fail(rctx context.Context, err error, what string) *outcome {
 	}
 	o.errMsg = msg
 	return o
-}
-
-// body encodes the request: streaming with usage, ignore_eos, max_tokens, the level's temperature.
-func (r *runner) body(prompt string) []byte {
-	b := make([]byte, 0, len(prompt)+256)
-	b = append(b, `{"model":`...)
-	b = append(b, r.model...)
-	if r.cfg.API == APIChat {
-		b = append(b, `,"messages":[{"role":"user","content":`...)
-		b = append(b, jsonString(prompt)...)
-		b = append(b, `}]`...)
-	} else {
-		b = append(b, `,"prompt":`...)
-		b = append(b, jsonString(prompt)...)
-	}
-	b = append(b, `,"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(r.cfg.OutputTokens), 10)
-	b = append(b, `,"temperature":`...)
-	b = strconv.AppendFloat(b, r.cfg.Temperature, 'g', -1, 64)
-	b = append(b, `,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`...)
-	return b
 }
 
 // stallBody cancels the request when no bytes arrive for d once the stream has started.
@@ -266,8 +248,4 @@ func errorText(b []byte) string {
 		s = "(empty body)"
 	}
 	return s
-}
-
-func countWords(s string) int {
-	return len(strings.Fields(s))
 }

@@ -24,6 +24,7 @@ type runner struct {
 	path          string // /v1/chat/completions or /v1/completions
 	client        *http.Client
 	model         []byte // JSON string
+	parts         bodyParts
 
 	shards []*shard
 
@@ -90,6 +91,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	r.model = jsonString(r.cfg.Model)
+	r.parts = newBodyParts(cfg.API, r.model, cfg.OutputTokens, cfg.Temperature)
 	if cfg.SaveRequests != nil {
 		r.save = bufio.NewWriterSize(cfg.SaveRequests, 64<<10)
 	}
@@ -258,7 +260,11 @@ func (r *runner) closedLoop(ctx context.Context, start time.Time) {
 	key := streamKey(&r.cfg, false)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for wi := range r.cfg.Concurrency {
+	slots := r.cfg.Concurrency
+	if r.cfg.Requests > 0 {
+		slots = min(slots, r.cfg.Requests) // no idle workers for a level of few requests
+	}
+	for wi := range slots {
 		sh := r.shards[wi%len(r.shards)]
 		wg.Go(func() {
 			w := r.workerPool.Get().(*worker)

@@ -12,9 +12,14 @@ import (
 var ErrEventTooLarge = errors.New("server-sent event too large")
 
 const (
-	sseInitialBuf = 32 << 10
-	// DefaultMaxEvent bounds one event's data (and one line): a streamed chunk is a few hundred bytes.
-	DefaultMaxEvent = 4 << 20
+	// sseInitialBuf is a reader's buffer until a longer line needs more (a streamed chunk is a few
+	// hundred bytes); a reader that grew gets it back at Reset, so a level of many streams holds
+	// large buffers only while a large event is being read.
+	sseInitialBuf = 4 << 10
+	// DefaultMaxEvent bounds one event's data (and one line). A chunk of an OpenAI-compatible stream
+	// carries one step's tokens, a few hundred bytes; the bound keeps a server's runaway line from
+	// costing more than 2 x 256 KiB per stream in flight (the line's buffer and the event's data).
+	DefaultMaxEvent = 256 << 10
 )
 
 // SSEReader reads server-sent events (text/event-stream) from a stream without allocating per event.
@@ -55,10 +60,14 @@ func (s *SSEReader) Reset(r io.Reader, now func() time.Time, maxEvent int) {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEvent
 	}
-	if s.buf == nil {
-		s.buf = make([]byte, sseInitialBuf)
+	buf, data := s.buf, s.data[:0]
+	if len(buf) != sseInitialBuf {
+		buf = make([]byte, sseInitialBuf)
 	}
-	*s = SSEReader{r: r, now: now, buf: s.buf, data: s.data[:0], maxEvent: maxEvent}
+	if cap(data) > sseInitialBuf {
+		data = nil
+	}
+	*s = SSEReader{r: r, now: now, buf: buf, data: data, maxEvent: maxEvent}
 }
 
 // Next returns the data of the next event and when it arrived. The slice is valid until the next
@@ -104,7 +113,7 @@ func (s *SSEReader) Next() (data []byte, at time.Time, err error) {
 			s.data = append(s.data, '\n')
 		}
 		if len(s.data)+len(value) > s.maxEvent {
-			return nil, time.Time{}, ErrEventTooLarge
+			return nil, time.Time{}, s.tooLarge()
 		}
 		s.data = append(s.data, value...)
 	}
@@ -168,6 +177,11 @@ func (s *SSEReader) line() (line []byte, ok bool, err error) {
 	}
 }
 
+// tooLarge is the error of an event or line over the limit, naming the limit.
+func (s *SSEReader) tooLarge() error {
+	return fmt.Errorf("%w: a line or event of more than %d bytes (the limit)", ErrEventTooLarge, s.maxEvent)
+}
+
 // fill reads more bytes, compacting or growing the buffer first.
 func (s *SSEReader) fill() error {
 	if s.start > 0 {
@@ -176,7 +190,7 @@ func (s *SSEReader) fill() error {
 	}
 	if s.end == len(s.buf) {
 		if len(s.buf) >= s.maxEvent {
-			return ErrEventTooLarge
+			return s.tooLarge()
 		}
 		nb := make([]byte, min(2*len(s.buf), s.maxEvent))
 		copy(nb, s.buf[:s.end])

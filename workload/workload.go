@@ -248,6 +248,10 @@ type RequestRecord struct {
 	Error            string  `json:"error,omitempty"`
 }
 
+// maxResponseHeader bounds the response headers of a request; beyond it the request fails
+// ("server response headers exceeded ... bytes").
+const maxResponseHeader = 64 << 10
+
 // NewHTTPClient returns a client fit for load generation at up to concurrency streams: enough idle
 // keep-alive connections per host, no compression, no proxy, no overall timeout (each request
 // carries its own).
@@ -259,10 +263,13 @@ func NewHTTPClient(concurrency int) *http.Client {
 		MaxIdleConns:        idle,
 		MaxIdleConnsPerHost: idle,
 		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
-		ReadBufferSize:      32 << 10,
-		WriteBufferSize:     32 << 10,
+		// A stream's headers are a few hundred bytes; Go's default bound (10 MB) would let each
+		// connection of a level hold that much.
+		MaxResponseHeaderBytes: maxResponseHeader,
+		DisableCompression:     true,
+		ForceAttemptHTTP2:      false,
+		ReadBufferSize:         32 << 10,
+		WriteBufferSize:        32 << 10,
 	}}
 }
 
