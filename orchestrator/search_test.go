@@ -77,8 +77,11 @@ func TestSearchedSweepRunsWhatTheSearchDecides(t *testing.T) {
 	if n := h.scalar("SELECT count(*) FROM event_log WHERE kind = 'released'"); n != int64(out.Done) {
 		t.Errorf("%v released events, want one per point run (%d)", n, out.Done)
 	}
-	if n := h.scalar("SELECT count(DISTINCT host) FROM point_summary WHERE state = 'done'"); n != int64(2) {
-		t.Errorf("points ran on %v hosts, want 2", n)
+	// Both chains ran. (Which host ran them is the scheduler's choice: on a loaded machine one
+	// host's worker may claim every released point while the other waits, so the hosts are not
+	// counted; a worker that left instead of waiting would leave points waiting, checked above.)
+	if n := h.scalar("SELECT count(DISTINCT tp) FROM point_summary WHERE state = 'done'"); n != int64(2) {
+		t.Errorf("points of %v tp chains ran, want both", n)
 	}
 }
 
