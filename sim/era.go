@@ -71,7 +71,7 @@ func knownEras() []Era {
 			// sgl-project/sglang 6aaeb84872 (the v0.4.4 version bump): the Decode line
 			// with accept len and largest-len, no cuda graph; the flat internal state.
 			Name: "0.4.4", Table: "0_4_4.json",
-			Gate: false, Generate: false, HealthTimeout: 0,
+			Gate: false, Generate: false, HealthTimeout: 20, // /health_generate: HEALTH_CHECK_TIMEOUT
 			NewInfoPath: false, InternalStates: true, FlatInternalState: true, FlushStatus: false,
 			MetricsNoKey: false, SpecLengthGauge: true,
 			DecodeComma: false, AcceptLen: true, LargestLen: true, TrailingComma: true,

@@ -194,7 +194,9 @@ func TestEraHealth(t *testing.T) {
 		healthTimesOut bool // the hung answer comes after the health check timeout, with its log line
 	}{
 		{"0.4.1", nil, 200, 200, 0, false},
+		{"0.4.4", nil, 200, 200, 503, true}, // no gate, but /health_generate bounded by HEALTH_CHECK_TIMEOUT
 		{"0.5.2", nil, 503, 503, 503, true},
+		{"0.5.3.post2", nil, 503, 503, 503, true},
 		{"0.5.10", nil, 503, 503, 503, true},
 		{"main", nil, 503, 503, 503, true},
 		{"main", map[string]string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}, 503, 200, 503, true},
@@ -278,7 +280,9 @@ func TestEraServerInfoMetricsKey(t *testing.T) {
 		verifyCounter, flushCode bool
 	}{
 		{"0.4.1", false, false, false, false, false, false, false},
+		{"0.4.4", false, false, false, true, false, false, false}, // the internal state is at the top level
 		{"0.5.2", false, true, true, true, false, false, true},
+		{"0.5.3.post2", false, true, true, true, true, false, true},
 		{"0.5.10", true, true, true, true, true, false, true},
 		{"main", true, true, true, true, true, true, true},
 	}
@@ -286,7 +290,7 @@ func TestEraServerInfoMetricsKey(t *testing.T) {
 		t.Run(c.era, func(t *testing.T) {
 			t.Parallel()
 			args := spec3
-			if c.era == "0.4.1" {
+			if c.era == "0.4.1" || c.era == "0.4.4" {
 				args = eagle041
 			}
 			p := startEra(t, c.era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"},
@@ -413,7 +417,10 @@ func TestEraAutoParams(t *testing.T) {
 		warn48           bool
 	}{
 		{"0.4.1", "EAGLE", 5, 8, 64, false, false},
+		{"0.4.4", "EAGLE", 5, 4, 8, false, false},
+		{"0.4.4", "NEXTN", 5, 4, 8, false, false},
 		{"0.5.2", "EAGLE3", 5, 4, 8, true, false},
+		{"0.5.3.post2", "EAGLE3", 5, 4, 8, true, false},
 		{"0.5.10", "EAGLE3", 3, 1, 4, true, true},
 		{"main", "EAGLE3", 3, 1, 4, true, true},
 		{"main", "NEXTN", 3, 1, 4, true, true},
@@ -428,6 +435,10 @@ func TestEraAutoParams(t *testing.T) {
 		}
 		if (info["max_running_requests"] == 48.0) != c.reset48 {
 			t.Errorf("%s: max_running_requests %v", c.era, info["max_running_requests"])
+		}
+		if c.era == "0.4.4" && (info["max_running_requests"] != 32.0 || info["speculative_algorithm"] != "EAGLE") {
+			// 0.4.4's __post_init__: NEXTN runs as EAGLE, max_running_requests 32 when unset.
+			t.Errorf("0.4.4 %s: max_running_requests %v, algorithm %v, want 32, EAGLE", c.algo, info["max_running_requests"], info["speculative_algorithm"])
 		}
 		if strings.Contains(p.stderr.String(), "Max running requests is reset to 48") != c.warn48 {
 			t.Errorf("%s: reset-to-48 warning shown %v, want %v", c.era, !c.warn48, c.warn48)
