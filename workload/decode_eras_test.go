@@ -71,3 +71,30 @@ func TestDecodeAcceptLengthEveryShape(t *testing.T) {
 		}
 	}
 }
+
+// Decode-batch lines as real servers printed them, copied from public reports (numbers as there).
+var decodeRealLines = []struct {
+	source, line string
+	want         float64 // 0: no accept length in the line
+}{
+	{"sgl-project/sglang issue 4407 (2025-03-14, 0.4.4: largest-len, no speculation)",
+		"[2025-03-14 02:16:14 TP0] Decode batch. #running-req: 509, #token: 180776, token usage: 0.43, gen throughput (token/s): 7897.87, largest-len: 0, #queue-req: 0, ", 0},
+	{"sgl-project/sglang issue 6949 (2025-06-07, no speculation)",
+		"[2025-06-07 21:25:14 TP0] Decode batch. #running-req: 1, #token: 9322, token usage: 0.00, gen throughput (token/s): 97.52, #queue-req: 0", 0},
+	{"sgl-project/sglang PR 21723 (2026-03-18, NEXTN on a hybrid GDN model, a custom log format)",
+		"2026-03-18 11:22:05.874 INFO 120984 [ TP0 scheduler_metrics_mixin.py:415] Decode batch, #running-req: 2, #full token: 5046, full token usage: 0.01, mamba num: 2, mamba usage: 0.08, accept len: 2.64, accept rate: 0.66, cuda graph: True, gen throughput (token/s): 242.08, #queue-req: 0", 2.64},
+	{"sgl-project/sglang PR 22331 (2026-04-08, no speculation)",
+		"[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 144.95, #queue-req: 0", 0},
+}
+
+func TestDecodeAcceptLengthRealLines(t *testing.T) {
+	for _, c := range decodeRealLines {
+		got := DecodeAcceptLength([]string{c.line})
+		switch {
+		case c.want == 0 && got != nil:
+			t.Errorf("%s: got %v, want none", c.source, *got)
+		case c.want != 0 && (got == nil || math.Abs(*got-c.want) > 1e-9):
+			t.Errorf("%s: got %v, want %v", c.source, got, c.want)
+		}
+	}
+}
