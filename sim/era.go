@@ -43,6 +43,11 @@ type Era struct {
 	// internal_states list (0.4.3.post3 to 0.4.6.post3; the list from 0.4.6.post4).
 	FlatInternalState bool
 
+	// OldDeviceTrace: a scheduler whose set_device fails prints no "Context:"
+	// line and its traceback calls min_per_gpu_memory = init_torch_distributed()
+	// (model_runner.py before 26f07294f, 2025-03-26).
+	OldDeviceTrace bool
+
 	// CaptureTarget prints the 2026 capture lines ("Capture target decode CUDA graph
 	// begin. backend=full, ..." / "Capture target verify ..." under speculation,
 	// "Capture draft decode CUDA graph ...") instead of "Capture cuda graph begin".
@@ -65,7 +70,7 @@ func knownEras() []Era {
 			NewInfoPath: false, InternalStates: false, FlushStatus: false,
 			MetricsNoKey: false,
 			DecodeComma:  false, AcceptLen: false, TrailingComma: false,
-			Algorithms: []string{"EAGLE"}, Rules: "v041",
+			Algorithms: []string{"EAGLE"}, Rules: "v041", OldDeviceTrace: true,
 		},
 		{
 			// sgl-project/sglang 6aaeb84872 (the v0.4.4 version bump): the Decode line
@@ -75,7 +80,7 @@ func knownEras() []Era {
 			NewInfoPath: false, InternalStates: true, FlatInternalState: true, FlushStatus: false,
 			MetricsNoKey: false, SpecLengthGauge: true,
 			DecodeComma: false, AcceptLen: true, LargestLen: true, TrailingComma: true,
-			Algorithms: []string{"EAGLE", "NEXTN"}, Rules: "v044",
+			Algorithms: []string{"EAGLE", "NEXTN"}, Rules: "v044", OldDeviceTrace: true,
 		},
 		{
 			Name: "0.5.2", Table: "0_5_2.json",

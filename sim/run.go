@@ -183,7 +183,7 @@ func (s *Server) run(warnings []string) int {
 	}
 	if g := s.gpus; g.BadRank >= 0 {
 		// torch.cuda.set_device(gpu_id) fails in that rank's scheduler.
-		if a.Era.Name != "0.4.1" {
+		if !a.Era.OldDeviceTrace {
 			log.RankWarn(g.BadRank, "Context: self.device='cuda' self.gpu_id=%d os.environ.get('CUDA_VISIBLE_DEVICES')=%s self.tp_rank=%d self.tp_size=%d",
 				g.BadOrdinal, pyOptStr(derefOr(s.cvd), s.cvd != nil), g.BadRank, a.TP)
 		}
