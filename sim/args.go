@@ -539,7 +539,7 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 	if era.AnyAlgo {
 		algo = strings.ToUpper(algo)
 	}
-	if algo == "NEXTN" && era.Rules != "v041" {
+	if algo == "NEXTN" && era.Rules != "v041" && era.Rules != "v044" {
 		algo = "EAGLE"
 		if a.DraftPath == "" {
 			a.DraftPath = a.ModelPath
@@ -570,6 +570,28 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 	}
 
 	switch {
+	case era.Rules == "v044":
+		// 0.4.4's __post_init__: NEXTN runs as EAGLE, max_running_requests 32 when
+		// unset, the dataclass defaults (5, 4, 8), nothing forced.
+		a.Steps, a.TopK, a.DraftTokens = 5, 4, 8
+		if hs {
+			a.Steps = steps
+		}
+		if hk {
+			a.TopK = topk
+		}
+		if hn {
+			a.DraftTokens = draft
+		}
+		if a.SpecAlgo == "NEXTN" {
+			a.SpecAlgo = "EAGLE"
+		}
+		if a.MaxRunning == 0 {
+			a.MaxRunning = 32
+		}
+		warnings = append(warnings, "Overlap scheduler is disabled because of using eagle speculative decoding.")
+		return warnings, a.checkPositive()
+
 	case era.Rules == "v041":
 		// Defaults come from argparse (5, 8, 64); no auto choice, no forcing.
 		a.Steps, a.TopK, a.DraftTokens = 5, 8, 64

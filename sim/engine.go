@@ -530,7 +530,11 @@ func (e *Engine) decodeLine(bs, tokens int, spec bool) string {
 	if era.CudaGraph {
 		fmt.Fprintf(&b, "cuda graph: %s, ", pyBool(!e.Args().DisableCudaGraph && bs <= e.Model.Plan.CudaGraphMaxBS))
 	}
-	fmt.Fprintf(&b, "gen throughput (token/s): %.2f, #queue-req: %d", e.st.GenThroughput, len(e.waiting))
+	fmt.Fprintf(&b, "gen throughput (token/s): %.2f, ", e.st.GenThroughput)
+	if era.LargestLen {
+		b.WriteString("largest-len: 0, ")
+	}
+	fmt.Fprintf(&b, "#queue-req: %d", len(e.waiting))
 	if era.TrailingComma {
 		b.WriteString(", ")
 	}

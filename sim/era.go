@@ -34,13 +34,29 @@ type Era struct {
 	// Decode batch line: DecodeComma ("Decode batch," vs "Decode batch."),
 	// AcceptLen (accept len under speculation), AcceptRate ("accept rate"),
 	// RateDraftMinus1 (rate = (len-1)/(draft-1), else len/draft), CudaGraph
-	// ("cuda graph: B, "), TrailingComma (the line ends with ", ").
-	DecodeComma, AcceptLen, AcceptRate, RateDraftMinus1, CudaGraph, TrailingComma bool
+	// ("cuda graph: B, "), TrailingComma (the line ends with ", "), LargestLen
+	// ("largest-len: 0, " before "#queue-req", 0.4.3.post3 to 0.4.4.post1).
+	DecodeComma, AcceptLen, AcceptRate, RateDraftMinus1, CudaGraph, TrailingComma, LargestLen bool
+
+	// FlatInternalState puts the scheduler's internal state (avg_spec_accept_length,
+	// last_gen_throughput) at the top level of /get_server_info instead of an
+	// internal_states list (0.4.3.post3 to 0.4.6.post3; the list from 0.4.6.post4).
+	FlatInternalState bool
+
+	// OldDeviceTrace: a scheduler whose set_device fails prints no "Context:"
+	// line and its traceback calls min_per_gpu_memory = init_torch_distributed()
+	// (model_runner.py before 26f07294f, 2025-03-26).
+	OldDeviceTrace bool
+
+	// CaptureTarget prints the 2026 capture lines ("Capture target decode CUDA graph
+	// begin. backend=full, ..." / "Capture target verify ..." under speculation,
+	// "Capture draft decode CUDA graph ...") instead of "Capture cuda graph begin".
+	CaptureTarget bool
 
 	// Speculative rules.
 	Algorithms  []string // built-in names
 	AnyAlgo     bool     // argparse takes any name; unknown ones fail at start
-	Rules       string   // "v041", "v05", "v0510", "main"
+	Rules       string   // "v041", "v044", "v05", "v0510", "main"
 	AutoDefault [3]int   // (steps, topk, draft) chosen for the simulator's models
 	Reset48Warn bool     // the "Max running requests is reset to 48" warning
 }
@@ -54,7 +70,17 @@ func knownEras() []Era {
 			NewInfoPath: false, InternalStates: false, FlushStatus: false,
 			MetricsNoKey: false,
 			DecodeComma:  false, AcceptLen: false, TrailingComma: false,
-			Algorithms: []string{"EAGLE"}, Rules: "v041",
+			Algorithms: []string{"EAGLE"}, Rules: "v041", OldDeviceTrace: true,
+		},
+		{
+			// sgl-project/sglang 6aaeb84872 (the v0.4.4 version bump): the Decode line
+			// with accept len and largest-len, no cuda graph; the flat internal state.
+			Name: "0.4.4", Table: "0_4_4.json",
+			Gate: false, Generate: false, HealthTimeout: 20, // /health_generate: HEALTH_CHECK_TIMEOUT
+			NewInfoPath: false, InternalStates: true, FlatInternalState: true, FlushStatus: false,
+			MetricsNoKey: false, SpecLengthGauge: true,
+			DecodeComma: false, AcceptLen: true, LargestLen: true, TrailingComma: true,
+			Algorithms: []string{"EAGLE", "NEXTN"}, Rules: "v044", OldDeviceTrace: true,
 		},
 		{
 			Name: "0.5.2", Table: "0_5_2.json",
@@ -63,6 +89,16 @@ func knownEras() []Era {
 			MetricsNoKey: true, SpecLengthGauge: true,
 			DecodeComma: false, AcceptLen: true, CudaGraph: true, TrailingComma: true,
 			Algorithms: []string{"EAGLE", "EAGLE3", "NEXTN"}, Rules: "v05", AutoDefault: [3]int{5, 4, 8},
+		},
+		{
+			// sgl-project/sglang baf277a9bf (the v0.5.3.post2 version bump): accept rate
+			// (over steps+1 drafts) while the line still starts "Decode batch.".
+			Name: "0.5.3.post2", Table: "0_5_3_post2.json",
+			Gate: true, Generate: true, HealthTimeout: 20,
+			NewInfoPath: false, InternalStates: true, FlushStatus: true,
+			MetricsNoKey: true, SpecLengthGauge: true, SpecRateGauge: true,
+			DecodeComma: false, AcceptLen: true, AcceptRate: true, CudaGraph: true, TrailingComma: true,
+			Algorithms: []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"}, Rules: "v05", AutoDefault: [3]int{5, 4, 8},
 		},
 		{
 			Name: "0.5.10", Table: "0_5_10.json",
@@ -80,7 +116,7 @@ func knownEras() []Era {
 			MetricsNoKey: true, SpecLengthGauge: true, SpecRateGauge: true, VerifyCounter: true,
 			DecodeComma: true, AcceptLen: true, AcceptRate: true, RateDraftMinus1: true, CudaGraph: true,
 			Algorithms: []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK"},
-			AnyAlgo:    true, Rules: "main", AutoDefault: [3]int{3, 1, 4}, Reset48Warn: true,
+			AnyAlgo:    true, Rules: "main", AutoDefault: [3]int{3, 1, 4}, Reset48Warn: true, CaptureTarget: true,
 		},
 	}
 }

@@ -45,7 +45,7 @@ var eagle041 = []string{"--tp", "4", "--speculative-algorithm", "EAGLE", "--spec
 	"--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"}
 
 func progOf(era string) string {
-	if era == "0.4.1" || era == "0.5.2" {
+	if era == "0.4.1" || era == "0.4.4" || era == "0.5.2" || era == "0.5.3.post2" {
 		return "launch_server.py"
 	}
 	return "sglang serve"
@@ -194,7 +194,9 @@ func TestEraHealth(t *testing.T) {
 		healthTimesOut bool // the hung answer comes after the health check timeout, with its log line
 	}{
 		{"0.4.1", nil, 200, 200, 0, false},
+		{"0.4.4", nil, 200, 200, 503, true}, // no gate, but /health_generate bounded by HEALTH_CHECK_TIMEOUT
 		{"0.5.2", nil, 503, 503, 503, true},
+		{"0.5.3.post2", nil, 503, 503, 503, true},
 		{"0.5.10", nil, 503, 503, 503, true},
 		{"main", nil, 503, 503, 503, true},
 		{"main", map[string]string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}, 503, 200, 503, true},
@@ -278,7 +280,9 @@ func TestEraServerInfoMetricsKey(t *testing.T) {
 		verifyCounter, flushCode bool
 	}{
 		{"0.4.1", false, false, false, false, false, false, false},
+		{"0.4.4", false, false, false, true, false, false, false}, // the internal state is at the top level
 		{"0.5.2", false, true, true, true, false, false, true},
+		{"0.5.3.post2", false, true, true, true, true, false, true},
 		{"0.5.10", true, true, true, true, true, false, true},
 		{"main", true, true, true, true, true, true, true},
 	}
@@ -286,7 +290,7 @@ func TestEraServerInfoMetricsKey(t *testing.T) {
 		t.Run(c.era, func(t *testing.T) {
 			t.Parallel()
 			args := spec3
-			if c.era == "0.4.1" {
+			if c.era == "0.4.1" || c.era == "0.4.4" {
 				args = eagle041
 			}
 			p := startEra(t, c.era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"},
@@ -368,14 +372,16 @@ func TestEraServerInfoMetricsKey(t *testing.T) {
 func TestEraDecodeLine(t *testing.T) {
 	t.Parallel()
 	cases := map[string]*regexp.Regexp{
-		"0.4.1":  regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
-		"0.5.2":  regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0, \n`),
-		"0.5.10": regexp.MustCompile(`\] Decode batch, #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), accept rate: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
-		"main":   regexp.MustCompile(`\] Decode batch, #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), accept rate: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
+		"0.4.1":       regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
+		"0.4.4":       regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), gen throughput \(token/s\): [\d.]+, largest-len: 0, #queue-req: 0, \n`),
+		"0.5.2":       regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0, \n`),
+		"0.5.3.post2": regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), accept rate: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0, \n`),
+		"0.5.10":      regexp.MustCompile(`\] Decode batch, #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), accept rate: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
+		"main":        regexp.MustCompile(`\] Decode batch, #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), accept rate: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
 	}
 	for era, re := range cases {
 		args := append([]string{"--decode-log-interval", "4"}, spec3...)
-		if era == "0.4.1" {
+		if era == "0.4.1" || era == "0.4.4" {
 			args = append([]string{"--decode-log-interval", "4"}, eagle041...)
 		}
 		p := startEra(t, era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, args...)
@@ -411,7 +417,10 @@ func TestEraAutoParams(t *testing.T) {
 		warn48           bool
 	}{
 		{"0.4.1", "EAGLE", 5, 8, 64, false, false},
+		{"0.4.4", "EAGLE", 5, 4, 8, false, false},
+		{"0.4.4", "NEXTN", 5, 4, 8, false, false},
 		{"0.5.2", "EAGLE3", 5, 4, 8, true, false},
+		{"0.5.3.post2", "EAGLE3", 5, 4, 8, true, false},
 		{"0.5.10", "EAGLE3", 3, 1, 4, true, true},
 		{"main", "EAGLE3", 3, 1, 4, true, true},
 		{"main", "NEXTN", 3, 1, 4, true, true},
@@ -426,6 +435,10 @@ func TestEraAutoParams(t *testing.T) {
 		}
 		if (info["max_running_requests"] == 48.0) != c.reset48 {
 			t.Errorf("%s: max_running_requests %v", c.era, info["max_running_requests"])
+		}
+		if c.era == "0.4.4" && (info["max_running_requests"] != 32.0 || info["speculative_algorithm"] != "EAGLE") {
+			// 0.4.4's __post_init__: NEXTN runs as EAGLE, max_running_requests 32 when unset.
+			t.Errorf("0.4.4 %s: max_running_requests %v, algorithm %v, want 32, EAGLE", c.algo, info["max_running_requests"], info["speculative_algorithm"])
 		}
 		if strings.Contains(p.stderr.String(), "Max running requests is reset to 48") != c.warn48 {
 			t.Errorf("%s: reset-to-48 warning shown %v, want %v", c.era, !c.warn48, c.warn48)
@@ -566,5 +579,65 @@ func TestTemperatureLowersAcceptance(t *testing.T) {
 	}
 	if code, _ := p.post("/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"temperature": -1}}); code != 400 {
 		t.Errorf("negative temperature: %d, want 400", code)
+	}
+}
+
+// The capture lines of start-up: 2026 main names the graph (target verify under
+// speculation, draft decode) in the form of its capture code; older releases print
+// "Capture cuda graph begin/end" and "Capture draft cuda graph begin/end".
+func TestEraCaptureLines(t *testing.T) {
+	t.Parallel()
+	cases := map[string][]*regexp.Regexp{
+		"0.5.10": {
+			regexp.MustCompile(`TP0\] Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=[\d.]+ GB\. avail mem=[\d.]+ GB\.\n`),
+			regexp.MustCompile(`TP0\] Capture draft cuda graph end\. Time elapsed: [\d.]+ s\. `),
+		},
+		"main": {
+			regexp.MustCompile(`TP0\] Capture target verify CUDA graph begin\. backend=full, num_tokens_per_req=4, bs=\[1, 2, 4, 8, 12, 16, [\d, ]+\], avail mem=[\d.]+ GB\n`),
+			regexp.MustCompile(`TP0\] Capture target verify CUDA graph end\. elapsed=[\d.]+ s, mem usage=[\d.]+ GB, avail mem=[\d.]+ GB\.\n`),
+			regexp.MustCompile(`TP0\] Capture draft decode CUDA graph begin\. backend=full, num_tokens_per_req=1, bs=\[`),
+			regexp.MustCompile(`TP0\] Capture draft decode CUDA graph end\. elapsed=[\d.]+ s, mem usage=[\d.]+ GB, avail mem=[\d.]+ GB\.\n`),
+		},
+	}
+	for era, res := range cases {
+		p := startEra(t, era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, eagle041...)
+		p.waitReady()
+		log := p.stderr.String()
+		for _, re := range res {
+			if !re.MatchString(log) {
+				t.Errorf("%s: no line like %s in the start-up log", era, re)
+			}
+		}
+		if era == "main" && strings.Contains(log, "Capture cuda graph") {
+			t.Errorf("main prints the old capture line")
+		}
+	}
+	// Without speculation the target graph is the decode graph.
+	p := startEra(t, "main", map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, "--tp", "4")
+	p.waitReady()
+	if re := regexp.MustCompile(`TP0\] Capture target decode CUDA graph end\. elapsed=`); !re.MatchString(p.stderr.String()) {
+		t.Errorf("main without speculation: no %s", re)
+	}
+}
+
+// 0.4.4 (0.4.3.post3 to 0.4.6.post3) merges the scheduler's internal state into
+// /get_server_info itself: avg_spec_accept_length at the top level, no list.
+func TestEraFlatInternalState(t *testing.T) {
+	t.Parallel()
+	p := startEra(t, "0.4.4", map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, append([]string{"--decode-log-interval", "2"}, eagle041...)...)
+	p.waitReady()
+	p.post("/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"max_new_tokens": 64, "ignore_eos": true, "temperature": 0}})
+	code, info := getJSONWith(t, p, "/get_server_info", nil)
+	if code != 200 || info["version"] != "0.4.4" {
+		t.Fatalf("/get_server_info %d version %v", code, info["version"])
+	}
+	if _, ok := info["internal_states"]; ok {
+		t.Errorf("0.4.4 has an internal_states list")
+	}
+	if a, ok := info["avg_spec_accept_length"].(float64); !ok || a < 1 {
+		t.Errorf("0.4.4: avg_spec_accept_length %v at the top level, want >= 1", info["avg_spec_accept_length"])
+	}
+	if _, ok := info["last_gen_throughput"]; !ok {
+		t.Errorf("0.4.4: no last_gen_throughput at the top level")
 	}
 }

@@ -116,10 +116,14 @@ func TestCUDAVisibleDevices(t *testing.T) {
 		"    raise RuntimeError(\"No accelerator (CUDA, XPU, HPU) is available.\")\nRuntimeError: No accelerator (CUDA, XPU, HPU) is available.\n") {
 		t.Errorf("CUDA_VISIBLE_DEVICES='': exit %d\n%s", code, stderr)
 	}
-	old := startSim(t, map[string]string{"SGLANGSIM_VERSION": "0.4.1", "CUDA_VISIBLE_DEVICES": ""}, "--model-path", "/models/Qwen3.6-27B", "--tp", "2")
-	if ws := old.wait(5 * time.Second); !killedBySIGKILL(ws) || !strings.Contains(old.stderr.String(), " TP0] Scheduler hit an exception: ") ||
-		!strings.Contains(old.stderr.String(), "\nRuntimeError: No CUDA GPUs are available\n") || strings.Contains(old.stderr.String(), "Context: ") {
-		t.Errorf("0.4.1 without GPUs: %v\n%s", ws, old.stderr.String())
+	// 0.4.4 too (its model_runner.py, before the "Context:" line of 26f07294f).
+	for _, era := range []string{"0.4.1", "0.4.4"} {
+		old := startSim(t, map[string]string{"SGLANGSIM_VERSION": era, "CUDA_VISIBLE_DEVICES": ""}, "--model-path", "/models/Qwen3.6-27B", "--tp", "2")
+		if ws := old.wait(5 * time.Second); !killedBySIGKILL(ws) || !strings.Contains(old.stderr.String(), " TP0] Scheduler hit an exception: ") ||
+			!strings.Contains(old.stderr.String(), "\nRuntimeError: No CUDA GPUs are available\n") || strings.Contains(old.stderr.String(), "Context: ") ||
+			!strings.Contains(old.stderr.String(), "    min_per_gpu_memory = self.init_torch_distributed()\n") {
+			t.Errorf("%s without GPUs: %v\n%s", era, ws, old.stderr.String())
+		}
 	}
 	// An invalid value hides what follows it, as in CUDA: "1,-1,2" is GPU 1 alone.
 	code, _, stderr = runSimEnv(t, map[string]string{"CUDA_VISIBLE_DEVICES": "1,-1,2", "SGLANGSIM_TIME_SCALE": "0.01"},

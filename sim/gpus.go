@@ -287,7 +287,7 @@ func pyOptStr(s string, set bool) string {
 // available" when none is visible. Line numbers are illustrative.
 func invalidDeviceTrace(era *Era, noGPU bool) string {
 	call := "    pre_model_load_memory = self.init_torch_distributed()"
-	if era.Name == "0.4.1" {
+	if era.OldDeviceTrace {
 		call = "    min_per_gpu_memory = self.init_torch_distributed()"
 	}
 	lines := []string{

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -182,7 +183,7 @@ func (s *Server) run(warnings []string) int {
 	}
 	if g := s.gpus; g.BadRank >= 0 {
 		// torch.cuda.set_device(gpu_id) fails in that rank's scheduler.
-		if a.Era.Name != "0.4.1" {
+		if !a.Era.OldDeviceTrace {
 			log.RankWarn(g.BadRank, "Context: self.device='cuda' self.gpu_id=%d os.environ.get('CUDA_VISIBLE_DEVICES')=%s self.tp_rank=%d self.tp_size=%d",
 				g.BadOrdinal, pyOptStr(derefOr(s.cvd), s.cvd != nil), g.BadRank, a.TP)
 		}
@@ -237,8 +238,17 @@ func (s *Server) run(warnings []string) int {
 	used += kvGB
 	s.reg.SetUsed(used)
 	log.TP("Memory pool end. avail mem=%.2f GB", avail)
+	target := "decode"
+	perReq := 1
+	if a.Spec() {
+		target, perReq = "verify", a.DraftTokens
+	}
 	if !a.DisableCudaGraph {
-		log.TP("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
+		if a.Era.CaptureTarget {
+			log.TP("Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%.2f GB", target, perReq, captureBS(pl.CudaGraphMaxBS), avail)
+		} else {
+			log.TP("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
+		}
 	}
 	tCap := time.Now()
 	wait(load)
@@ -250,7 +260,11 @@ func (s *Server) run(warnings []string) int {
 		s.graphOOM("")
 	}
 	if !a.DisableCudaGraph {
-		log.TP("Capture cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(tCap).Seconds(), targetGraph, avail-targetGraph)
+		if a.Era.CaptureTarget {
+			log.TP("Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.", target, time.Since(tCap).Seconds(), targetGraph, avail-targetGraph)
+		} else {
+			log.TP("Capture cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(tCap).Seconds(), targetGraph, avail-targetGraph)
+		}
 	}
 	avail -= targetGraph
 	used += targetGraph
@@ -258,14 +272,22 @@ func (s *Server) run(warnings []string) int {
 	if draft > 0 {
 		t0 := time.Now()
 		if !a.DisableCudaGraph {
-			log.TP("Capture draft cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
+			if a.Era.CaptureTarget {
+				log.TP("Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%.2f GB", a.TopK, captureBS(pl.CudaGraphMaxBS), avail)
+			} else {
+				log.TP("Capture draft cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
+			}
 		}
 		wait(load + draft)
 		if pl.OOM == "graph" {
 			s.graphOOM("draft ")
 		}
 		if !a.DisableCudaGraph {
-			log.TP("Capture draft cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(t0).Seconds(), pl.GraphGB-targetGraph, avail-(pl.GraphGB-targetGraph))
+			if a.Era.CaptureTarget {
+				log.TP("Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.", time.Since(t0).Seconds(), pl.GraphGB-targetGraph, avail-(pl.GraphGB-targetGraph))
+			} else {
+				log.TP("Capture draft cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(t0).Seconds(), pl.GraphGB-targetGraph, avail-(pl.GraphGB-targetGraph))
+			}
 		}
 		avail -= pl.GraphGB - targetGraph
 		used += pl.GraphGB - targetGraph
@@ -492,4 +514,26 @@ func derefOr(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// captureBS is the batch-size list a 2026 capture line prints: 1, 2, 4, 8, 12,
+// then steps of 8 up to the largest captured batch (which is always in it).
+func captureBS(maxBS int) string {
+	var bs []string
+	add := func(n int) { bs = append(bs, strconv.Itoa(n)) }
+	for _, n := range []int{1, 2, 4, 8, 12} {
+		if n <= maxBS {
+			add(n)
+		}
+	}
+	for n := 16; n <= maxBS; n += 8 {
+		add(n)
+	}
+	if maxBS > 12 && maxBS%8 != 0 {
+		add(maxBS)
+	}
+	if len(bs) == 0 {
+		add(1)
+	}
+	return "[" + strings.Join(bs, ", ") + "]"
 }

@@ -321,7 +321,13 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 		if al, ok := s.Engine.AvgAcceptLen(); ok && s.Args.Spec() {
 			state["avg_spec_accept_length"] = al
 		}
-		out["internal_states"] = []any{state}
+		if era.FlatInternalState {
+			for k, v := range state {
+				out[k] = v
+			}
+		} else {
+			out["internal_states"] = []any{state}
+		}
 	}
 	writeJSON(w, 200, out)
 }

@@ -106,8 +106,9 @@ func TestStartupStages(t *testing.T) {
 		t.Errorf("ready %v after the port opened, want about 0.4 s", ready)
 	}
 	log := p.stderr.String()
-	for _, want := range []string{"Load weight begin.", "KV Cache is allocated. #tokens: ", "Capture cuda graph begin.",
-		"Capture draft cuda graph end. Time elapsed: ", "max_total_num_tokens=", "max_running_requests=48",
+	for _, want := range []string{"Load weight begin.", "KV Cache is allocated. #tokens: ",
+		"Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=", "Capture target verify CUDA graph end. elapsed=",
+		"Capture draft decode CUDA graph end. elapsed=", "max_total_num_tokens=", "max_running_requests=48",
 		"Uvicorn running on http://127.0.0.1:", "The server is fired up and ready to roll!",
 		"speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1",
 		"Max running requests is reset to 48 for speculative decoding."} {

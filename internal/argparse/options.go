@@ -1,5 +1,5 @@
 // Code generated from sim/flags/*.json (the long options of SGLang's server_args.py in every
-// release sglangsim models: 0.4.1 (qingquansong/sglang@b9054d4cbc78), 0.5.2 (reflectionai/sglang@444f5d21685b), 0.5.10 (lucifer1004/sglang@0197665e2882), 2026-main (sgl-project/sglang@001067fffe33)); DO NOT EDIT.
+// release sglangsim models: 0.4.1 (qingquansong/sglang@b9054d4cbc78), 0.4.4 (sgl-project/sglang@6aaeb84872f0), 0.5.2 (reflectionai/sglang@444f5d21685b), 0.5.3.post2 (sgl-project/sglang@baf277a9bfd1), 0.5.10 (lucifer1004/sglang@0197665e2882), 2026-main (sgl-project/sglang@001067fffe33)); DO NOT EDIT.
 
 package argparse
 
@@ -13,25 +13,26 @@ const knownOptions = `
 --checkpoint-engine-wait-weights-before-ready --chunked-prefill-size --collect-tokens-histogram
 --completion-template --config --constrained-json-disable-any-whitespace
 --constrained-json-whitespace-pattern --context-length --cp-strategy --cpu-offload-gb
---crash-dump-folder --cuda-graph-backend-decode --cuda-graph-backend-prefill --cuda-graph-bs
---cuda-graph-bs-decode --cuda-graph-bs-prefill --cuda-graph-config --cuda-graph-max-bs
---cuda-graph-max-bs-decode --cuda-graph-max-bs-prefill --cuda-graph-tc-compiler
---custom-sigquit-handler --custom-weight-loader --data-parallel-size --dcp-comm-backend
---dcp-replicate-q-proj --dcp-size --debug-cuda-graph --debug-tensor-dump-inject
---debug-tensor-dump-input-file --debug-tensor-dump-layers --debug-tensor-dump-output-folder
---debug-tensor-dump-prefill-only --decode-attention-backend --decode-context-parallel-size
---decode-log-interval --decoupled-spec-bind-endpoint --decoupled-spec-connect-endpoints
---decoupled-spec-rank --decoupled-spec-role --decrypted-config-file
---decrypted-draft-config-file --deepep-config --deepep-dispatcher-output-dtype --deepep-mode
---deepep-v2-mode --default-chat-template-kwargs --default-priority-value
---delete-ckpt-after-loading --detokenizer-worker-num --device --disable-attn-tp-gather
---disable-chunked-prefix-cache --disable-cuda-graph --disable-cuda-graph-padding
---disable-custom-all-reduce --disable-decode-cuda-graph --disable-fast-image-processor
---disable-flashinfer-autotune --disable-flashinfer-cutlass-moe-fp4-allgather
---disable-hybrid-swa-memory --disable-jump-forward --disable-mla --disable-outlines-disk-cache
---disable-overlap-schedule --disable-piecewise-cuda-graph --disable-prefill-cuda-graph
---disable-priority-preemption --disable-radix-cache --disable-shared-experts-fusion
---disable-tokenizer-batch-decode --disaggregation-bootstrap-port --disaggregation-decode-dp
+--crash-dump-folder --crash-on-nan --cuda-graph-backend-decode --cuda-graph-backend-prefill
+--cuda-graph-bs --cuda-graph-bs-decode --cuda-graph-bs-prefill --cuda-graph-config
+--cuda-graph-max-bs --cuda-graph-max-bs-decode --cuda-graph-max-bs-prefill
+--cuda-graph-tc-compiler --custom-sigquit-handler --custom-weight-loader --data-parallel-size
+--dcp-comm-backend --dcp-replicate-q-proj --dcp-size --debug-cuda-graph
+--debug-tensor-dump-inject --debug-tensor-dump-input-file --debug-tensor-dump-layers
+--debug-tensor-dump-output-folder --debug-tensor-dump-prefill-only --decode-attention-backend
+--decode-context-parallel-size --decode-log-interval --decoupled-spec-bind-endpoint
+--decoupled-spec-connect-endpoints --decoupled-spec-rank --decoupled-spec-role
+--decrypted-config-file --decrypted-draft-config-file --deepep-config
+--deepep-dispatcher-output-dtype --deepep-mode --deepep-v2-mode --default-chat-template-kwargs
+--default-priority-value --delete-ckpt-after-loading --detokenizer-worker-num --device
+--disable-attn-tp-gather --disable-chunked-prefix-cache --disable-cuda-graph
+--disable-cuda-graph-padding --disable-custom-all-reduce --disable-decode-cuda-graph
+--disable-fast-image-processor --disable-flashinfer-autotune
+--disable-flashinfer-cutlass-moe-fp4-allgather --disable-hybrid-swa-memory
+--disable-jump-forward --disable-mla --disable-outlines-disk-cache --disable-overlap-schedule
+--disable-piecewise-cuda-graph --disable-prefill-cuda-graph --disable-priority-preemption
+--disable-radix-cache --disable-shared-experts-fusion --disable-tokenizer-batch-decode
+--disaggregation-bootstrap-port --disaggregation-decode-dp
 --disaggregation-decode-enable-offload-kvcache --disaggregation-decode-enable-radix-cache
 --disaggregation-decode-extra-slots --disaggregation-decode-polling-interval
 --disaggregation-decode-retraction-backup --disaggregation-decode-tp --disaggregation-ib-device
@@ -44,26 +45,26 @@ const knownOptions = `
 --dynamic-batch-tokenizer-batch-timeout --elastic-ep-backend --elastic-ep-initial-size
 --elastic-ep-join-mode --elastic-ep-join-rank-offset --elastic-ep-rejoin
 --elastic-ep-scale-timeout --enable-adaptive-dispatch-to-encoder
---enable-aiter-allreduce-fusion --enable-attn-tp-input-scattered --enable-breakable-cuda-graph
---enable-broadcast-mm-inputs-process --enable-cache-report --enable-cp-decode-attn-tp
---enable-cudagraph-gc --enable-custom-logit-processor --enable-deepep-moe
---enable-deepep-waterfill --enable-deepseek-v4-fp4-indexer --enable-dense-mlp-attn-tp
---enable-deterministic-inference --enable-double-sparsity --enable-dp-attention
---enable-dp-attention-local-control-broadcast --enable-dp-lm-head
+--enable-aiter-allreduce-fusion --enable-attn-tp-input-scattered --enable-beta-spec
+--enable-breakable-cuda-graph --enable-broadcast-mm-inputs-process --enable-cache-report
+--enable-cp-decode-attn-tp --enable-cudagraph-gc --enable-custom-logit-processor
+--enable-deepep-moe --enable-deepep-waterfill --enable-deepseek-v4-fp4-indexer
+--enable-dense-mlp-attn-tp --enable-deterministic-inference --enable-double-sparsity
+--enable-dp-attention --enable-dp-attention-local-control-broadcast --enable-dp-lm-head
 --enable-draft-weights-cpu-backup --enable-dsa-cache-layer-split
 --enable-dsa-prefill-context-parallel --enable-dynamic-batch-tokenizer
 --enable-dynamic-chunking --enable-elastic-expert-backup --enable-ep-moe --enable-eplb
 --enable-expert-distribution-metrics --enable-flashinfer-allreduce-fusion
---enable-flashinfer-cutlass-moe --enable-flashinfer-mxfp4-moe --enable-flashinfer-trtllm-moe
---enable-flexkv --enable-forward-pass-metrics --enable-fp32-lm-head
---enable-fused-moe-sum-all-reduce --enable-fused-qk-norm-rope --enable-gdn-replayssm-spec
---enable-hierarchical-cache --enable-hisparse --enable-http2 --enable-int8-mamba-checkpoint
---enable-layerwise-nvtx-marker --enable-linear-replayssm --enable-linear-replayssm-spec
---enable-lmcache --enable-lora --enable-lora-overlap-loading
---enable-mamba-cache-stochastic-rounding --enable-memory-saver --enable-metrics
---enable-metrics-for-all-schedulers --enable-mfu-metrics --enable-mis --enable-mixed-chunk
---enable-mm-global-cache --enable-moe-router-replay --enable-mscclpp --enable-multi-layer-eagle
---enable-multimodal --enable-nan-detection --enable-nccl-nvls
+--enable-flashinfer-cutedsl-moe --enable-flashinfer-cutlass-moe --enable-flashinfer-mla
+--enable-flashinfer-mxfp4-moe --enable-flashinfer-trtllm-moe --enable-flexkv
+--enable-forward-pass-metrics --enable-fp32-lm-head --enable-fused-moe-sum-all-reduce
+--enable-fused-qk-norm-rope --enable-gdn-replayssm-spec --enable-hierarchical-cache
+--enable-hisparse --enable-http2 --enable-int8-mamba-checkpoint --enable-layerwise-nvtx-marker
+--enable-linear-replayssm --enable-linear-replayssm-spec --enable-lmcache --enable-lora
+--enable-lora-overlap-loading --enable-mamba-cache-stochastic-rounding --enable-memory-saver
+--enable-metrics --enable-metrics-for-all-schedulers --enable-mfu-metrics --enable-mis
+--enable-mixed-chunk --enable-mm-global-cache --enable-moe-router-replay --enable-mscclpp
+--enable-multi-layer-eagle --enable-multimodal --enable-nan-detection --enable-nccl-nvls
 --enable-nsa-prefill-context-parallel --enable-p2p-check --enable-page-major-kv-layout
 --enable-pdmux --enable-piecewise-cuda-graph --enable-precise-embedding-interpolation
 --enable-prefill-context-parallel --enable-prefill-cp --enable-prefill-delayer
@@ -103,8 +104,8 @@ const knownOptions = `
 --kv-events-config --language-model-only --language-only --limit-mm-data-per-request
 --linear-attn-backend --linear-attn-decode-backend --linear-attn-prefill-backend
 --linear-attn-verify-backend --linear-replayssm-cache-len --lmcache-config-file
---load-balance-method --load-format --load-snapshot-publish-interval --log-level
---log-level-http --log-requests --log-requests-format --log-requests-level
+--load-balance-method --load-format --load-snapshot-publish-interval --load-watch-interval
+--log-level --log-level-http --log-requests --log-requests-format --log-requests-level
 --log-requests-target --lora-backend --lora-drain-wait-threshold --lora-eviction-policy
 --lora-paths --lora-strict-loading --lora-target-modules --lora-use-virtual-experts
 --mamba-backend --mamba-cache-philox-rounds --mamba-full-memory-ratio
@@ -119,11 +120,12 @@ const knownOptions = `
 --model-path --modelexpress-config --modelopt-checkpoint-restore-path
 --modelopt-checkpoint-save-path --modelopt-export-path --modelopt-quant --moe-a2a-backend
 --moe-data-parallel-size --moe-dense-tp-size --moe-dp-size --moe-runner-backend
---mooncake-ib-device --msprobe-dump-config --nccl-init-addr --nccl-port --nnodes --node-rank
---nsa-decode-backend --nsa-prefill-backend --nsa-prefill-cp-mode --num-continuous-decode-steps
+--mooncake-ib-device --msprobe-dump-config --multi-item-scoring-delimiter --nccl-init-addr
+--nccl-port --nnodes --node-rank --nsa-decode --nsa-decode-backend --nsa-prefill
+--nsa-prefill-backend --nsa-prefill-cp-mode --num-continuous-decode-steps
 --num-reserved-decode-tokens --numa-node --offload-group-size --offload-mode
---offload-num-in-group --offload-prefetch-step --optimistic-prefill-attempts
---otlp-traces-endpoint --page-size --pdlb-url --pdmux-config-path
+--offload-num-in-group --offload-prefetch-step --oltp-traces-endpoint
+--optimistic-prefill-attempts --otlp-traces-endpoint --page-size --pdlb-url --pdmux-config-path
 --piecewise-cuda-graph-compiler --piecewise-cuda-graph-max-tokens --piecewise-cuda-graph-tokens
 --pipeline-parallel-size --port --pp-async-batch-depth --pp-max-micro-batch-size --pp-size
 --pre-warm-nccl --preferred-sampling-params --prefill-attention-backend --prefill-cp-mode
@@ -155,19 +157,21 @@ const knownOptions = `
 --speculative-dsa-topk-backend --speculative-dspark-align-verify-tokens-to-graph-tier
 --speculative-dspark-block-size --speculative-dspark-confidence-sts-path
 --speculative-dspark-sps-table-path --speculative-eagle-topk --speculative-moe-a2a-backend
---speculative-moe-runner-backend --speculative-ngram-capacity
+--speculative-moe-runner-backend --speculative-ngram-branch-length --speculative-ngram-capacity
 --speculative-ngram-external-corpus-max-tokens --speculative-ngram-external-corpus-path
 --speculative-ngram-external-sam-budget --speculative-ngram-match-type
---speculative-ngram-max-bfs-breadth --speculative-ngram-max-trie-depth
---speculative-ngram-min-bfs-breadth --speculative-num-draft-tokens --speculative-num-steps
---speculative-skip-dp-mlp-sync --speculative-token-map --speculative-use-rejection-sampling
---ssl-ca-certs --ssl-certfile --ssl-keyfile --ssl-keyfile-password --startup-weight-load-mode
---stream-interval --stream-output --stream-response-default-include-usage
---strip-thinking-cache --swa-full-tokens-ratio --tbo-token-distribution-threshold
---tensor-parallel-size --tokenizer-backend --tokenizer-metrics-allowed-custom-labels
---tokenizer-metrics-custom-labels-header --tokenizer-mode --tokenizer-path
---tokenizer-worker-num --tool-call-parser --tool-server --torch-compile-max-bs --torchao-config
---tp-size --trace-modules --triton-attention-num-kv-splits --triton-attention-reduce-in-fp32
+--speculative-ngram-max-bfs-breadth --speculative-ngram-max-match-window-size
+--speculative-ngram-max-trie-depth --speculative-ngram-min-bfs-breadth
+--speculative-ngram-min-match-window-size --speculative-num-draft-tokens
+--speculative-num-steps --speculative-skip-dp-mlp-sync --speculative-token-map
+--speculative-use-rejection-sampling --ssl-ca-certs --ssl-certfile --ssl-keyfile
+--ssl-keyfile-password --startup-weight-load-mode --stream-interval --stream-output
+--stream-response-default-include-usage --strip-thinking-cache --swa-full-tokens-ratio
+--tbo-token-distribution-threshold --tensor-parallel-size --tokenizer-backend
+--tokenizer-metrics-allowed-custom-labels --tokenizer-metrics-custom-labels-header
+--tokenizer-mode --tokenizer-path --tokenizer-worker-num --tool-call-parser --tool-server
+--torch-compile-max-bs --torchao-config --tp-size --trace-modules
+--triton-attention-num-kv-splits --triton-attention-reduce-in-fp32
 --triton-attention-split-tile-size --trust-mm-content-hashes --trust-remote-code --use-ray
 --uvicorn-access-log-exclude-prefixes --warmups --watchdog-timeout --weight-cache-mode
 --weight-cache-socket --weight-cache-timeout --weight-loader-disable-mmap

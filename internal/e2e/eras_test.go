@@ -13,8 +13,9 @@ import (
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
-// TestSweepOnEveryAcceptLengthSource runs a sweep on a real test host against three SGLang release
-// profiles of the simulator: the oldest, the last without the verify counter, and the newest. On
+// TestSweepOnEveryAcceptLengthSource runs a sweep on a real test host against SGLang release
+// profiles of the simulator: the oldest, the two older Decode-line shapes, the last without the
+// verify counter, and the newest. On
 // each: every level ok, the effective speculative parameters and the engine version read back (from
 // /get_server_info or /server_info), and a per-level accept length within 0.05 of the simulator's
 // truth, from the source that exists there: the verify counter on the newest; the journal's
@@ -23,7 +24,10 @@ import (
 // EAGLE is the algorithm every release knows.
 func TestSweepOnEveryAcceptLengthSource(t *testing.T) {
 	eras := testhost.SimEras(t)
-	for _, c := range []struct{ era, source string }{{eras[0], "stream"}, {eras[len(eras)-2], "decode_log"}, {eras[len(eras)-1], "metrics"}} {
+	// 0.4.4 and 0.5.3.post2 are the Decode-line shapes between: "accept len" with "largest-len"
+	// and no "cuda graph", and "accept rate" while the line still starts "Decode batch.".
+	for _, c := range []struct{ era, source string }{{eras[0], "stream"}, {"0.4.4", "decode_log"}, {"0.5.3.post2", "decode_log"},
+		{eras[len(eras)-2], "decode_log"}, {eras[len(eras)-1], "metrics"}} {
 		t.Run(c.era, func(t *testing.T) {
 			hosts := testhost.Boot(t, 1, testhost.Options{})
 			h := hosts[0]
