@@ -165,7 +165,7 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	}
 	var logf *os.File
 	if l.o.LogFile != "" {
-		if logf, err = os.OpenFile(l.o.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		if logf, err = openServerLog(l.o.LogFile); err != nil {
 			return nil, err
 		}
 	}
@@ -227,6 +227,39 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	l.current = in
 	l.mu.Unlock()
 	return in, nil
+}
+
+// openServerLog opens the file that receives a copy of the server's log, for appending. The
+// server's output may hold what its environment holds (tokens), so the file is its user's alone:
+// created 0600 (one left wider by an earlier version is made 0600), the directories created for
+// it 0700 (an existing one is left as it is), and a symlink in its place is refused, not followed.
+func openServerLog(p string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, fmt.Errorf("local: the directory of the server log %s: %w", p, err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("local: the server log %s is a symlink: refused (name a file)", p)
+		}
+		return nil, fmt.Errorf("local: opening the server log %s: %w", p, err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("local: the server log %s: %w", p, err)
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("local: the server log %s is not a regular file", p)
+	case fi.Mode().Perm()&0o077 != 0:
+		if cerr := f.Chmod(0o600); cerr != nil {
+			err = fmt.Errorf("local: making the server log %s private (mode %o): %w", p, fi.Mode().Perm(), cerr)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // exit records the end of the process (err: cmd.Wait's).

@@ -1,6 +1,7 @@
 package hostctl
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,5 +35,63 @@ func TestLocalResolvesRelativeCommands(t *testing.T) {
 	_, err := NewLocal(LocalOptions{}).Start(t.Context(), Launch{Argv: []string{"no-such-server-xyz", "--port", "30123"}, Port: 30123})
 	if f, ok := AsFailure(err); !ok || f.Class != ClassBadArgs || !strings.Contains(f.Detail, "not found in PATH") {
 		t.Fatalf("missing command: %v, want bad_args", err)
+	}
+}
+
+// TestLocalLogDirIsPrivate: the server log of the local driver (--log-dir) is its user's alone: the
+// file 0600 (also one an earlier version left 0644), a directory it creates 0700; a symlink in
+// its place is refused, not followed.
+func TestLocalLogDirIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fake-server"), []byte("#!/bin/sh\necho token=abc\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func(logFile string) error {
+		l := NewLocal(LocalOptions{Name: "here", LogFile: logFile})
+		_, err := l.Start(t.Context(), Launch{Argv: []string{filepath.Join(dir, "fake-server"), "--port", "30123"}, Port: 30123})
+		if err == nil {
+			t.Cleanup(func() { _ = l.Restore(context.Background()) })
+		}
+		return err
+	}
+	mode := func(p string) os.FileMode {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	logs := filepath.Join(dir, "logs", "run1")
+	fresh := filepath.Join(logs, "here.log")
+	if err := start(fresh); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(fresh); m != 0o600 {
+		t.Errorf("a new log file is %o, want 600", m)
+	}
+	for _, d := range []string{logs, filepath.Dir(logs)} {
+		if m := mode(d); m != 0o700 {
+			t.Errorf("the directory %s it created is %o, want 700", d, m)
+		}
+	}
+	old := filepath.Join(dir, "old.log")
+	if err := os.WriteFile(old, []byte("an earlier sweep's lines\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := start(old); err != nil {
+		t.Fatal(err)
+	}
+	if m := mode(old); m != 0o600 {
+		t.Errorf("a log file left 0644 is %o after a start, want 600", m)
+	}
+	link := filepath.Join(dir, "link.log")
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := start(link); err == nil || !strings.Contains(err.Error(), link) {
+		t.Errorf("a symlink as the log file: %v, want an error naming it", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "elsewhere")); err == nil {
+		t.Error("the symlink's target was created")
 	}
 }

@@ -47,8 +47,9 @@ type Remote struct {
 	slotNo int
 
 	prepMu     sync.Mutex
-	slotText   []byte // the slots' unit file, once prepareSlots read it
-	slotsSwept bool   // an earlier sweep's slot servers were stopped
+	slotText   []byte      // the slots' unit file, once prepareSlots read it
+	slotMode   os.FileMode // and its mode (slotUnitMode)
+	slotsSwept bool        // an earlier sweep's slot servers were stopped
 }
 
 var _ Host = (*Remote)(nil)

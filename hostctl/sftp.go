@@ -172,6 +172,28 @@ func (c *Conn) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return out, err
 }
 
+// ReadFileMode is ReadFile and the file's mode, both of the one file opened (fstat: a symlink's
+// target's).
+func (c *Conn) ReadFileMode(ctx context.Context, p string) ([]byte, os.FileMode, error) {
+	var out []byte
+	var mode os.FileMode
+	err := c.withSFTP(ctx, func(sc *sftp.Client) error {
+		f, err := sc.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", p, err)
+		}
+		mode = fi.Mode()
+		out, err = io.ReadAll(io.LimitReader(f, 16<<20))
+		return err
+	})
+	return out, mode, err
+}
+
 // Remove removes a remote file; a missing file is not an error.
 func (c *Conn) Remove(ctx context.Context, p string) error {
 	return c.withSFTP(ctx, func(sc *sftp.Client) error {

@@ -108,37 +108,50 @@ func (r *Remote) stopLeftoverSlots(ctx context.Context) error {
 
 // prepareSlots readies the host for its slots, once: the operator's marker written, the servers
 // of an earlier sweep's slots and the operator's own server stopped (the slots use its GPUs), and
-// the text of the slot units read from the operator's unit.
-func (r *Remote) prepareSlots(ctx context.Context) ([]byte, error) {
+// the text of the slot units read from the operator's unit, with the mode their file gets.
+func (r *Remote) prepareSlots(ctx context.Context) ([]byte, os.FileMode, error) {
 	r.prepMu.Lock()
 	defer r.prepMu.Unlock()
 	if r.slotText != nil {
-		return r.slotText, nil
+		return r.slotText, r.slotMode, nil
 	}
 	if _, err := r.ensureMarker(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := r.stopLeftoverSlots(ctx); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if _, err := r.stopRunning(ctx, Launch{}.withDefaults()); err != nil {
-		return nil, fmt.Errorf("stopping %s for the packed sweep: %w", r.o.Unit, err)
+		return nil, 0, fmt.Errorf("stopping %s for the packed sweep: %w", r.o.Unit, err)
 	}
-	text, err := r.slotUnitText(ctx)
+	text, mode, err := r.slotUnitText(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	r.slotText = text
-	return text, nil
+	r.slotText, r.slotMode = text, mode
+	return text, mode, nil
 }
 
-// slotUnitText is the unit file of a slot: the operator's unit file and its drop-ins (but
-// specsweep's own), in systemd's order, one after the other (later settings override earlier ones
-// in one file as in drop-ins, and an empty ExecStart= still resets the list).
-func (r *Remote) slotUnitText(ctx context.Context) ([]byte, error) {
+// slotUnitMode is the mode of a slot's unit file made from files of these modes: readable by all
+// (0644) only if every one of them is, else root's alone (0600). A setting the operator kept from
+// other users (a token in a 0600 drop-in, a 0640 file of a group) is never readable by more users
+// in the copy than in the original.
+func slotUnitMode(modes []os.FileMode) os.FileMode {
+	for _, m := range modes {
+		if m.Perm()&0o004 == 0 {
+			return 0o600
+		}
+	}
+	return 0o644
+}
+
+// slotUnitText is the unit file of a slot and its mode (slotUnitMode): the operator's unit file and
+// its drop-ins (but specsweep's own), in systemd's order, one after the other (later settings
+// override earlier ones in one file as in drop-ins, and an empty ExecStart= still resets the list).
+func (r *Remote) slotUnitText(ctx context.Context) ([]byte, os.FileMode, error) {
 	out, err := r.run(ctx, "systemctl show -p FragmentPath,DropInPaths -- "+ShellQuote(r.o.Unit), 15*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("reading where %s is defined: %w", r.o.Unit, err)
+		return nil, 0, fmt.Errorf("reading where %s is defined: %w", r.o.Unit, err)
 	}
 	var files []string
 	for _, l := range strings.Split(string(out.Stdout), "\n") {
@@ -160,29 +173,31 @@ func (r *Remote) slotUnitText(ctx context.Context) ([]byte, error) {
 	if len(files) == 0 || !strings.HasPrefix(files[0], "/") {
 		// No unit file (create_unit): the managed unit's settings.
 		b.Write(ManagedUnit(r.o.Unit))
-		return []byte(b.String()), nil
+		return []byte(b.String()), 0o644, nil
 	}
+	var modes []os.FileMode
 	for _, f := range files {
-		body, err := r.conn.ReadFile(ctx, f)
+		body, mode, err := r.conn.ReadFileMode(ctx, f)
 		if errors.Is(err, os.ErrNotExist) && f != files[0] {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s to copy its settings: %w", f, err)
+			return nil, 0, fmt.Errorf("reading %s to copy its settings: %w", f, err)
 		}
+		modes = append(modes, mode)
 		fmt.Fprintf(&b, "\n# from %s\n", f)
 		b.Write(body)
 		if len(body) > 0 && body[len(body)-1] != '\n' {
 			b.WriteByte('\n')
 		}
 	}
-	return []byte(b.String()), nil
+	return []byte(b.String()), slotUnitMode(modes), nil
 }
 
 // ensureSlot readies a slot's unit for a start: the host prepared, the slot's marker (restore
 // finds the slot by it) and then its unit file.
 func (r *Remote) ensureSlot(ctx context.Context) error {
-	text, err := r.parent.prepareSlots(ctx)
+	text, mode, err := r.parent.prepareSlots(ctx)
 	if err != nil {
 		return err
 	}
@@ -197,10 +212,12 @@ func (r *Remote) ensureSlot(ctx context.Context) error {
 		return err
 	}
 	up := "/etc/systemd/system/" + r.o.Unit
-	if cur, err := r.conn.ReadFile(ctx, up); err == nil && string(cur) == string(text) {
+	// Rewritten unless it is already this text with this mode (a file left 0644 by an earlier
+	// version is made private).
+	if cur, m, err := r.conn.ReadFileMode(ctx, up); err == nil && string(cur) == string(text) && m.Perm() == mode {
 		return nil
 	}
-	if err := r.conn.WriteFileAtomic(ctx, up, text, 0o644); err != nil {
+	if err := r.conn.WriteFileAtomic(ctx, up, text, mode); err != nil {
 		return fmt.Errorf("writing %s: %w", up, err)
 	}
 	return nil
@@ -220,7 +237,7 @@ func (r *Remote) restoreSlots(ctx context.Context) error {
 		}
 	}
 	r.prepMu.Lock()
-	r.slotText = nil
+	r.slotText, r.slotMode = nil, 0
 	r.prepMu.Unlock()
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package hostctl
 import (
 	"context"
 	"maps"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,24 @@ func TestSlotUnitNames(t *testing.T) {
 		}
 		if err := checkUnitName(got); err != nil {
 			t.Errorf("%s: %v", got, err)
+		}
+	}
+}
+
+// TestSlotUnitMode: a slot's unit file is readable by all only when every file it merges is.
+func TestSlotUnitMode(t *testing.T) {
+	for _, c := range []struct {
+		modes []os.FileMode
+		want  os.FileMode
+	}{
+		{[]os.FileMode{0o644}, 0o644},
+		{[]os.FileMode{0o644, 0o444, 0o755}, 0o644},
+		{[]os.FileMode{0o644, 0o600}, 0o600},
+		{[]os.FileMode{0o640, 0o644}, 0o600},
+		{[]os.FileMode{0o400}, 0o600},
+	} {
+		if got := slotUnitMode(c.modes); got != c.want {
+			t.Errorf("slotUnitMode(%v) = %o, want %o", c.modes, got, c.want)
 		}
 	}
 }
@@ -161,5 +180,88 @@ func TestPackedSlotsOnARealHost(t *testing.T) {
 	b, err := h.ReadFile("/etc/systemd/system/sglang.service")
 	if err != nil || string(b) != string(h.UnitText) {
 		t.Errorf("the operator's unit changed: %v", err)
+	}
+}
+
+// TestPackedSlotKeepsAPrivateDropInPrivate: the operator keeps a token in a drop-in only root may
+// read (0600); the slot units made from the unit hold it too, and no other user may read it in
+// any file specsweep wrote, also after a slot file was left readable (an earlier version's);
+// the slot's server still gets the operator's settings from both drop-ins.
+func TestPackedSlotKeepsAPrivateDropInPrivate(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, GPUs: 4})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	const secret = "hf_Zq8secretTOKEN4711"
+	if err := h.WriteFile("/etc/systemd/system/sglang.service.d/10-token.conf", []byte("[Service]\nEnvironment=HF_TOKEN="+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.WriteFile("/etc/systemd/system/sglang.service.d/20-public.conf", []byte("[Service]\nEnvironment=OPERATOR_SETTING=kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.Nsenter(ctx, "systemctl", "daemon-reload"); err != nil {
+		t.Fatalf("daemon-reload: %v %s", err, out)
+	}
+	opts := RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
+		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}, GPUWait: 1500 * time.Millisecond}
+	// readable lists the files that hold the token and that user nobody can read.
+	readable := func() string {
+		out, _ := h.Nsenter(ctx, "runuser", "-u", "nobody", "--", "sh", "-c",
+			"grep -rl -- "+secret+" /etc/systemd /run/systemd "+MarkerDir+" 2>/dev/null; true")
+		return strings.TrimSpace(string(out))
+	}
+	if s := readable(); s != "" {
+		t.Fatalf("the token is readable by nobody before the sweep: %s", s)
+	}
+	start := func(r *Remote) {
+		t.Helper()
+		in, err := r.Slot(0).Start(ctx, slotLaunch(0, 0, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := DialRemote(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	start(r)
+	u := SlotUnit("sglang.service", 0)
+	if s := readable(); s != "" {
+		t.Errorf("user nobody can read the operator's private token in:\n%s", s)
+	}
+	if b, err := h.ReadFile("/etc/systemd/system/" + u); err != nil || !strings.Contains(string(b), secret) {
+		t.Errorf("the slot unit lacks the operator's token drop-in: %v\n%s", err, b)
+	}
+	pid, err := h.Run(ctx, "systemctl show -p MainPID --value -- "+u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := h.Run(ctx, "tr '\\0' '\\n' < /proc/"+strings.TrimSpace(string(pid))+"/environ | grep -E '^(HF_TOKEN|OPERATOR_SETTING)=' | sort")
+	if want := "HF_TOKEN=" + secret + "\nOPERATOR_SETTING=kept"; strings.TrimSpace(string(env)) != want || err != nil {
+		t.Errorf("the slot's server environment has %q, want %q (%v)", env, want, err)
+	}
+
+	// A slot file left readable by all (as an earlier specsweep wrote it, text unchanged) is made
+	// private again by the next sweep's start.
+	if out, err := h.Nsenter(ctx, "chmod", "0644", "/etc/systemd/system/"+u); err != nil {
+		t.Fatalf("chmod: %v %s", err, out)
+	}
+	r2, err := DialRemote(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	start(r2)
+	if s := readable(); s != "" {
+		t.Errorf("after a new sweep's start user nobody can read the operator's private token in:\n%s", s)
+	}
+	if err := r2.Restore(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

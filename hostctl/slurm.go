@@ -31,8 +31,9 @@ type SlurmOptions struct {
 	// on the login node), as the user running specsweep.
 	SSH   SSHOptions
 	Local bool
-	// Sweep names the sweep: every job is named specsweep.SWEEP.POINT, so a later run or a restore
-	// finds the jobs a killed specsweep left.
+	// Sweep names the sweep: every job's comment is specsweep:sweep=SWEEP:point=POINT (its name,
+	// for people, specsweep.SWEEP.POINT), so a later run or a restore finds the jobs a killed
+	// specsweep left, and only those (docs/slurm.md).
 	Sweep      string
 	Partition  string
 	Account    string
@@ -150,12 +151,83 @@ func (localShell) sh(ctx context.Context, script string, stdin []byte, timeout t
 
 func (localShell) close() error { return nil }
 
-// prefix is the name every job of the sweep starts with.
-func (s *Slurm) prefix() string {
-	return "specsweep." + reJobName.ReplaceAllString(s.o.Sweep, "_") + "."
+// jobName is a job's name, for people (squeue, the output file): specsweep.SWEEP.POINT. It is not
+// how specsweep finds its jobs (a sweep's name may be another's prefix): jobComment is.
+func (s *Slurm) jobName(tag string) string {
+	return "specsweep." + reJobName.ReplaceAllString(s.o.Sweep, "_") + "." + reJobName.ReplaceAllString(tag, "_")
 }
 
-func (s *Slurm) jobName(tag string) string { return s.prefix() + reJobName.ReplaceAllString(tag, "_") }
+// jobComment is the comment (sbatch --comment) that marks a job as the sweep's point tag:
+// specsweep:sweep=SWEEP:point=POINT, each value escaped (commentEscape) so that the fields split
+// at ':' exactly and one sweep's comment is never another's.
+func (s *Slurm) jobComment(tag string) string {
+	return "specsweep:sweep=" + commentEscape(s.o.Sweep) + ":point=" + commentEscape(tag)
+}
+
+// commentEscape writes each byte outside [A-Za-z0-9._-] as %XX (upper-case hex): injective, so
+// two names are equal exactly when their escapes are; sweep names and point ids never need it.
+func commentEscape(v string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// commentUnescape reverses commentEscape; ok is false for anything commentEscape does not write.
+func commentUnescape(v string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '%' {
+			b.WriteByte(v[i])
+			continue
+		}
+		if i+3 > len(v) {
+			return "", false
+		}
+		n, err := strconv.ParseUint(v[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", false
+		}
+		b.WriteByte(byte(n))
+		i += 2
+	}
+	out := b.String()
+	return out, commentEscape(out) == v // the one form commentEscape writes
+}
+
+// legacyPoint is a point id (sweep.PointID: 12 hex digits), the last part of the name in the
+// comments specsweep wrote before jobComment (specsweep:specsweep.SWEEP.POINT).
+var legacyPoint = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+// jobOf reads a job's comment: the point of the sweep it was submitted for, ok false when it is no
+// job of this sweep (another sweep's, a job specsweep did not make, a comment it cannot parse).
+// The comment must be exactly what jobComment writes for this sweep; a comment of the earlier form
+// (specsweep:specsweep.SWEEP.POINT) counts when, read back with POINT a point id, its SWEEP is
+// this sweep's name as that form wrote it.
+func (s *Slurm) jobOf(comment string) (point string, ok bool) {
+	if rest, ok := strings.CutPrefix(comment, "specsweep:sweep="); ok {
+		sw, pt, ok := strings.Cut(rest, ":point=")
+		if !ok || sw != commentEscape(s.o.Sweep) || strings.Contains(pt, ":") {
+			return "", false
+		}
+		return commentUnescape(pt)
+	}
+	if rest, ok := strings.CutPrefix(comment, "specsweep:specsweep."); ok {
+		i := strings.LastIndexByte(rest, '.')
+		if i < 0 || !legacyPoint.MatchString(rest[i+1:]) || rest[:i] != reJobName.ReplaceAllString(s.o.Sweep, "_") {
+			return "", false
+		}
+		return rest[i+1:], true
+	}
+	return "", false
+}
 
 // Slot is the handle of the cluster's k-th job in flight (k from 0).
 func (s *Slurm) Slot(k int) *SlurmSlot {
@@ -196,20 +268,32 @@ func (s *Slurm) outputDir(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
-// queued lists the sweep's jobs in the queue (pending, running, completing): id -> name.
+// queued lists the sweep's jobs in the queue (pending, running, completing): id -> name. Only the
+// login user's jobs are listed (a job of another user is never cancelled, even by root), and of
+// those only the ones whose comment is the sweep's (jobOf): not a job whose name merely looks like
+// one, nor another sweep's whose name starts with this one's.
 func (s *Slurm) queued(ctx context.Context) (map[string]string, error) {
-	out, err := s.sh(ctx, "squeue -h -u \"$(id -un)\" -t PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED -o '%i|%j'", nil, 30*time.Second)
+	out, err := s.sh(ctx, "squeue -h -u \"$(id -un)\" -t PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED,REQUEUED -o '%i|%k'", nil, 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("slurm: listing the jobs of %s: %w", s.o.Name, err)
 	}
+	return s.parseQueue(string(out.Stdout)), nil
+}
+
+// parseQueue reads squeue's "ID|COMMENT" lines: the sweep's jobs, id -> name. The id comes first
+// (digits only: specsweep submits no arrays) and the comment is the rest of the line, whole.
+func (s *Slurm) parseQueue(out string) map[string]string {
 	jobs := map[string]string{}
-	for _, l := range strings.Split(string(out.Stdout), "\n") {
-		id, name, ok := strings.Cut(strings.TrimSpace(l), "|")
-		if ok && strings.HasPrefix(name, s.prefix()) {
-			jobs[id] = name
+	for _, l := range strings.Split(out, "\n") {
+		id, comment, ok := strings.Cut(strings.TrimRight(l, "\r"), "|")
+		if !ok || id == "" || strings.Trim(id, "0123456789") != "" {
+			continue
+		}
+		if point, ok := s.jobOf(comment); ok {
+			jobs[id] = s.jobName(point)
 		}
 	}
-	return jobs, nil
+	return jobs
 }
 
 // cancel cancels jobs and waits (bounded) until none is in the queue any more.
@@ -578,7 +662,7 @@ func (sl *SlurmSlot) Start(ctx context.Context, l Launch) (Instance, error) {
 	}
 	name := s.jobName(l.Tag)
 	outFile := dir + "/" + name + ".%j.out"
-	script, err := jobScript(s.o, l, name, outFile)
+	script, err := jobScript(s.o, l, name, s.jobComment(l.Tag), outFile)
 	if err != nil {
 		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
 	}
@@ -614,7 +698,7 @@ func firstLineOf(b []byte) string {
 
 // jobScript is the batch script of a launch: sbatch options as #SBATCH lines (read by sbatch, never
 // by a shell), the environment, then the server in place of the shell (it gets scancel's signals).
-func jobScript(o SlurmOptions, l Launch, name, outFile string) ([]byte, error) {
+func jobScript(o SlurmOptions, l Launch, name, comment, outFile string) ([]byte, error) {
 	tp, err := launchTP(l)
 	if err != nil {
 		return nil, err
@@ -623,7 +707,7 @@ func jobScript(o SlurmOptions, l Launch, name, outFile string) ([]byte, error) {
 	b.WriteString("#!/bin/sh\n")
 	opt := func(s string) { b.WriteString("#SBATCH " + s + "\n") }
 	opt("--job-name=" + name)
-	opt("--comment=specsweep:" + name)
+	opt("--comment=" + comment)
 	opt("--nodes=1")
 	opt("--ntasks=1")
 	opt("--gres=gpu:" + strconv.Itoa(tp))

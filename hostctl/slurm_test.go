@@ -1,8 +1,15 @@
 package hostctl
 
 import (
+	"context"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
 )
 
 // TestJobStatesReadAsUnitStates: each job state as the classification reads it (docs/slurm.md).
@@ -50,13 +57,13 @@ func TestJobStatesReadAsUnitStates(t *testing.T) {
 func TestJobScriptHoldsTheLaunch(t *testing.T) {
 	l := Launch{Argv: []string{"/opt/sglang/bin/python", "-m", "sglang.launch_server", "--tp-size", "2", "--api-key", "${KEY}", "--port", "30001"},
 		Env: map[string]string{"KEY": "it's secret", "CUDA_VISIBLE_DEVICES": "5"}, Port: 30001}
-	b, err := jobScript(SlurmOptions{Partition: "gpu", TimeLimit: 90 * 60e9, SbatchArgs: []string{"--qos=normal"}}, l, "specsweep.s.p", "/shared/o/specsweep.s.p.%j.out")
+	b, err := jobScript(SlurmOptions{Partition: "gpu", TimeLimit: 90 * 60e9, SbatchArgs: []string{"--qos=normal"}}, l, "specsweep.s.p", "specsweep:sweep=s:point=p", "/shared/o/specsweep.s.p.%j.out")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	for _, want := range []string{"#SBATCH --gres=gpu:2\n", "#SBATCH --partition=gpu\n", "#SBATCH --time=90\n", "#SBATCH --qos=normal\n",
-		"#SBATCH --job-name=specsweep.s.p\n", "#SBATCH --output=/shared/o/specsweep.s.p.%j.out\n", "#SBATCH --no-requeue\n",
+		"#SBATCH --job-name=specsweep.s.p\n", "#SBATCH --comment=specsweep:sweep=s:point=p\n", "#SBATCH --output=/shared/o/specsweep.s.p.%j.out\n", "#SBATCH --no-requeue\n",
 		"export KEY='it'\\''s secret'\n", "exec /opt/sglang/bin/python -m sglang.launch_server --tp-size 2 --api-key 'it'\\''s secret' --port 30001\n"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("the job script lacks %q:\n%s", want, s)
@@ -64,5 +71,227 @@ func TestJobScriptHoldsTheLaunch(t *testing.T) {
 	}
 	if strings.Contains(s, "CUDA_VISIBLE_DEVICES") {
 		t.Errorf("the job script sets CUDA_VISIBLE_DEVICES (Slurm's to set):\n%s", s)
+	}
+}
+
+// TestSlurmJobsAreMatchedByWholeSweep: a job belongs to a sweep only by its comment, read back
+// whole: not by a name or comment that starts with the sweep's, not a job specsweep did not make.
+func TestSlurmJobsAreMatchedByWholeSweep(t *testing.T) {
+	a := newSlurm(SlurmOptions{Sweep: "a"}, nil)
+	ab := newSlurm(SlurmOptions{Sweep: "a.b"}, nil)
+	odd := newSlurm(SlurmOptions{Sweep: "a:point=b c"}, nil)
+	for _, s := range []*Slurm{a, ab, odd} {
+		for _, tag := range []string{"0123456789ab", "x:y%z"} {
+			c := s.jobComment(tag)
+			if strings.ContainsAny(c, " |\"'\n") {
+				t.Errorf("comment %q holds a space, quote, | or newline", c)
+			}
+			for _, o := range []*Slurm{a, ab, odd} {
+				pt, ok := o.jobOf(c)
+				if want := o == s; ok != want || (ok && pt != tag) {
+					t.Errorf("sweep %q reads the comment %q of sweep %q as (%q, %v)", o.o.Sweep, c, s.o.Sweep, pt, ok)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		comment string
+		a, ab   bool
+	}{
+		{"specsweep:sweep=a:point=0123456789ab", true, false},
+		{"specsweep:sweep=a.b:point=0123456789ab", false, true},
+		{"specsweep:sweep=a:point=0123456789ab:x", false, false},
+		{"specsweep:sweep=a.b", false, false},
+		{"specsweep:sweep=a%2Eb:point=0123456789ab", false, false}, // not the form specsweep writes
+		{"specsweep:sweep=a:point=%zz", false, false},
+		// The form written before comments held the sweep: read back whole, a point id last.
+		{"specsweep:specsweep.a.0123456789ab", true, false},
+		{"specsweep:specsweep.a.b.0123456789ab", false, true},
+		{"specsweep:specsweep.a.b", false, false},
+		{"specsweep:specsweep.a.0123456789abc", false, false},
+		{"(null)", false, false},
+		{"", false, false},
+		{"my own job: specsweep:sweep=a:point=0123456789ab", false, false},
+	} {
+		if _, ok := a.jobOf(c.comment); ok != c.a {
+			t.Errorf("sweep a reads %q as its own: %v", c.comment, ok)
+		}
+		if _, ok := ab.jobOf(c.comment); ok != c.ab {
+			t.Errorf("sweep a.b reads %q as its own: %v", c.comment, ok)
+		}
+	}
+	// squeue's lines: the id first, the comment the whole rest of the line.
+	out := "11|specsweep:sweep=a:point=0123456789ab\n12|specsweep:sweep=a.b:point=0123456789ab\n13|(null)\n" +
+		"14|specsweep:sweep=a:point=0123456789ab|more\n15_3|specsweep:sweep=a:point=0123456789ab\n16|specsweep:specsweep.a.00000000000b\n"
+	got := a.parseQueue(out)
+	if want := map[string]string{"11": "specsweep.a.0123456789ab", "16": "specsweep.a.00000000000b"}; !maps.Equal(got, want) {
+		t.Errorf("sweep a's jobs in the queue: %v, want %v", got, want)
+	}
+}
+
+// sleepLaunch is a job that holds one GPU and does nothing, as point tag.
+func sleepLaunch(tag string) Launch {
+	return Launch{Argv: []string{"/bin/sleep", "600"}, Tag: tag}
+}
+
+// TestSlurmSweepsOfPrefixNamesAreKeptApart: on a real cluster, sweep `a` left a job (its specsweep
+// killed) while sweep `a.b` runs two jobs, beside a hand-made job named like one of `a`'s and a job
+// of another user with `a`'s very name and comment. Doctor, the leftover cancel of `a`'s next run
+// and its restore see and cancel only `a`'s jobs; everything else stays queued.
+func TestSlurmSweepsOfPrefixNamesAreKeptApart(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	if msg := testhost.SlurmRequirements(); msg != "" {
+		t.Skip(msg)
+	}
+	// One compute node of 4 GPUs and 6 one-GPU jobs at most: some run, the rest wait (PENDING).
+	hosts := testhost.BootCluster(t, 2, testhost.Options{NoUnit: true})
+	c := testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.Logs())
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	ssh := SSHOptions{Address: c.Login.Addr, User: "root", IdentityFile: c.Login.KeyFile, KnownHosts: c.Login.KnownHosts, ConfigFile: "none", noAgent: true}
+	var events []string
+	var evMu sync.Mutex
+	dial := func(sweep string) *Slurm {
+		s, err := DialSlurm(ctx, SlurmOptions{Name: "cluster", SSH: ssh, Sweep: sweep, Partition: c.Partition, OutputDir: testhost.SharedPath + "/specsweep",
+			Event: func(kind, detail string) {
+				evMu.Lock()
+				defer evMu.Unlock()
+				events = append(events, sweep+" "+kind+" "+detail)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	submit := func(s *Slurm, k int, tag string) string {
+		in, err := s.Slot(k).Start(ctx, sleepLaunch(tag))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimPrefix(in.ID(), "slurm-")
+	}
+	run := func(cmd string) string {
+		out, err := c.Run(ctx, cmd)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s\n%s", cmd, err, out, c.Logs())
+		}
+		return strings.TrimSpace(string(out))
+	}
+	queue := func() map[string]bool {
+		ids := map[string]bool{}
+		for _, id := range strings.Fields(run("squeue -h -o %i")) {
+			ids[id] = true
+		}
+		return ids
+	}
+
+	// Sweep a's run is killed with one job queued; a.b's run holds two, one of the same point.
+	a1 := submit(dial("a"), 0, "0123456789ab")
+	ab := dial("a.b")
+	ab1, ab2 := submit(ab, 0, "0123456789ab"), submit(ab, 1, "00000000000b")
+	// Not specsweep's: a job of the same name as a's, made by hand.
+	hand := run("sbatch --parsable --job-name=specsweep.a.0123456789ab --gres=gpu:1 --output=/shared/hand-%j.out --wrap 'sleep 600'")
+	// Another user's job with a's job's name and comment (the user exists on every host, as on a
+	// cluster).
+	for _, h := range c.Hosts {
+		if out, err := h.Nsenter(ctx, "useradd", "-u", "2345", "-m", "bob"); err != nil {
+			t.Fatalf("useradd on %s: %v %s", h.Name, err, out)
+		}
+	}
+	comment := scontrolFields(run("scontrol show job -o " + a1))["Comment"]
+	if comment == "" {
+		t.Fatalf("job %s has no comment", a1)
+	}
+	bob := run("su -s /bin/sh bob -c \"cd /tmp && sbatch --parsable --job-name=specsweep.a.0123456789ab --comment='" + comment +
+		"' --gres=gpu:1 --output=/shared/bob-%j.out --wrap 'sleep 600'\"")
+	others := []string{ab1, ab2, hand, bob}
+	t.Cleanup(func() { _, _ = c.Run(context.Background(), "scancel -- "+a1+" "+strings.Join(others, " ")) })
+
+	a := dial("a")
+	left, err := a.Leftovers(ctx)
+	if want := []string{"job " + a1 + " specsweep.a.0123456789ab"}; err != nil || !slices.Equal(left, want) {
+		t.Errorf("a's leftovers %q (%v), want %q", left, err, want)
+	}
+	doctorLeftovers := func(sweep string) Check {
+		for _, ch := range Doctor(ctx, DoctorTarget{Name: "cluster", Driver: "slurm", SSH: ssh, GPUs: 1,
+			Slurm: &SlurmOptions{Sweep: sweep, Partition: c.Partition, OutputDir: testhost.SharedPath + "/specsweep"}}) {
+			if ch.Name == "leftovers" {
+				return ch
+			}
+		}
+		t.Fatalf("doctor of %s has no leftovers check", sweep)
+		return Check{}
+	}
+	d := doctorLeftovers("a")
+	if d.Status != CheckFail || !strings.Contains(d.Detail, "job "+a1+" ") {
+		t.Errorf("doctor of a: %+v, want a failed leftovers check naming job %s", d, a1)
+	}
+	for _, id := range others {
+		if strings.Contains(d.Detail, "job "+id+" ") {
+			t.Errorf("doctor of a reports job %s, not a's: %s", id, d.Detail)
+		}
+	}
+
+	// a's next run cancels a's leftover before its first job, and nothing else.
+	a2 := submit(a, 0, "0123456789ab")
+	q := queue()
+	if q[a1] {
+		t.Errorf("a's leftover job %s still queued", a1)
+	}
+	for _, id := range append(others, a2) {
+		if !q[id] {
+			t.Errorf("job %s is gone after a's run began; only %s was a's leftover", id, a1)
+		}
+	}
+	evMu.Lock()
+	var leftovers []string
+	for _, e := range events {
+		if strings.Contains(e, "stopped_leftover") {
+			leftovers = append(leftovers, e)
+		}
+	}
+	evMu.Unlock()
+	if len(leftovers) != 1 || !strings.HasPrefix(leftovers[0], "a stopped_leftover job "+a1+" ") {
+		t.Errorf("leftover events %q, want one of a for job %s", leftovers, a1)
+	}
+
+	// a's restore cancels its job and nothing else; then doctor finds none of a's.
+	if err := a.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q = queue()
+	if q[a2] {
+		t.Errorf("a's job %s still queued after a's restore", a2)
+	}
+	for _, id := range others {
+		if !q[id] {
+			t.Errorf("job %s is gone after a's restore", id)
+		}
+	}
+	if d := doctorLeftovers("a"); d.Status != CheckOK {
+		t.Errorf("doctor of a after its restore: %+v", d)
+	}
+	// a.b sees exactly its own two.
+	left, err = ab.Leftovers(ctx)
+	slices.Sort(left)
+	want := []string{"job " + ab1 + " specsweep.a.b.0123456789ab", "job " + ab2 + " specsweep.a.b.00000000000b"}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(left, want) {
+		t.Errorf("a.b's jobs %q (%v), want %q", left, err, want)
+	}
+	if err := ab.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q = queue()
+	if q[ab1] || q[ab2] || !q[hand] || !q[bob] {
+		t.Errorf("after a.b's restore the queue holds %v: want the hand-made %s and bob's %s only", q, hand, bob)
 	}
 }

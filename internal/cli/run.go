@@ -61,7 +61,7 @@ func runCmd() command {
 					return err
 				}
 				if *logDir != "" {
-					if err := os.MkdirAll(*logDir, 0o755); err != nil {
+					if err := os.MkdirAll(*logDir, 0o700); err != nil {
 						return fmt.Errorf("log dir: %w", err)
 					}
 				}
