@@ -788,7 +788,7 @@ func (r *Runner) check(ctx context.Context, a *attempt) *hostctl.Failure {
 			return f
 		}
 		if ctx.Err() == nil {
-			r.cfg.Log.Warn("health check failed", "host", a.h.Name(), "err", err)
+			r.cfg.Log.Warn("health check failed", "host", a.h.Name(), "err", r.redact.text(err.Error()))
 		}
 	}
 	return nil
@@ -809,7 +809,7 @@ func (r *Runner) startFailed(ctx context.Context, a *attempt, err error) (retry 
 	}
 	a.event(r, ctx, "failure", failureDetail(f))
 	a.update(r, PhaseFailed, string(f.Class)+": "+f.Detail)
-	r.cfg.Log.Warn("point failed", "host", a.h.Name(), "point", a.p.ID, "class", f.Class, "detail", f.Detail)
+	r.cfg.Log.Warn("point failed", "host", a.h.Name(), "point", a.p.ID, "class", f.Class, "detail", r.redact.text(f.Detail))
 	if err := r.cfg.Store.FinishPoint(ctx, a.sr.id, a.p.ID, a.p.Attempts, store.PointFinish{State: store.PointFailed,
 		FailureClass: storeClass(f.Class, store.FailCrashDuringStart), FailureDetail: failureDetail(f)}); err != nil {
 		return false, err
@@ -826,7 +826,7 @@ func (r *Runner) hostTrouble(ctx context.Context, a *attempt, err error) (retry 
 	_ = a.waitInfo() // provenance of a lost host may fail too: the point is re-run anyway
 	detail := err.Error()
 	a.event(r, ctx, "host_down", detail)
-	r.cfg.Log.Warn("host trouble", "host", a.h.Name(), "point", a.p.ID, "attempt", a.p.Attempts, "err", err)
+	r.cfg.Log.Warn("host trouble", "host", a.h.Name(), "point", a.p.ID, "attempt", a.p.Attempts, "err", r.redact.text(err.Error()))
 	r.stopQuietly(ctx, a)
 	if refused(err) {
 		a.update(r, PhaseFailed, "host refused: "+detail)
@@ -882,7 +882,7 @@ func (r *Runner) stop(ctx context.Context, a *attempt) {
 	res, err := a.inst.Stop(ctx, nil)
 	if err != nil {
 		a.event(r, ctx, "stop_failed", err.Error())
-		r.cfg.Log.Warn("stop failed", "host", a.h.Name(), "point", a.p.ID, "err", err)
+		r.cfg.Log.Warn("stop failed", "host", a.h.Name(), "point", a.p.ID, "err", r.redact.text(err.Error()))
 		return
 	}
 	if res.Already {

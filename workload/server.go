@@ -115,9 +115,18 @@ func (r *runner) serverInfo(ctx context.Context) serverInfo {
 			return serverInfo{}
 		}
 	}
+	return parseServerInfo(b)
+}
+
+// parseServerInfo reads a server-info body: whether a speculative algorithm is set, and the
+// lifetime average accept length. That average is in the internal_states list from 0.4.6.post4
+// on, and at the top level of the body from 0.4.3.post3 to 0.4.6.post3, where the scheduler's
+// state was merged into it (docs/sglang-versions.md).
+func parseServerInfo(b []byte) serverInfo {
 	var v struct {
 		SpecAlgo       *string          `json:"speculative_algorithm"`
 		InternalStates []map[string]any `json:"internal_states"`
+		AvgAccept      *float64         `json:"avg_spec_accept_length"`
 	}
 	if json.Unmarshal(b, &v) != nil {
 		return serverInfo{}
@@ -134,6 +143,9 @@ func (r *runner) serverInfo(ctx context.Context) serverInfo {
 			si.accept, si.hasAccept = a, true
 			break
 		}
+	}
+	if !si.hasAccept && v.AvgAccept != nil && *v.AvgAccept > 0 {
+		si.accept, si.hasAccept = *v.AvgAccept, true
 	}
 	return si
 }

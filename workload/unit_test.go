@@ -377,3 +377,27 @@ func TestSSEReaderLongLineLinear(t *testing.T) {
 		t.Fatalf("%d bytes, %v", len(d), err)
 	}
 }
+
+// TestParseServerInfoEveryRelease: the lifetime accept length is read where each release puts it:
+// the internal_states list (0.4.6.post4 on) or the top level of the body (0.4.3.post3 to
+// 0.4.6.post3); a baseline, an absent algorithm and a body that is not JSON.
+func TestParseServerInfoEveryRelease(t *testing.T) {
+	for _, c := range []struct {
+		name, body       string
+		spec, specKnown  bool
+		accept           float64
+		hasAccept, valid bool
+	}{
+		{"list", `{"speculative_algorithm": "EAGLE3", "internal_states": [{"avg_spec_accept_length": 2.75}]}`, true, true, 2.75, true, true},
+		{"top level", `{"speculative_algorithm": "EAGLE", "avg_spec_accept_length": 3.5, "last_gen_throughput": 12.5}`, true, true, 3.5, true, true},
+		{"both: the list wins", `{"speculative_algorithm": "EAGLE", "avg_spec_accept_length": 1.5, "internal_states": [{"avg_spec_accept_length": 2.5}]}`, true, true, 2.5, true, true},
+		{"baseline", `{"speculative_algorithm": null}`, false, true, 0, false, true},
+		{"no algorithm field", `{"avg_spec_accept_length": 0}`, false, false, 0, false, true},
+		{"not json", `<html>`, false, false, 0, false, false},
+	} {
+		si := parseServerInfo([]byte(c.body))
+		if si.ok != c.valid || si.spec != c.spec || si.specKnown != c.specKnown || si.hasAccept != c.hasAccept || si.accept != c.accept {
+			t.Errorf("%s: %+v", c.name, si)
+		}
+	}
+}
