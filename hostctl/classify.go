@@ -2,6 +2,7 @@ package hostctl
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,12 @@ var (
 	reCrash       = regexp.MustCompile(`Traceback \(most recent call last\)|Error: |Exception: |Scheduler hit an exception|scheduler is dead|Received sigquit|Initialization failed|Main process exited|Failed with result|code=(exited|killed|dumped)`)
 	reStopTimeout = regexp.MustCompile(`State 'stop-sigterm' timed out|State 'stop-final-sigterm' timed out|Failed with result 'timeout'`)
 	reDrain       = regexp.MustCompile(`Draining requests and shutting down|Gracefully exiting|Force exiting`)
+	// reFatal: lines that tell how a process died or what broke under it, kept as evidence before
+	// any other: CPython's faulthandler ("Fatal Python error: Segmentation fault", "Aborted"), the
+	// shell's and systemd's words for a fatal signal, a C++ abort, CUDA and NCCL errors.
+	reFatal = regexp.MustCompile(`Fatal Python error|Segmentation fault|SIGSEGV|SIGABRT|SIGBUS|\bAborted\b|core dumped|status=(11/SEGV|6/ABRT|7/BUS)|` +
+		`terminate called after throwing|CUDA error|cudaError|CUDA driver error|illegal memory access|` +
+		`NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError`)
 )
 
 // classify decides whether an instance failed, from its state and its log
@@ -196,9 +203,9 @@ func redactLine(l string) string {
 	})
 }
 
-// evidence keeps the lines matching re (at most max, the last ones), then
+// evidence keeps the lines matching re (at most limit, the last ones, fatal lines first), then
 // the last three lines, without duplicates, each at most 400 bytes.
-func evidence(lines []string, re *regexp.Regexp, max int) []string {
+func evidence(lines []string, re *regexp.Regexp, limit int) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(l string) {
@@ -211,17 +218,28 @@ func evidence(lines []string, re *regexp.Regexp, max int) []string {
 			out = append(out, l)
 		}
 	}
-	var hits []string
-	for _, l := range lines {
-		if re.MatchString(l) {
-			hits = append(hits, l)
+	// The lines that say what happened come first when the cap bites: a fatal signal or a CUDA or
+	// NCCL error line, which the class's own pattern may not match (a segfault's "Fatal Python
+	// error: Segmentation fault" has no "Error: "), up to half the cap, the last ones.
+	var fatal, hits []int
+	for i, l := range lines {
+		switch {
+		case reFatal.MatchString(l):
+			fatal = append(fatal, i)
+		case re.MatchString(l):
+			hits = append(hits, i)
 		}
 	}
-	if len(hits) > max {
-		hits = hits[len(hits)-max:]
+	if n := max(1, limit/2); len(fatal) > n {
+		fatal = fatal[len(fatal)-n:]
 	}
-	for _, l := range hits {
-		add(l)
+	if room := limit - len(fatal); len(hits) > room {
+		hits = hits[len(hits)-room:]
+	}
+	keep := append(fatal, hits...)
+	slices.Sort(keep)
+	for _, i := range keep {
+		add(lines[i])
 	}
 	tail := lines
 	if len(tail) > 3 {

@@ -164,3 +164,33 @@ func TestUnfinishedOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestNearReadyLinesOfEveryRelease: the readiness poll speeds up on the end of a graph capture in
+// every release's words (2026 main's "Capture target decode CUDA graph end", SGLang issue 33483,
+// missed before), and not on a capture's start or failure.
+func TestNearReadyLinesOfEveryRelease(t *testing.T) {
+	for _, l := range []string{
+		"[2025-03-01 10:00:00 TP0] Capture cuda graph end. Time elapsed: 12.3 s. avail mem=20.1 GB",
+		"[2025-03-01 10:00:00 TP0] Capture draft cuda graph end. Time elapsed: 3.1 s. avail mem=19.0 GB",
+		"[2025-09-01 10:00:00 TP0] Capture draft extend cuda graph end. Time elapsed: 1.0 s.",
+		"[2026-07-21 13:35:33 TP1] Capture target decode CUDA graph end. elapsed=4.81 s, mem usage=0.27 GB, avail mem=5.34 GB.",
+		"[2026-08-27 03:46:18] Capture target prefill CUDA graph end. elapsed=22.96 s, mem usage=1.71 GB, avail mem=10.88 GB.",
+		"[2026-08-07 17:36:17 TP3] Capture target decode NPU graph end. elapsed=17.95 s, mem usage=0.73 GB, avail mem=0.88 GB.",
+		"Capture draft decode CUDA graph end. elapsed=1.2 s, mem usage=0.1 GB, avail mem=9.0 GB.",
+		"Capture npu graph end. Time elapsed: 9.0 s.",
+	} {
+		if !reNearReady.MatchString(l) {
+			t.Errorf("not taken for near ready: %s", l)
+		}
+	}
+	for _, l := range []string{
+		"Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2], avail mem=73.10 GB",
+		"Capture cuda graph begin. This can take up to several minutes. avail mem=20.0 GB",
+		"Exception: Capture cuda graph failed: CUDA out of memory.",
+		"Capturing batches (bs=1 avail_mem=72.47 GB): 100%",
+	} {
+		if reNearReady.MatchString(l) {
+			t.Errorf("taken for near ready: %s", l)
+		}
+	}
+}

@@ -19,8 +19,12 @@ import (
 )
 
 // reNearReady matches log lines SGLang prints just before (or as) its port
-// opens: polling speeds up when one appears.
-var reNearReady = regexp.MustCompile(`max_total_num_tokens=|Capture (draft )?cuda graph end|Started server process|Uvicorn running|Application startup complete`)
+// opens: polling speeds up when one appears. The end of a graph capture reads
+// "Capture cuda graph end" (0.4 to 0.5), "Capture draft cuda graph end",
+// "Capture npu graph end" and, on 2026 main, "Capture target decode CUDA graph
+// end" (also target verify/prefill, draft decode/extend, NPU): up to three
+// words between "Capture" and "graph end", any case (docs/sglang-versions.md).
+var reNearReady = regexp.MustCompile(`max_total_num_tokens=|(?i:\bCapture (?:[a-z0-9]+ ){0,3}graph end\b)|Started server process|Uvicorn running|Application startup complete`)
 
 // maxLines bounds the log lines an instance keeps.
 const maxLines = 10000
