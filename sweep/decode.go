@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"path"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -211,12 +210,6 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 	return hosts
 }
 
-// sbatchOwned are the sbatch options specsweep sets itself for each job: a spec may not set them in
-// sbatch_args (--wrap would replace the job script).
-var sbatchOwned = []string{"--wrap", "--job-name", "-J", "--comment", "--output", "-o", "--error", "-e", "--gres", "--gpus",
-	"-G", "--nodes", "-N", "--ntasks", "-n", "--partition", "-p", "--account", "-A", "--time", "-t", "--requeue", "--no-requeue",
-	"--parsable", "--chdir", "-D", "--export", "--array", "-a", "--wait", "-W"}
-
 // slurm decodes a host's slurm block, starting from its defaults.
 func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
 	s := &Slurm{MaxJobs: DefaultMaxJobs, OutputDir: DefaultOutputDir}
@@ -271,26 +264,21 @@ func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
 			if !ok {
 				return
 			}
+			p.boundedLen(v, at+".sbatch_args", LimitSbatchArgs, "items", len(items))
 			for i, it := range items {
 				ip := index(at+".sbatch_args", i)
 				a, ok := p.str(it, ip)
 				if !ok {
 					continue
 				}
-				name, _, _ := strings.Cut(a, "=")
-				if len(name) > 2 && name[1] != '-' {
-					name = name[:2] // -pgpu is -p gpu
+				// Each item is read the way sbatch reads its #SBATCH line, and stored in canonical
+				// form so the job script holds exactly what was checked (docs/slurm.md).
+				norm, err := checkSbatchArg(a)
+				if err != nil {
+					p.errf(resolve(it), "%s: %q: %v", ip, clip(a), err)
+					continue
 				}
-				switch {
-				case strings.ContainsAny(a, "\n\r\x00"):
-					p.errf(resolve(it), "%s: %q holds a newline or NUL", ip, clip(a))
-				case !strings.HasPrefix(a, "-"):
-					p.errf(resolve(it), "%s: %q is not an option: write --name=value as one item", ip, clip(a))
-				case slices.Contains(sbatchOwned, name):
-					p.errf(resolve(it), "%s: %s is set by specsweep for each job (docs/slurm.md)", ip, name)
-				default:
-					s.SbatchArgs = append(s.SbatchArgs, a)
-				}
+				s.SbatchArgs = append(s.SbatchArgs, norm...)
 			}
 		}},
 	})
