@@ -74,7 +74,7 @@ const (
 	LimitCheckMaxTokens   = "workload.output_check.max_tokens"
 	LimitSearchPatience   = "search.patience"
 	LimitSearchBudget     = "search.budget"
-	LimitEveryMin         = "@every"
+	LimitEveryMin         = "schedule.cron @every"
 	maxPointsPerSpec      = 10_000
 	maxConcurrencyPerSlot = 4096
 	maxNumSteps           = 64
