@@ -309,15 +309,14 @@ func sbatchTokens(item string) (tokens []string, rest string, err error) {
 // name or unique abbreviation, "=value" or the next argument; clustered short options, the last
 // of which may take the rest as its value; optional arguments only attached). Every argument must
 // be read inside the item: a value taken from the next item's line would be another option's.
-func parseSbatchItem(item string) ([]sbatchItem, error) {
+//
+// It returns the options read and the text of the item sbatch would not read (after a separator
+// word or an empty argument); ended says the item ends with "--", after which sbatch reads no
+// option; err says why sbatch would refuse the script.
+func parseSbatchItem(item string) (_ []sbatchItem, ignored string, ended bool, _ error) {
 	tokens, rest, err := sbatchTokens(item)
-	switch {
-	case err != nil:
-		return nil, err
-	case rest != "":
-		return nil, fmt.Errorf("sbatch would stop reading the line before %q", clip(rest))
-	case len(tokens) == 0:
-		return nil, fmt.Errorf("holds no option")
+	if err != nil {
+		return nil, "", false, err
 	}
 	opts := sbatchOptions()
 	var out []sbatchItem
@@ -331,27 +330,30 @@ func parseSbatchItem(item string) ([]sbatchItem, error) {
 			return tokens[i], nil
 		}
 		switch {
+		case t == "--" && i+1 < len(tokens):
+			return nil, "", false, fmt.Errorf("\"--\" ends sbatch's options: what follows is an invalid directive")
 		case t == "--":
-			return nil, fmt.Errorf("\"--\" ends sbatch's options (what follows would be an invalid directive)")
+			// getopt_long stops there; what the next lines hold would be invalid directives.
+			return out, rest, true, nil
 		case (len(t) < 2 || t[0] != '-') && t == item:
-			return nil, fmt.Errorf("not an option (sbatch would stop at it: \"Invalid directive\"): write --name=value as one item")
+			return nil, "", false, fmt.Errorf("not an option (sbatch would stop at it: \"Invalid directive\"): write --name=value as one item")
 		case len(t) < 2 || t[0] != '-':
-			return nil, fmt.Errorf("%q is not an option (sbatch stops at it: \"Invalid directive\"): write --name=value as one item", clip(t))
+			return nil, "", false, fmt.Errorf("%q is not an option (sbatch stops at it: \"Invalid directive\"): write --name=value as one item", clip(t))
 		case t[1] == '-':
 			name, value, hasValue := strings.Cut(t[2:], "=")
 			o, err := lookupLong(opts, name)
 			if err != nil {
-				return nil, err
+				return nil, "", false, err
 			}
 			it := sbatchItem{opt: o, typed: "--" + name}
 			switch {
 			case hasValue && o.arg == argNone:
-				return nil, fmt.Errorf("--%s takes no value (sbatch: \"doesn't allow an argument\")", o.long)
+				return nil, "", false, fmt.Errorf("--%s takes no value (sbatch: \"doesn't allow an argument\")", o.long)
 			case hasValue:
 				it.value, it.hasValue = value, true
 			case o.arg == argRequired:
 				if it.value, err = next(o, "--"+name); err != nil {
-					return nil, err
+					return nil, "", false, err
 				}
 				it.hasValue = true
 			}
@@ -360,7 +362,7 @@ func parseSbatchItem(item string) ([]sbatchItem, error) {
 			for j := 1; j < len(t); j++ {
 				o, ok := lookupShort(opts, t[j])
 				if !ok {
-					return nil, fmt.Errorf("-%s is not an option of sbatch %s", clip(string(t[j])), sbatchVersion)
+					return nil, "", false, fmt.Errorf("-%s is not an option of sbatch %s", clip(string(t[j])), sbatchVersion)
 				}
 				it := sbatchItem{opt: o, typed: "-" + string(t[j])}
 				if o.arg != argNone {
@@ -368,7 +370,7 @@ func parseSbatchItem(item string) ([]sbatchItem, error) {
 						it.value, it.hasValue = t[j+1:], true
 					} else if o.arg == argRequired {
 						if it.value, err = next(o, it.typed); err != nil {
-							return nil, err
+							return nil, "", false, err
 						}
 						it.hasValue = true
 					}
@@ -379,7 +381,7 @@ func parseSbatchItem(item string) ([]sbatchItem, error) {
 			}
 		}
 	}
-	return out, nil
+	return out, rest, false, nil
 }
 
 // lookupLong resolves a long option name as glibc's getopt_long does: an exact name wins, else a
@@ -431,9 +433,16 @@ func lookupShort(opts []sbatchOption, c byte) (sbatchOption, bool) {
 // checkSbatchArg resolves one sbatch_args item and returns its options in canonical form, or why
 // the item is refused.
 func checkSbatchArg(item string) ([]string, error) {
-	items, err := parseSbatchItem(item)
-	if err != nil {
+	items, ignored, ended, err := parseSbatchItem(item)
+	switch {
+	case err != nil:
 		return nil, err
+	case ended:
+		return nil, fmt.Errorf("\"--\" ends sbatch's options: the items after it would be invalid directives")
+	case ignored != "":
+		return nil, fmt.Errorf("sbatch would stop reading the line before %q", clip(ignored))
+	case len(items) == 0:
+		return nil, fmt.Errorf("holds no option")
 	}
 	refused := sbatchRefused()
 	var out []string
@@ -451,4 +460,23 @@ func checkSbatchArg(item string) ([]string, error) {
 		out = append(out, it.canonical())
 	}
 	return out, nil
+}
+
+// ReadSbatchArg is what sbatch 22.05 reads from the batch script line "#SBATCH " + item: its
+// options in canonical form (each one #SBATCH argument), and the text of the line it would not
+// read (after a separator word or an empty argument, or "--" and what follows it); err says why
+// sbatch would refuse the script. It applies none of specsweep's refusals
+// (a spec's sbatch_args are checked by Parse); the end-to-end tests compare it with the real sbatch.
+func ReadSbatchArg(item string) (options []string, ignored string, err error) {
+	items, ignored, ended, err := parseSbatchItem(item)
+	if err != nil {
+		return nil, "", err
+	}
+	if ended {
+		ignored = strings.TrimSpace("-- " + ignored)
+	}
+	for _, it := range items {
+		options = append(options, it.canonical())
+	}
+	return options, ignored, nil
 }

@@ -49,7 +49,7 @@ func TestSbatchOptionResolution(t *testing.T) {
 		{"--tasks=1", "--tasks-per-node"},
 		{"-w node1", "--nodelist=node1"},
 	} {
-		items, err := parseSbatchItem(c.item)
+		items, _, _, err := parseSbatchItem(c.item)
 		if err != nil || len(items) != 1 || !strings.HasPrefix(items[0].canonical(), c.want) {
 			t.Errorf("parseSbatchItem(%q) = %+v, %v; want %s", c.item, items, err, c.want)
 		}
