@@ -17,7 +17,12 @@ import (
 // schedule), and a stored schedule is re-parsed at every daemon start, so a panic there would
 // crash-loop the daemon. ParseCron returns an error instead, never panics. The errors do not repeat
 // the expression: callers quote it.
-func ParseCron(expr string) (sched cron.Schedule, err error) {
+func ParseCron(expr string) (cron.Schedule, error) { return ParseCronEvery(expr, MinEvery) }
+
+// ParseCronEvery is ParseCron with another minimum for @every (still positive): for a caller whose
+// clock is not the wall clock's minutes, such as a test of the scheduler; user input goes through
+// ParseCron.
+func ParseCronEvery(expr string, minEvery time.Duration) (sched cron.Schedule, err error) {
 	if rest, ok := cutZonePrefix(expr); ok {
 		zone, schedule, found := strings.Cut(rest, " ")
 		switch {
@@ -41,8 +46,8 @@ func ParseCron(expr string) (sched cron.Schedule, err error) {
 		switch {
 		case d <= 0:
 			return nil, fmt.Errorf("@every needs a positive interval, got %s", d)
-		case d < MinEvery:
-			return nil, fmt.Errorf("@every %s is below the minimum of %s (a sweep restarts servers and measures for minutes)", d, formatDuration(MinEvery))
+		case d < minEvery:
+			return nil, fmt.Errorf("@every %s is below the minimum of %s (a sweep restarts servers and measures for minutes)", d, formatDuration(minEvery))
 		}
 	}
 	return sched, nil

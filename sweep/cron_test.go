@@ -60,6 +60,18 @@ func TestParseCronRefusesShortEvery(t *testing.T) {
 	}
 }
 
+// TestParseCronEvery: the scheduler's tests may lower the minimum, never below a positive interval.
+func TestParseCronEvery(t *testing.T) {
+	if s, err := sweep.ParseCronEvery("@every 1s", time.Second); err != nil || s.(cron.ConstantDelaySchedule).Delay != time.Second {
+		t.Errorf("ParseCronEvery(@every 1s, 1s) = %v, %v", s, err)
+	}
+	for _, expr := range []string{"@every 0s", "@every -1s", "@every 999ms"} {
+		if _, err := sweep.ParseCronEvery(expr, time.Second); err == nil {
+			t.Errorf("ParseCronEvery(%q, 1s) accepted it", expr)
+		}
+	}
+}
+
 func TestParseCronAcceptsStandardForms(t *testing.T) {
 	from := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
