@@ -70,3 +70,12 @@ func holds(vs []int64, v int64) bool {
 	}
 	return false
 }
+
+// TestSpecSizeBound: a spec larger than the API's body limit is refused before it is decoded.
+func TestSpecSizeBound(t *testing.T) {
+	big := []byte("# " + strings.Repeat("x", 1<<20) + "\n")
+	_, err := Parse("big.yaml", big)
+	if err == nil || !strings.Contains(err.Error(), "big.yaml:1:1: spec: 1048579 bytes, above the limit 1048576") {
+		t.Errorf("Parse of %d bytes: %v", len(big), err)
+	}
+}
