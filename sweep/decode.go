@@ -257,6 +257,12 @@ func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
 				p.errf(resolve(v), "%s.output_dir: %q must be a directory path without newlines or %%", at, clip(x))
 				return
 			}
+			// It reaches sbatch in an #SBATCH --output= line, which sbatch splits at whitespace and
+			// reads quotes, backslashes and # in (docs/slurm.md, "sbatch_args").
+			if strings.ContainsAny(x, " \t\v\f\"'\\#") {
+				p.errf(resolve(v), "%s.output_dir: %q holds a space, a quote, a backslash or #, which sbatch's #SBATCH line reader would split or cut", at, clip(x))
+				return
+			}
 			s.OutputDir = x
 		}},
 		{"sbatch_args", false, func(v *yaml.Node) {
