@@ -4,17 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/robfig/cron/v3"
 )
 
 // ParseCron parses a standard 5-field cron expression, a descriptor such as @daily or @every 6h, with
-// an optional CRON_TZ=Zone (or TZ=Zone) prefix. It is the only way the project parses cron
+// an optional CRON_TZ=Zone (or TZ=Zone) prefix. An @every interval must be at least MinEvery:
+// robfig/cron turns @every 0s and negative intervals into one second, which would start a sweep
+// every second. It is the only way the project parses cron
 // expressions: robfig/cron panics on some inputs (a zone prefix without a zone or without a
 // schedule), and a stored schedule is re-parsed at every daemon start, so a panic there would
 // crash-loop the daemon. ParseCron returns an error instead, never panics. The errors do not repeat
 // the expression: callers quote it.
-func ParseCron(expr string) (sched cron.Schedule, err error) {
+func ParseCron(expr string) (cron.Schedule, error) { return ParseCronEvery(expr, MinEvery) }
+
+// ParseCronEvery is ParseCron with another minimum for @every (still positive): for a caller whose
+// clock is not the wall clock's minutes, such as a test of the scheduler; user input goes through
+// ParseCron.
+func ParseCronEvery(expr string, minEvery time.Duration) (sched cron.Schedule, err error) {
 	if rest, ok := cutZonePrefix(expr); ok {
 		zone, schedule, found := strings.Cut(rest, " ")
 		switch {
@@ -30,7 +38,37 @@ func ParseCron(expr string) (sched cron.Schedule, err error) {
 			sched, err = nil, fmt.Errorf("not a cron expression (the parser failed: %v)", r)
 		}
 	}()
-	return cron.ParseStandard(expr)
+	sched, err = cron.ParseStandard(expr)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := everyOf(expr); ok {
+		switch {
+		case d <= 0:
+			return nil, fmt.Errorf("@every needs a positive interval, got %s", d)
+		case d < minEvery:
+			return nil, fmt.Errorf("@every %s is below the minimum of %s (a sweep restarts servers and measures for minutes)", d, formatDuration(minEvery))
+		}
+	}
+	return sched, nil
+}
+
+// everyOf returns the interval of an @every descriptor, read as robfig/cron reads it (after the
+// zone prefix, the rest trimmed, then "@every " and a Go duration), before it rounds it.
+func everyOf(expr string) (time.Duration, bool) {
+	if _, ok := cutZonePrefix(expr); ok {
+		i := strings.Index(expr, " ")
+		if i < 0 {
+			return 0, false
+		}
+		expr = strings.TrimSpace(expr[i:])
+	}
+	rest, ok := strings.CutPrefix(expr, "@every ")
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(rest)
+	return d, err == nil
 }
 
 // cutZonePrefix returns what follows a TZ= or CRON_TZ= prefix, as robfig/cron reads it.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"path"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,8 +14,7 @@ import (
 	"github.com/specsweep/specsweep/internal/argparse"
 )
 
-// maxCombinations bounds the matrix cross product, so a typo cannot make a
-// plan of millions of points.
+// maxCombinations bounds the matrix cross product (Limits, LimitCombinations).
 const maxCombinations = 100_000
 
 // spec decodes the top level, starting from the defaults.
@@ -84,6 +82,7 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 	if !ok {
 		return nil
 	}
+	p.boundedLen(n, "hosts", LimitHosts, "hosts", len(items))
 	good := true
 	hosts := []Host{}
 	seen := map[string]int{} // name -> line of its first use
@@ -140,7 +139,7 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 				h.Unit = x
 			}},
 			{"gpus", false, func(v *yaml.Node) {
-				x, ok := p.positive(v, at+".gpus")
+				x, ok := p.bounded(v, at+".gpus", LimitGPUs)
 				if !ok {
 					good = false
 					return
@@ -211,12 +210,6 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 	return hosts
 }
 
-// sbatchOwned are the sbatch options specsweep sets itself for each job: a spec may not set them in
-// sbatch_args (--wrap would replace the job script).
-var sbatchOwned = []string{"--wrap", "--job-name", "-J", "--comment", "--output", "-o", "--error", "-e", "--gres", "--gpus",
-	"-G", "--nodes", "-N", "--ntasks", "-n", "--partition", "-p", "--account", "-A", "--time", "-t", "--requeue", "--no-requeue",
-	"--parsable", "--chdir", "-D", "--export", "--array", "-a", "--wait", "-W"}
-
 // slurm decodes a host's slurm block, starting from its defaults.
 func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
 	s := &Slurm{MaxJobs: DefaultMaxJobs, OutputDir: DefaultOutputDir}
@@ -245,10 +238,13 @@ func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
 				p.errf(resolve(v), "%s.time_limit: %v is under Slurm's unit of a minute", at, d)
 				return
 			}
+			if !p.withinLimit(resolve(v), at+".time_limit", p.limit(LimitTimeLimit), int64(d)) {
+				return
+			}
 			s.TimeLimit = d
 		}},
 		{"max_jobs", false, func(v *yaml.Node) {
-			if x, ok := p.positive(v, at+".max_jobs"); ok {
+			if x, ok := p.bounded(v, at+".max_jobs", LimitMaxJobs); ok {
 				s.MaxJobs = x
 			}
 		}},
@@ -261,6 +257,12 @@ func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
 				p.errf(resolve(v), "%s.output_dir: %q must be a directory path without newlines or %%", at, clip(x))
 				return
 			}
+			// It reaches sbatch in an #SBATCH --output= line, which sbatch splits at whitespace and
+			// reads quotes, backslashes and # in (docs/slurm.md, "sbatch_args").
+			if strings.ContainsAny(x, " \t\v\f\"'\\#") {
+				p.errf(resolve(v), "%s.output_dir: %q holds a space, a quote, a backslash or #, which sbatch's #SBATCH line reader would split or cut", at, clip(x))
+				return
+			}
 			s.OutputDir = x
 		}},
 		{"sbatch_args", false, func(v *yaml.Node) {
@@ -268,26 +270,21 @@ func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
 			if !ok {
 				return
 			}
+			p.boundedLen(v, at+".sbatch_args", LimitSbatchArgs, "items", len(items))
 			for i, it := range items {
 				ip := index(at+".sbatch_args", i)
 				a, ok := p.str(it, ip)
 				if !ok {
 					continue
 				}
-				name, _, _ := strings.Cut(a, "=")
-				if len(name) > 2 && name[1] != '-' {
-					name = name[:2] // -pgpu is -p gpu
+				// Each item is read the way sbatch reads its #SBATCH line, and stored in canonical
+				// form so the job script holds exactly what was checked (docs/slurm.md).
+				norm, err := checkSbatchArg(a)
+				if err != nil {
+					p.errf(resolve(it), "%s: %q: %v", ip, clip(a), err)
+					continue
 				}
-				switch {
-				case strings.ContainsAny(a, "\n\r\x00"):
-					p.errf(resolve(it), "%s: %q holds a newline or NUL", ip, clip(a))
-				case !strings.HasPrefix(a, "-"):
-					p.errf(resolve(it), "%s: %q is not an option: write --name=value as one item", ip, clip(a))
-				case slices.Contains(sbatchOwned, name):
-					p.errf(resolve(it), "%s: %s is set by specsweep for each job (docs/slurm.md)", ip, name)
-				default:
-					s.SbatchArgs = append(s.SbatchArgs, a)
-				}
+				s.SbatchArgs = append(s.SbatchArgs, norm...)
 			}
 		}},
 	})
@@ -362,17 +359,17 @@ func (p *parser) server(n *yaml.Node, srv *Server) {
 			srv.Port, portNode = x, resolve(v)
 		}},
 		{"ready_timeout", false, func(v *yaml.Node) {
-			if d, ok := p.duration(v, "server.ready_timeout"); ok {
+			if d, ok := p.boundedDuration(v, "server.ready_timeout", LimitReadyTimeout); ok {
 				srv.ReadyTimeout = d
 			}
 		}},
 		{"stop_timeout", false, func(v *yaml.Node) {
-			if d, ok := p.duration(v, "server.stop_timeout"); ok {
+			if d, ok := p.boundedDuration(v, "server.stop_timeout", LimitStopTimeout); ok {
 				srv.StopTimeout = d
 			}
 		}},
 		{"gpu_wait", false, func(v *yaml.Node) {
-			if d, ok := p.duration(v, "server.gpu_wait"); ok {
+			if d, ok := p.boundedDuration(v, "server.gpu_wait", LimitGPUWait); ok {
 				srv.GPUWait = d
 			}
 		}},
@@ -488,8 +485,8 @@ func (p *parser) matrix(n *yaml.Node, m *Matrix) {
 				}
 			}
 		}},
-		{"num_steps", false, func(v *yaml.Node) { m.NumSteps, _ = p.positives(v, "matrix.num_steps") }},
-		{"topk", false, func(v *yaml.Node) { m.TopK, _ = p.positives(v, "matrix.topk") }},
+		{"num_steps", false, func(v *yaml.Node) { m.NumSteps, _ = p.boundedList(v, "matrix.num_steps", LimitNumSteps) }},
+		{"topk", false, func(v *yaml.Node) { m.TopK, _ = p.boundedList(v, "matrix.topk", LimitTopK) }},
 		{"num_draft_tokens", false, func(v *yaml.Node) {
 			items, _ := p.nonEmpty(v, "matrix.num_draft_tokens")
 			m.NumDraftTokens = []DraftTokens{}
@@ -503,12 +500,12 @@ func (p *parser) matrix(n *yaml.Node, m *Matrix) {
 					}
 					continue
 				}
-				if x, ok := p.positive(it, at); ok {
+				if x, ok := p.bounded(it, at, LimitDraftTokens); ok {
 					m.NumDraftTokens = append(m.NumDraftTokens, DraftTokens{N: x})
 				}
 			}
 		}},
-		{"tp", false, func(v *yaml.Node) { m.TP, p.tpRefs = p.positives(v, "matrix.tp") }},
+		{"tp", false, func(v *yaml.Node) { m.TP, p.tpRefs = p.boundedList(v, "matrix.tp", LimitTP) }},
 	})
 	if !ok {
 		p.matrixNode = nil
@@ -519,17 +516,17 @@ func (p *parser) matrix(n *yaml.Node, m *Matrix) {
 	for _, l := range []int{len(m.Methods), len(m.NumSteps), len(m.TopK), len(m.NumDraftTokens), len(m.TP)} {
 		combos = satMul(combos, max(l, 1))
 	}
-	if combos > maxCombinations {
-		p.errf(p.matrixNode, "matrix: expands to %d combinations, more than the limit of %d", combos, maxCombinations)
+	if l := p.limit(LimitCombinations); int64(combos) > l.Max {
+		p.errf(p.matrixNode, "matrix: expands to %d combinations, more than the limit of %d (%s)", combos, l.Max, l.Why)
 	}
 }
 
 func (p *parser) workload(n *yaml.Node, w *Workload) {
 	datasetOK := true
 	var levels []*yaml.Node
-	setInt := func(dst *int, key string, lo int64) func(*yaml.Node) {
+	setInt := func(dst *int, key string) func(*yaml.Node) {
 		return func(v *yaml.Node) {
-			if x, ok := p.count(v, "workload."+key, lo); ok {
+			if x, ok := p.bounded(v, "workload."+key, "workload."+key); ok {
 				*dst = x
 			}
 		}
@@ -540,11 +537,16 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 				w.API = x
 			}
 		}},
-		{"concurrency", true, func(v *yaml.Node) { w.Concurrency, levels = p.positives(v, "workload.concurrency") }},
-		{"requests", true, setInt(&w.Requests, "requests", 1)},
-		{"warmup_requests", false, setInt(&w.WarmupRequests, "warmup_requests", 0)},
-		{"input_tokens", false, setInt(&w.InputTokens, "input_tokens", 1)},
-		{"output_tokens", true, setInt(&w.OutputTokens, "output_tokens", 1)},
+		{"concurrency", true, func(v *yaml.Node) {
+			w.Concurrency, levels = p.boundedList(v, "workload.concurrency", LimitConcurrency)
+			if r := resolve(v); r.Kind == yaml.SequenceNode {
+				p.boundedLen(r, "workload.concurrency", LimitLevels, "levels", len(r.Content))
+			}
+		}},
+		{"requests", true, setInt(&w.Requests, "requests")},
+		{"warmup_requests", false, setInt(&w.WarmupRequests, "warmup_requests")},
+		{"input_tokens", false, setInt(&w.InputTokens, "input_tokens")},
+		{"output_tokens", true, setInt(&w.OutputTokens, "output_tokens")},
 		{"dataset", false, func(v *yaml.Node) {
 			x, ok := p.str(v, "workload.dataset")
 			if !ok {
@@ -558,7 +560,7 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 			}
 			w.Dataset = x
 		}},
-		{"repeats", false, setInt(&w.Repeats, "repeats", 1)},
+		{"repeats", false, setInt(&w.Repeats, "repeats")},
 		{"seed", false, func(v *yaml.Node) {
 			if x, ok := p.integer(v, "workload.seed"); ok {
 				w.Seed = x
@@ -591,12 +593,6 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 	}
 }
 
-// maxCheckPrompts and maxCheckTokens bound the output check: it is meant to cost little.
-const (
-	maxCheckPrompts = 256
-	maxCheckTokens  = 4096
-)
-
 // outputCheck decodes workload.output_check: false (off), true (the default) or a mapping.
 func (p *parser) outputCheck(n *yaml.Node, c *OutputCheck) {
 	const path = "workload.output_check"
@@ -613,20 +609,12 @@ func (p *parser) outputCheck(n *yaml.Node, c *OutputCheck) {
 	*c = DefaultOutputCheck
 	p.object(n, path, []field{
 		{"prompts", false, func(v *yaml.Node) {
-			if x, ok := p.positive(v, path+".prompts"); ok {
-				if x > maxCheckPrompts {
-					p.errf(resolve(v), "%s.prompts: %d is too many (at most %d: the check is meant to cost little)", path, x, maxCheckPrompts)
-					return
-				}
+			if x, ok := p.bounded(v, path+".prompts", LimitCheckPrompts); ok {
 				c.Prompts = x
 			}
 		}},
 		{"max_tokens", false, func(v *yaml.Node) {
-			if x, ok := p.positive(v, path+".max_tokens"); ok {
-				if x > maxCheckTokens {
-					p.errf(resolve(v), "%s.max_tokens: %d is too many (at most %d)", path, x, maxCheckTokens)
-					return
-				}
+			if x, ok := p.bounded(v, path+".max_tokens", LimitCheckMaxTokens); ok {
 				c.MaxTokens = x
 			}
 		}},
@@ -691,7 +679,7 @@ func (p *parser) search(n *yaml.Node) *Search {
 			}
 		}},
 		{"patience", false, func(v *yaml.Node) {
-			if x, ok := p.positive(v, "search.patience"); ok {
+			if x, ok := p.bounded(v, "search.patience", LimitSearchPatience); ok {
 				s.Patience = x
 			}
 		}},
@@ -699,7 +687,7 @@ func (p *parser) search(n *yaml.Node) *Search {
 			items, _ := p.list(v, "search.probe")
 			seen := map[int]bool{}
 			for i, it := range items {
-				if x, ok := p.positive(it, index("search.probe", i)); ok {
+				if x, ok := p.bounded(it, index("search.probe", i), LimitNumSteps); ok {
 					if seen[x] {
 						p.errf(resolve(it), "search.probe: num_steps %d is listed twice", x)
 						continue
@@ -711,7 +699,7 @@ func (p *parser) search(n *yaml.Node) *Search {
 			}
 		}},
 		{"budget", false, func(v *yaml.Node) {
-			if x, ok := p.count(v, "search.budget", 0); ok {
+			if x, ok := p.bounded(v, "search.budget", LimitSearchBudget); ok {
 				s.Budget = x
 			}
 		}},

@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzParse: no input makes Parse (or Plan, on what Parse accepts) panic,
-// and every problem carries a position.
+// every problem carries a position, and no spec Parse accepts holds a value outside a bound of
+// sweep.Limits (docs/spec.md, "Limits").
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.yaml")
 	for _, file := range files {
@@ -34,6 +35,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		checkLimits(t, s)
 		p := s.Plan()
 		if len(p.Points)+len(p.Skipped) == 0 {
 			t.Fatal("a valid spec planned nothing")
@@ -42,4 +44,16 @@ func FuzzParse(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// checkLimits fails t if s holds a value outside one of the bounds.
+func checkLimits(t *testing.T, s *sweep.Spec) {
+	t.Helper()
+	for _, l := range sweep.Limits() {
+		for _, v := range l.Values(s) {
+			if v < l.Min || v > l.Max {
+				t.Fatalf("accepted spec holds %s = %s, outside %s..%s", l.Key, l.Format(v), l.Format(l.Min), l.Format(l.Max))
+			}
+		}
+	}
 }

@@ -31,13 +31,19 @@ func Load(path string) (*Spec, error) {
 // spec in error positions. On any problem it returns a nil Spec and an
 // ErrorList holding every problem found, sorted by position.
 func Parse(file string, data []byte) (*Spec, error) {
+	p := &parser{file: file}
+	if l := p.limit(LimitSpecBytes); int64(len(data)) > l.Max {
+		return nil, ErrorList{{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("spec: %d bytes, above the limit %d (%s)", len(data), l.Max, l.Why)}}
+	}
 	root, yerr := decodeYAML(file, data)
 	if yerr != nil {
 		return nil, ErrorList{yerr}
 	}
-	p := &parser{file: file}
 	s := p.spec(root)
 	p.crossCheck(s)
+	if len(p.errs) == 0 {
+		p.planCheck(s)
+	}
 	if len(p.errs) > 0 {
 		p.errs.sort()
 		return nil, p.errs
@@ -111,6 +117,8 @@ type parser struct {
 	probeRefs  []*yaml.Node // parallel to Search.Probe
 	hostsOK    bool         // every host decoded cleanly: GPU counts and drivers are known
 	methodsOK  bool         // methods is a mapping: its names are known
+
+	limits map[string]Limit // Limits by key, built on first use
 }
 
 // ref is a list item's node and its index in the YAML list.
@@ -362,6 +370,48 @@ func (p *parser) count(n *yaml.Node, path string, lo int64) (int, bool) {
 
 func (p *parser) positive(n *yaml.Node, path string) (int, bool) { return p.count(n, path, 1) }
 
+// bounded decodes an integer within the limit of key (docs/spec.md, "Limits").
+func (p *parser) bounded(n *yaml.Node, path, key string) (int, bool) {
+	l := p.limit(key)
+	v, ok := p.count(n, path, l.Min)
+	if !ok || !p.withinLimit(resolve(n), path, l, int64(v)) {
+		return 0, false
+	}
+	return v, true
+}
+
+// boundedList decodes a non-empty list of integers, each within the limit of key.
+func (p *parser) boundedList(n *yaml.Node, path, key string) ([]int, []*yaml.Node) {
+	items, _ := p.nonEmpty(n, path)
+	vals, nodes := []int{}, []*yaml.Node{}
+	for i, it := range items {
+		if v, ok := p.bounded(it, index(path, i), key); ok {
+			vals = append(vals, v)
+			nodes = append(nodes, resolve(it))
+		}
+	}
+	return vals, nodes
+}
+
+// boundedLen reports a list at n holding more items than the limit of key allows.
+func (p *parser) boundedLen(n *yaml.Node, path, key, noun string, count int) bool {
+	l := p.limit(key)
+	if int64(count) > l.Max {
+		p.errf(resolve(n), "%s: %d %s, above the limit %d (%s)", path, count, noun, l.Max, l.Why)
+		return false
+	}
+	return true
+}
+
+// boundedDuration decodes a positive duration within the limit of key.
+func (p *parser) boundedDuration(n *yaml.Node, path, key string) (time.Duration, bool) {
+	d, ok := p.duration(n, path)
+	if !ok || !p.withinLimit(resolve(n), path, p.limit(key), int64(d)) {
+		return 0, false
+	}
+	return d, true
+}
+
 // list decodes a sequence node into its items.
 func (p *parser) list(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 	n = resolve(n)
@@ -380,20 +430,6 @@ func (p *parser) nonEmpty(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 		return nil, false
 	}
 	return items, ok
-}
-
-// positives decodes a non-empty list of positive integers, with the node of
-// each value kept.
-func (p *parser) positives(n *yaml.Node, path string) ([]int, []*yaml.Node) {
-	items, _ := p.nonEmpty(n, path)
-	vals, nodes := []int{}, []*yaml.Node{}
-	for i, it := range items {
-		if v, ok := p.positive(it, index(path, i)); ok {
-			vals = append(vals, v)
-			nodes = append(nodes, resolve(it))
-		}
-	}
-	return vals, nodes
 }
 
 func (p *parser) duration(n *yaml.Node, path string) (d time.Duration, ok bool) {

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/sweep"
+)
+
+// TestSbatchReadsSbatchArgsAsSweepDoes: for each item, the real sbatch 22.05 of the test cluster
+// reads the line "#SBATCH ITEM" as sweep.ReadSbatchArg does (docs/slurm.md, "sbatch_args"): where
+// sweep says sbatch refuses the line, sbatch refuses the script; otherwise a script with the item
+// as written and a script with sweep's canonical options, one per line, give the same job (every
+// field scontrol shows but ids and times), or the same refusal. Jobs are submitted held and never
+// run. The options sweep says sbatch ignores in a script leave the job as an empty script makes it.
+func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
+	c := slurmCluster(t, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	var ids []string
+	defer func() {
+		if len(ids) > 0 {
+			_, _ = c.Run(context.Background(), "scancel "+strings.Join(ids, " "))
+		}
+	}()
+	// submit gives a held job's fields, or sbatch's error.
+	submit := func(lines []string) (map[string]string, string) {
+		t.Helper()
+		var b strings.Builder
+		b.WriteString("#!/bin/sh\n")
+		for _, l := range lines {
+			b.WriteString("#SBATCH " + l + "\n")
+		}
+		b.WriteString("true\n")
+		out, err := c.Run(ctx, "sbatch --parsable --hold <<'SPECSWEEP_EOF'\n"+b.String()+"SPECSWEEP_EOF")
+		id := strings.TrimSpace(string(out))
+		if err != nil {
+			return nil, sbatchError(string(out))
+		}
+		if _, perr := strconv.Atoi(id); perr != nil {
+			t.Fatalf("sbatch printed %q", out)
+		}
+		ids = append(ids, id)
+		job, err := c.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return normalizeJob(job, id), ""
+	}
+	baseline, berr := submit(nil)
+	if berr != "" {
+		t.Fatalf("an empty script: %s\n%s", berr, c.Logs())
+	}
+	items := []string{
+		// The issue's examples, and other spellings of what specsweep sets.
+		"--job-name other", "--output /tmp/x", "--job-nam=x", "--outp=/tmp/x", "--wra=id", "--arr=0-3", "--chd=/",
+		"-vpother", "--uid=0", "--gid=0", "-Jother", "-J other", "-o/tmp/x", "--comm x", "--no-req", "-Opother", "-N1",
+		// Accepted forms and getopt_long's rules.
+		"--qos normal", "-q normal", "--exclus", "--mem 100M", "--mem=100M --cpus-per-task 2", "-Os", "--tasks-per=1",
+		"-know", "--nice", "--nice=5", "--mail-type=END,FAIL # a comment", "--reservation='my slot'", "--gres gpu:1",
+		"--gres-f=enforce-binding", "--cluster=other", "-w " + c.Nodes[0].Name, "--qos --job-name=x", "--begin=now+1hour",
+		"--qos=a hetjob --job-name=x", `--qos=a "" --job-name=x`, "--comment='a b'", "--", "",
+		// Refused by sbatch itself.
+		"--ex", "--gr=gpu:1", "--mem-per=1G", "--clu=x", "--=x", "--fo", "-Z", "--qos", "-q", "--contiguous=yes",
+		"qos=x", "--qos=a :b", `--qos="a`, "--qos=a -- --job-name=x", `--reservation=my\ slot`, "-kq normal",
+	}
+	for _, item := range items {
+		opts, ignored, err := sweep.ReadSbatchArg(item)
+		raw, rawErr := submit([]string{item})
+		if err != nil {
+			if rawErr == "" {
+				t.Errorf("%q: sweep says sbatch refuses it (%v), sbatch took it: %v", item, err, raw)
+			}
+			continue
+		}
+		canon, canonErr := submit(opts)
+		switch {
+		case rawErr != canonErr:
+			t.Errorf("%q: sbatch said %q, and %q to sweep's reading %q", item, rawErr, canonErr, opts)
+		case rawErr == "" && !maps.Equal(raw, canon):
+			t.Errorf("%q (sweep: %q, ignoring %q): sbatch made a different job:\n%s", item, opts, ignored, fieldDiff(raw, canon))
+		}
+	}
+	// The options sweep refuses as early ones: sbatch ignores them in a script.
+	for _, item := range []string{"--wrap=true", "--wra=id", "--verbose", "-v", "-Q", "--help", "--usage", "-V"} {
+		s, perr := sweep.Parse("s.yaml", []byte(sbatchSpec(item)))
+		if s != nil || perr == nil || !strings.Contains(perr.Error(), "has no effect in a batch script") {
+			t.Errorf("%q: sweep.Parse = %v, want it refused as having no effect", item, perr)
+		}
+		if job, serr := submit([]string{item}); serr != "" || !maps.Equal(job, baseline) {
+			t.Errorf("%q: the job differs from an empty script's (%s):\n%s", item, serr, fieldDiff(job, baseline))
+		}
+	}
+	// What the refused spellings mean to sbatch: specsweep's own settings, overridden.
+	for item, want := range map[string][2]string{
+		"--job-name other": {"JobName", "other"}, "--job-nam=x": {"JobName", "x"}, "-Jother": {"JobName", "other"},
+		"--outp=/tmp/x": {"StdOut", "/tmp/x"}, "--chd=/": {"WorkDir", "/"},
+	} {
+		if job, serr := submit([]string{item}); job[want[0]] != want[1] {
+			t.Errorf("%q: sbatch set %s=%q (%s), want %q", item, want[0], job[want[0]], serr, want[1])
+		}
+	}
+}
+
+// sbatchSpec is a valid spec whose one cluster host has sbatch_args [item].
+func sbatchSpec(item string) string {
+	return fmt.Sprintf(`version: 1
+name: s
+hosts: [{name: c, driver: slurm, address: login.example, gpus: 1, slurm: {sbatch_args: [%s]}}]
+server: {command: [/opt/sglang/bin/python, -m, sglang.launch_server]}
+methods: {baseline: []}
+matrix: {method: [baseline]}
+workload: {concurrency: [1], requests: 2, input_tokens: 8, output_tokens: 8}
+`, strconv.Quote(item))
+}
+
+// sbatchError is the first error line sbatch printed.
+func sbatchError(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return "(sbatch failed silently)"
+}
+
+// normalizeJob drops what differs between two submissions of one script: ids, times, and the
+// submitting session (AllocNode:Sid, which scontrol prints after Partition).
+func normalizeJob(job map[string]string, id string) map[string]string {
+	out := map[string]string{}
+	for k, v := range job {
+		if strings.HasSuffix(k, "Time") || k == "LastSchedEval" || k == "Deadline" || k == "JobId" {
+			continue
+		}
+		var words []string
+		for _, w := range strings.Fields(v) {
+			switch {
+			case strings.HasPrefix(w, "AllocNode:Sid="):
+			case w == id && k == "ArrayJobId":
+				words = append(words, "ID")
+			default:
+				// %j in the output file names (%A_%a for an array).
+				w = strings.ReplaceAll(w, "-"+id+".", "-ID.")
+				words = append(words, strings.ReplaceAll(w, "-"+id+"_", "-ID_"))
+			}
+		}
+		out[k] = strings.Join(words, " ")
+	}
+	return out
+}
+
+func fieldDiff(a, b map[string]string) string {
+	var d []string
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		if a[k] != b[k] {
+			d = append(d, fmt.Sprintf("  %s: %q vs %q", k, a[k], b[k]))
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, fmt.Sprintf("  %s: missing vs %q", k, b[k]))
+		}
+	}
+	return strings.Join(d, "\n")
+}
