@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,9 @@ type DaemonConfig struct {
 	// daemon (out of memory, a crash) would otherwise kill it at every start under systemd's
 	// Restart=. Default DefaultHoldAfterDeaths; negative: never held.
 	HoldAfterDeaths int
+	// MinEvery is the shortest @every interval of a stored schedule the daemon fires (0:
+	// sweep.MinEvery); a shorter one is logged and skipped. `daemon --min-every` sets it.
+	MinEvery time.Duration
 }
 
 // DefaultHoldAfterDeaths is the daemon deaths after which a sweep is held: one death is a reboot or
@@ -494,7 +498,7 @@ func (d *Daemon) loadSchedules(ctx context.Context) {
 		if _, ok := d.schedules[id]; ok {
 			continue
 		}
-		sched, err := sweep.ParseCron(t.Schedule)
+		sched, err := sweep.ParseCronEvery(t.Schedule, cmp.Or(d.cfg.MinEvery, sweep.MinEvery))
 		if err != nil {
 			d.cfg.Log.Error("bad schedule", "sweep", id, "cron", t.Schedule, "err", err)
 			continue

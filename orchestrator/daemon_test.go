@@ -92,7 +92,7 @@ func newDaemonHarnessOn(t *testing.T, path string, log *slog.Logger) *daemonHarn
 	h := &daemonHarness{t: t, db: db, packs: map[string]*packMachine{}, world: newWorld(t, func(string, hostctl.Launch, int) behaviour {
 		return behaviour{loadDelay: 5 * time.Millisecond}
 	})}
-	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond, Log: log,
+	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond, Log: log, MinEvery: time.Second,
 		Runner: Config{Load: h.world.load, Answer: h.world.answer, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
 			SilenceProbe: 200 * time.Millisecond, LivenessTimeout: 300 * time.Millisecond,
 			RetryBackoff: time.Millisecond},
@@ -245,7 +245,7 @@ func TestDaemonScheduleFiresAndSkipsWhileItsSweepRuns(t *testing.T) {
 	h.world.mu.Lock()
 	h.world.behave = func(string, hostctl.Launch, int) behaviour { return behaviour{loadDelay: 150 * time.Millisecond} }
 	h.world.mu.Unlock()
-	tmpl, err := Submit(ctx, h.db, daemonSpec(t, "nightly", "m4.example", ""), SubmitOptions{Cron: "@every 1s"})
+	tmpl, err := Submit(ctx, h.db, daemonSpec(t, "nightly", "m4.example", ""), SubmitOptions{Cron: "@every 1s", MinEvery: time.Second})
 	if err != nil || tmpl.State != store.SweepScheduled || tmpl.Points != 0 {
 		t.Fatalf("template %+v %v", tmpl, err)
 	}
@@ -352,11 +352,11 @@ func TestDaemonWaitsForAFiringAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := Submit(ctx, db, daemonSpec(t, "nightly", "m4.example", ""), SubmitOptions{Cron: "@every 1s"}); err != nil {
+	if _, err := Submit(ctx, db, daemonSpec(t, "nightly", "m4.example", ""), SubmitOptions{Cron: "@every 1s", MinEvery: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	bs := &blockingStore{DB: db, entered: make(chan struct{}), release: make(chan struct{}), order: make(chan string, 4)}
-	d, err := NewDaemon(DaemonConfig{Store: bs, Poll: 10 * time.Millisecond,
+	d, err := NewDaemon(DaemonConfig{Store: bs, Poll: 10 * time.Millisecond, MinEvery: time.Second,
 		Hosts: func(*sweep.Spec, int64) []Host { return nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -22,6 +23,9 @@ type SubmitOptions struct {
 	Cron string
 	// At delays a one-off sweep; zero means as soon as hosts are free.
 	At time.Time
+	// MinEvery is the shortest @every interval accepted for Cron (0: sweep.MinEvery). The API
+	// leaves it 0; the CLI's `submit --min-every` and the scheduler's tests set it.
+	MinEvery time.Duration
 }
 
 // ScheduleConflictError: a start time (SubmitOptions.At) was given with a cron schedule, from the
@@ -60,7 +64,7 @@ func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOp
 	ns := NewSweepOf(spec, plan)
 	var points []store.NewPoint
 	if expr != "" {
-		if _, err := sweep.ParseCron(expr); err != nil {
+		if _, err := sweep.ParseCronEvery(expr, cmp.Or(opts.MinEvery, sweep.MinEvery)); err != nil {
 			return store.Sweep{}, &CronError{Expr: expr, Err: err}
 		}
 		ns.Schedule, ns.State = expr, store.SweepScheduled

@@ -42,6 +42,7 @@ func daemonCmd() command {
 			logDir := fs.String("log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
 			tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain) file (with --tls-key)")
 			tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+			minEvery := fs.Duration("min-every", sweep.MinEvery, "the shortest @every of a schedule the daemon fires (a shorter one is logged and skipped; the API always holds specs to the default)")
 			insecureListen := fs.Bool("insecure-listen", false, "allow plain HTTP on a --listen address that is not loopback (the token and sessions cross the network in clear)")
 			return func(ctx context.Context, env Env, pos []string) error {
 				if len(pos) > 0 {
@@ -82,8 +83,11 @@ func daemonCmd() command {
 					metrics.Observe(id, u)
 					dash.Notify(id, u.ActivityKey(), orchestrator.ActivityToJSON(u))
 				}
+				if *minEvery <= 0 {
+					return usagef("--min-every %s: want a positive duration", *minEvery)
+				}
 				d, err := orchestrator.NewDaemon(orchestrator.DaemonConfig{
-					Store: st, Log: log, Observe: observe,
+					Store: st, Log: log, Observe: observe, MinEvery: *minEvery,
 					LockSweep: func(sw store.Sweep) (func(), error) {
 						if sw.ScheduleID != 0 {
 							return func() {}, nil // a schedule's sweep: `specsweep run` never resumes it
@@ -296,12 +300,16 @@ func submitCmd() command {
 			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
 			cronExpr := fs.String("cron", "", "cron schedule, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
 			at := fs.String("at", "", "start no earlier than this time (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
+			minEvery := fs.Duration("min-every", sweep.MinEvery, "the shortest @every accepted for --cron (the daemon fires it only with a --min-every as short)")
 			return func(ctx context.Context, env Env, pos []string) error {
 				path, err := oneArg(pos, "SPEC")
 				if err != nil {
 					return err
 				}
-				opts := orchestrator.SubmitOptions{Cron: *cronExpr}
+				if *minEvery <= 0 {
+					return usagef("--min-every %s: want a positive duration", *minEvery)
+				}
+				opts := orchestrator.SubmitOptions{Cron: *cronExpr, MinEvery: *minEvery}
 				if *at != "" {
 					if opts.At, err = time.Parse(time.RFC3339, *at); err != nil {
 						return usagef("--at %q: want an RFC 3339 time such as 2026-12-01T22:00:00Z", *at)

@@ -188,7 +188,7 @@ func TestDaemonOnRealHosts(t *testing.T) {
 	hosts := testhost.Boot(t, 3, testhost.Options{})
 	a, b, c := hosts[0], hosts[1], hosts[2]
 	db := filepath.Join(t.TempDir(), "daemon.db")
-	d := startDaemon(t, db)
+	d := startDaemon(t, db, "--min-every", "1s")
 
 	// Three sweeps: s1 and s3 share host a, s2 has host b to itself.
 	s1 := submit(t, db, smallSpec("s1", []*testhost.Host{a}, "1, 2", ""))
@@ -262,7 +262,8 @@ func TestDaemonOnRealHosts(t *testing.T) {
 	}
 
 	// A schedule every 2 s on host c whose sweeps take longer: it fires, and skips while one runs.
-	tmpl := submit(t, db, smallSpec("nightly", []*testhost.Host{c}, "1, 2, 3", ""), "--cron", "@every 2s")
+	// (--min-every lets the test's schedule fire every 2 s: the default minimum is 1m.)
+	tmpl := submit(t, db, smallSpec("nightly", []*testhost.Host{c}, "1, 2, 3", ""), "--cron", "@every 2s", "--min-every", "1s")
 	waitFor(t, 3*time.Minute, "two scheduled sweeps done and a skipped firing", func() bool {
 		return countRows(db, fmt.Sprintf("SELECT count(*) FROM sweeps WHERE schedule_id = %d AND state = 'done'", tmpl)) >= 2 &&
 			countRows(db, fmt.Sprintf("SELECT count(*) FROM events WHERE sweep_id = %d AND kind = 'schedule_skipped'", tmpl)) >= 1
@@ -302,7 +303,7 @@ func TestDaemonOnRealHosts(t *testing.T) {
 	})
 	signal(t, d.cmd, syscall.SIGKILL)
 	_ = d.cmd.Wait()
-	d = startDaemon(t, db)
+	d = startDaemon(t, db, "--min-every", "1s")
 	waitState(t, db, s5, "done", 3*time.Minute)
 	dbh := openDB(t, db)
 	if n := scalar[int](t, dbh, `SELECT count(*) FROM (SELECT point_id, concurrency, repeat FROM run_summary
