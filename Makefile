@@ -39,7 +39,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	@for s in bench/*.sh; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; }; done; true
 
-# One target per run (-fuzz must match exactly one): the spec parser, the cron helper, the search, the journal reader, ExecStart quoting, the simulator's profile files.
+# One target per run (-fuzz must match exactly one): the spec parser, the cron helper, the search, the journal reader, ExecStart quoting, the simulator's profile files, sbatch_args, the SSE reader, prompt JSON text, the argv reader.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./sweep
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCron$$' -fuzztime 60s ./sweep
@@ -47,6 +47,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseJournal$$' -fuzztime 60s ./hostctl
 	$(GO) test -run '^$$' -fuzz '^FuzzExecStart$$' -fuzztime 60s ./hostctl
 	$(GO) test -run '^$$' -fuzz '^FuzzParseProfile$$' -fuzztime 60s ./sim
+	$(GO) test -run '^$$' -fuzz '^FuzzSbatchArg$$' -fuzztime 60s ./sweep
+	$(GO) test -run '^$$' -fuzz '^FuzzSSE$$' -fuzztime 60s ./workload
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONText$$' -fuzztime 60s ./workload
+	$(GO) test -run '^$$' -fuzz '^FuzzLast$$' -fuzztime 60s ./internal/argparse
 
 clean:
 	rm -rf $(BIN)
