@@ -130,7 +130,7 @@ func daemonCmd() command {
 						code, until, err := sessions.LoginCode()
 						if err == nil {
 							fmt.Fprintf(env.Stderr, "dashboard: %s (one-time, until %s)\n",
-								dashboardURL(ln.Addr().String(), "/login?code="+code), until.UTC().Format(time.RFC3339))
+								dashboardURL(ln.Addr().String(), web.LoginPath(code)), until.UTC().Format(time.RFC3339))
 						}
 					} else {
 						log.Info("dashboard served: `specsweep dashboard` prints a login URL", "url", dashboardURL(ln.Addr().String(), "/"))
