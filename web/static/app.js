@@ -414,6 +414,7 @@ window.addEventListener("storage", ev => {
   if (ev.key !== KEY) return;
   if (ev.newValue) { secret = ev.newValue; start(); } else if (secret) loggedOut(secret);
 });
+window.addEventListener("hashchange", () => start()); // a login URL opened on the page itself
 document.getElementById("logout").addEventListener("click", () => logout());
 setInterval(() => { for (const id of Object.keys(state.detail)) renderCard(Number(id)); }, 5000);
 start();
