@@ -288,8 +288,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("the report's ticket used again: %d, want 401", resp.StatusCode)
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the report's ticket used again: %d, want 403", resp.StatusCode)
 	}
 	charts, err := chromedp.Run(reportTab, chromedp.Evaluate[int](`document.querySelectorAll('svg').length`))
 	if err != nil {
