@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -110,6 +111,9 @@ func (rc *recorder) all() []recorded {
 	defer rc.mu.Unlock()
 	return append([]recorded(nil), rc.reqs...)
 }
+
+// metaTag is a <meta name content> of a page.
+var metaTag = regexp.MustCompile(`<meta name="([^"]+)" content="([^"]*)">`)
 
 // replayAttempt is one replay of a recorded header set against the daemon.
 type replayAttempt struct {
@@ -237,6 +241,18 @@ func TestDashboardCredentialNeverReachesAnotherPort(t *testing.T) {
 	}
 	for _, r := range reqs {
 		for _, h := range []http.Header{r.header, withoutBrowserHints(r.header)} {
+			// An attacker also sends whatever the replayed page hands out (the cookie design's page
+			// carried its CSRF token and the header to send it in).
+			h = h.Clone()
+			if _, page := sendAs(t, d.addr, h, replayAttempt{method: "GET", path: "/"}); page != "" {
+				metas := map[string]string{}
+				for _, m := range metaTag.FindAllStringSubmatch(page, -1) {
+					metas[m[1]] = m[2]
+				}
+				if metas["csrf-header"] != "" && metas["csrf-token"] != "" {
+					h.Set(metas["csrf-header"], metas["csrf-token"])
+				}
+			}
 			for _, a := range attempts {
 				code, body := sendAs(t, d.addr, h, a)
 				if want, isOpen := open[a.path]; isOpen {
