@@ -39,12 +39,17 @@ type APIStore interface {
 // SessionAuth admits a browser's requests (the dashboard's sessions, package web): implemented
 // outside the orchestrator. nil in APIConfig: bearer tokens only.
 type SessionAuth interface {
-	// Admit reports whether r carries a valid session and, for a method that changes something,
-	// the session's CSRF token. refusal says why a request that tried is refused; "" when r carries
-	// no session at all.
+	// Admit reports whether r carries a live session in a credential the page sent itself (never
+	// one a browser attaches by itself, such as a cookie). refusal says why a request that tried is
+	// refused; "" when r carries no session at all.
 	Admit(r *http.Request) (ok bool, refusal string)
-	// LoginCode makes a one-time login code, valid until the time returned.
+	// LoginCode makes a one-time login code, valid until the time returned; LoginPath is the path
+	// of the URL that logs a browser in with it.
 	LoginCode() (code string, until time.Time, err error)
+	LoginPath(code string) string
+	// RevokeAll ends every session (and its event streams) and unused code; it returns how many
+	// sessions ended.
+	RevokeAll() int
 }
 
 // Route is one more path the API's server answers (the dashboard's pages and streams), under the
@@ -184,6 +189,7 @@ func NewAPI(c APIConfig) (http.Handler, error) {
 	mux.Handle("POST /api/sweeps/{id}/resume", a.protect(a.resume))
 	mux.Handle("POST /api/login-codes", a.protectToken(a.loginCode))
 	mux.HandleFunc("GET /api/hello", a.hello) // open: the daemon proves itself to the CLI (hello.go)
+	mux.Handle("POST /api/sessions/revoke", a.protectToken(a.revokeSessions))
 	for _, rt := range c.Routes {
 		switch {
 		case rt.Open:
@@ -302,7 +308,8 @@ func (a *api) protectPage(h http.Handler) http.Handler {
 // loginPage is what a browser without a session sees.
 const loginPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>specsweep: log in</title><style>body{font:16px/1.5 system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em}code{background:#eee;padding:0 .2em}</style></head>
-<body><h1>specsweep</h1><p>This dashboard needs a session. Open the login URL the daemon printed when it started,
+<body><h1>specsweep</h1><p>This link needs the dashboard's session: open it from the dashboard's page (a report or
+export link works once, for a minute). Not logged in? Open the login URL the daemon printed when it started,
 or make a new one on the daemon's machine (it reads the daemon's token file):</p>
 <pre><code>specsweep dashboard</code></pre><p>A login URL works once, for 15 minutes.</p></body></html>
 `
@@ -734,7 +741,23 @@ func (a *api) loginCode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.c.Log.Info("dashboard login code made", "remote", r.RemoteAddr, "expires", until.UTC().Format(time.RFC3339))
-	writeJSON(w, http.StatusOK, LoginCodeJSON{Path: "/login?code=" + code, ExpiresAt: until.UnixMilli()})
+	writeJSON(w, http.StatusOK, LoginCodeJSON{Path: a.c.Sessions.LoginPath(code), ExpiresAt: until.UnixMilli()})
+}
+
+// RevokeJSON is POST /api/sessions/revoke: how many dashboard sessions it ended.
+type RevokeJSON struct {
+	Ended int `json:"ended"`
+}
+
+// revokeSessions ends every dashboard session (the token only: `specsweep dashboard --revoke`).
+func (a *api) revokeSessions(w http.ResponseWriter, r *http.Request) {
+	if a.c.Sessions == nil {
+		httpError(w, http.StatusNotFound, "this daemon serves no dashboard")
+		return
+	}
+	n := a.c.Sessions.RevokeAll()
+	a.c.Log.Info("dashboard sessions revoked", "remote", r.RemoteAddr, "ended", n)
+	writeJSON(w, http.StatusOK, RevokeJSON{Ended: n})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

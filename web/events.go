@@ -242,10 +242,53 @@ func parseLastID(s string) (run, ev int64, ok bool) {
 	return run, ev, true
 }
 
-// events streams the hub's messages to one page.
+// MaxStreams is how many event streams one credential (a session, or the token) may hold open: a
+// browser needs one (its tabs share it through the SharedWorker), a browser without SharedWorker one
+// per tab, and a reconnect may overlap the stream it replaces until the daemon sees that one close.
+// Eight covers those; the 2000 streams one session held before cost a goroutine and a buffer each.
+const MaxStreams = 8
+
+// openStream counts a stream of key, or refuses the one beyond MaxStreams; done uncounts it.
+func (s *Server) openStream(key string) (done func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[key] >= MaxStreams {
+		return nil, false
+	}
+	s.streams[key]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.streams[key]--; s.streams[key] <= 0 {
+			delete(s.streams, key)
+		}
+	}, true
+}
+
+// events streams the hub's messages to one page, until the page goes or its session ends (logout
+// and revoke close it at once; expiry at the session's deadline).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	h := s.hub
+	// The API admitted r with a session's header or the token; a session's stream ends with it.
+	key, ended, isSession := s.c.Sessions.streamOf(r)
+	if !isSession {
+		key = "token"
+	}
+	done, ok := s.openStream(key)
+	if !ok {
+		s.c.Log.Warn("dashboard: event stream refused", "remote", r.RemoteAddr, "reason", "too many streams")
+		jsonError(w, http.StatusTooManyRequests, fmt.Sprintf("this credential holds %d event streams already (the most); close some: the tabs of one browser share one", MaxStreams))
+		return
+	}
+	defer done()
+	var expiry <-chan time.Time // a session's deadline (nil for the token: never)
+	var timer *time.Timer
+	if isSession {
+		timer = time.NewTimer(time.Until(s.c.Sessions.deadline(r)))
+		defer timer.Stop()
+		expiry = timer.C
+	}
 	select {
 	case <-h.started:
 	case <-r.Context().Done():
@@ -311,6 +354,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-ended:
+			return // logged out or revoked
+		case <-expiry:
+			if !s.c.Sessions.alive(r) {
+				return
+			}
+			timer.Reset(time.Until(s.c.Sessions.deadline(r))) // used since: its new deadline
 		case m, ok := <-sub.ch:
 			if !ok {
 				return // too slow: the page reconnects
@@ -319,6 +369,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-ping.C:
+			if isSession && !s.c.Sessions.alive(r) {
+				return // expired (the clock moved past the deadline's timer)
+			}
 			_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil || rc.Flush() != nil {
 				return

@@ -6,18 +6,19 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net/http"
 	"path"
+	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/specsweep/specsweep/report"
@@ -50,9 +51,11 @@ type Route struct {
 
 // Server serves the dashboard.
 type Server struct {
-	c    Config
-	page *template.Template
-	hub  *hub
+	c   Config
+	hub *hub
+
+	mu      sync.Mutex
+	streams map[string]int // open event streams by credential
 }
 
 // New makes the dashboard; Run must run for the event stream to see the store's news.
@@ -69,11 +72,7 @@ func New(c Config) (*Server, error) {
 	if c.Keepalive <= 0 {
 		c.Keepalive = 15 * time.Second
 	}
-	page, err := template.ParseFS(static, "static/index.html")
-	if err != nil {
-		return nil, fmt.Errorf("web: the page template: %w", err)
-	}
-	return &Server{c: c, page: page, hub: newHub(c.Store, c.Log)}, nil
+	return &Server{c: c, hub: newHub(c.Store, c.Log), streams: map[string]int{}}, nil
 }
 
 // Run follows the store for the event stream until ctx ends.
@@ -85,13 +84,13 @@ func (s *Server) Notify(sweepID int64, key string, activity any) {
 	s.hub.publish(message{kind: "activity", data: map[string]any{"sweep": sweepID, "key": key, "activity": activity}})
 }
 
-// Routes are the dashboard's paths.
+// Routes are the dashboard's paths. The page itself (HTML, script, style) holds no data and is
+// open; every path with data needs the session header, a ticket or the token.
 func (s *Server) Routes() []Route {
 	assets, _ := fs.Sub(static, "static")
 	files := http.FileServerFS(assets)
 	return []Route{
-		{Pattern: "GET /{$}", Handler: http.HandlerFunc(s.index), Page: true},
-		{Pattern: "GET /login", Handler: http.HandlerFunc(s.login), Open: true},
+		{Pattern: "GET /{$}", Handler: http.HandlerFunc(s.index), Open: true},
 		{Pattern: "GET /static/{file}", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if path.Ext(r.URL.Path) == ".html" {
 				http.NotFound(w, r)
@@ -99,7 +98,10 @@ func (s *Server) Routes() []Route {
 			}
 			w.Header().Set("Cache-Control", "no-cache")
 			http.StripPrefix("/static/", files).ServeHTTP(w, r)
-		}), Page: true},
+		}), Open: true},
+		{Pattern: "POST /api/sessions", Handler: http.HandlerFunc(s.login), Open: true},
+		{Pattern: "POST /api/logout", Handler: http.HandlerFunc(s.logout)},
+		{Pattern: "POST /api/tickets", Handler: http.HandlerFunc(s.ticket)},
 		{Pattern: "GET /sweeps/{id}/report", Handler: http.HandlerFunc(s.report), Page: true},
 		{Pattern: "GET /sweeps/{id}/export", Handler: http.HandlerFunc(s.export), Page: true},
 		{Pattern: "GET /api/sweeps/{id}/results", Handler: http.HandlerFunc(s.results)},
@@ -116,37 +118,109 @@ func pageHeaders(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 }
 
+// index is the page: the same bytes for everyone (it reads its data with its session).
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
-	var b bytes.Buffer
-	if err := s.page.Execute(&b, map[string]string{"CSRF": s.c.Sessions.csrfOf(r), "Header": CSRFHeader}); err != nil {
+	b, err := static.ReadFile("static/index.html")
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	pageHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Write(b.Bytes())
+	w.Write(b)
 }
 
-// login trades a login code for a session cookie, then sends the browser to the page. The move is
-// a page of this origin (a refresh), not a 303: a cookie that is SameSite=Strict is not sent on a
-// redirect that a link from another site started.
+// jsonError answers an error as the API does.
+func jsonError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// readJSON reads a small JSON body into v. The body must say application/json: a type a page of
+// another origin may send without a CORS preflight (text/plain, forms) is refused.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		jsonError(w, http.StatusUnsupportedMediaType, "send Content-Type: application/json")
+		return false
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(v); err != nil {
+		jsonError(w, http.StatusBadRequest, "reading the JSON body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// SessionJSON is POST /api/sessions: the session's secret, for the SessionHeader of each request.
+type SessionJSON struct {
+	Secret string `json:"secret"`
+	Header string `json:"header"`
+}
+
+// login trades a one-time login code (POST {"code": ...}, which the page read from its URL's
+// fragment) for a session secret.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	pageHeaders(w)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	cookie, _, ok := s.c.Sessions.redeem(r.URL.Query().Get("code"))
-	if !ok {
-		s.c.Log.Warn("dashboard login refused", "remote", r.RemoteAddr, "reason", "unknown, used or expired code")
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, `<!doctype html><meta charset="utf-8"><title>specsweep: log in</title>`+
-			`<p>This login link was used already or has expired (a link works once, for 15 minutes). `+
-			`Make a new one on the daemon's machine: <code>specsweep dashboard</code></p>`)
+	var in struct {
+		Code string `json:"code"`
+	}
+	if !readJSON(w, r, &in) {
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: cookie, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(SessionMax / time.Second)})
+	sec, ok := s.c.Sessions.redeem(in.Code)
+	if !ok {
+		s.c.Log.Warn("dashboard login refused", "remote", r.RemoteAddr, "reason", "unknown, used or expired code")
+		jsonError(w, http.StatusUnauthorized, "this login URL was used already or has expired (a URL works once, for 15 minutes): make a new one on the daemon's machine with `specsweep dashboard`")
+		return
+	}
 	s.c.Log.Info("dashboard login", "remote", r.RemoteAddr)
-	fmt.Fprint(w, `<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/">`+
-		`<title>specsweep</title><p>Logged in. <a href="/">Open the dashboard</a>.</p>`)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(SessionJSON{Secret: sec, Header: SessionHeader})
+}
+
+// logout ends the session of the request's header (its streams close at once).
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if !s.c.Sessions.logout(r) {
+		jsonError(w, http.StatusBadRequest, "no session to end: send its secret in "+SessionHeader)
+		return
+	}
+	s.c.Log.Info("dashboard logout", "remote", r.RemoteAddr)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ticketPath is a path a ticket may be made for: the navigations of the page.
+var ticketPath = regexp.MustCompile(`^/sweeps/[1-9][0-9]{0,18}/(report|export)$`)
+
+// TicketJSON is POST /api/tickets: the URL to navigate to, good once, for TicketTTL.
+type TicketJSON struct {
+	URL string `json:"url"`
+}
+
+// ticket makes a one-time ticket for a navigation of the page (POST {"path": "/sweeps/1/report"}):
+// a link cannot carry the session header.
+func (s *Server) ticket(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Path string `json:"path"`
+	}
+	if !readJSON(w, r, &in) {
+		return
+	}
+	if !ticketPath.MatchString(in.Path) {
+		jsonError(w, http.StatusBadRequest, fmt.Sprintf("path %q: a ticket opens /sweeps/ID/report or /sweeps/ID/export", in.Path))
+		return
+	}
+	tk, ok, err := s.c.Sessions.ticketFor(r, in.Path)
+	switch {
+	case err != nil:
+		jsonError(w, http.StatusInternalServerError, err.Error())
+	case !ok:
+		jsonError(w, http.StatusBadRequest, "a ticket is made by a session: send its secret in "+SessionHeader)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(TicketJSON{URL: in.Path + "?ticket=" + tk})
+	}
 }
 
 func sweepID(w http.ResponseWriter, r *http.Request) (int64, bool) {

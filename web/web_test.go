@@ -25,12 +25,17 @@ type world struct {
 	srv     *Server
 	ts      *httptest.Server
 	sweep   int64
-	cookie  *http.Cookie
-	csrf    string
+	ss      *Sessions
+	clk     *clock
+	secret  string
 	attempt map[string]int
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { t.Helper(); return newWorldKeepalive(t, 50*time.Millisecond) }
+
+// newWorldKeepalive is newWorld with the stream's keepalive interval: an hour shows that a stream
+// closes when its session ends, not at its next keepalive.
+func newWorldKeepalive(t *testing.T, keepalive time.Duration) *world {
 	t.Helper()
 	ctx := context.Background()
 	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "w.db"))
@@ -48,8 +53,9 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ss := NewSessions(nil)
-	srv, err := New(Config{Store: db, Sessions: ss, Poll: 20 * time.Millisecond, Keepalive: 50 * time.Millisecond})
+	clk := &clock{t: time.Now()}
+	ss := NewSessions(clk.now)
+	srv, err := New(Config{Store: db, Sessions: ss, Poll: 20 * time.Millisecond, Keepalive: keepalive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,32 +68,42 @@ func newWorld(t *testing.T) *world {
 	}
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
-	code, _, _ := ss.LoginCode()
-	resp, err := http.Get(ts.URL + "/login?code=" + code)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	var c *http.Cookie
-	for _, k := range resp.Cookies() {
-		if k.Name == CookieName {
-			c = k
-		}
-	}
-	if resp.StatusCode != 200 || c == nil {
-		t.Fatalf("login: %d, cookie %v", resp.StatusCode, c)
-	}
-	w := &world{t: t, db: db, srv: srv, ts: ts, sweep: id, cookie: c, attempt: map[string]int{}}
-	w.csrf = ss.csrfOf(w.req("GET", "/"))
+	w := &world{t: t, db: db, srv: srv, ts: ts, sweep: id, ss: ss, clk: clk, attempt: map[string]int{}}
+	w.secret = w.login()
 	return w
 }
 
+// login trades a fresh login code for a session's secret, as the page does.
+func (w *world) login() string {
+	w.t.Helper()
+	code, _, _ := w.ss.LoginCode()
+	resp, err := http.Post(w.ts.URL+"/api/sessions", "application/json", strings.NewReader(`{"code":"`+code+`"}`))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s SessionJSON
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&s) != nil || len(s.Secret) != 64 || s.Header != SessionHeader {
+		w.t.Fatalf("login: %d %+v", resp.StatusCode, s)
+	}
+	if len(resp.Cookies()) != 0 || resp.Header.Get("Set-Cookie") != "" {
+		w.t.Fatalf("login set a cookie: %v", resp.Header)
+	}
+	return s.Secret
+}
+
 func (w *world) req(method, path string) *http.Request {
+	return w.reqAs(method, path, w.secret)
+}
+
+func (w *world) reqAs(method, path, secret string) *http.Request {
 	r, err := http.NewRequest(method, w.ts.URL+path, nil)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	r.AddCookie(&http.Cookie{Name: CookieName, Value: w.cookie.Value})
+	if secret != "" {
+		r.Header.Set(SessionHeader, secret)
+	}
 	return r
 }
 
@@ -124,27 +140,44 @@ func (w *world) record(point string, c int, tok float64) {
 	}
 }
 
-func TestLoginSetsAStrictHttpOnlyCookie(t *testing.T) {
+func TestSessionLoginTradesTheCodeForAHeaderSecretAndNoCookie(t *testing.T) {
 	w := newWorld(t)
-	if !w.cookie.HttpOnly || w.cookie.SameSite != http.SameSiteStrictMode || w.cookie.Path != "/" || w.cookie.MaxAge <= 0 {
-		t.Errorf("cookie %+v", w.cookie)
-	}
-	resp, err := http.Get(w.ts.URL + "/login?code=nope")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), "specsweep dashboard") || len(resp.Cookies()) != 0 {
-		t.Errorf("a bad code: %d %q %v", resp.StatusCode, b, resp.Cookies())
+	code, _, _ := w.ss.LoginCode()
+	for _, c := range []struct {
+		name, ctype, body string
+		want              int
+	}{
+		// Types a page of another origin may send without a preflight: refused before the code is read.
+		{"text/plain", "text/plain", `{"code":"` + code + `"}`, 415},
+		{"a form", "application/x-www-form-urlencoded", "code=" + code, 415},
+		{"the code", "application/json", `{"code":"` + code + `"}`, 200},
+		{"the code again", "application/json", `{"code":"` + code + `"}`, 401},
+		{"no code", "application/json", `{}`, 401},
+		{"not JSON", "application/json", `code`, 400},
+	} {
+		resp, err := http.Post(w.ts.URL+"/api/sessions", c.ctype, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || resp.Header.Get("Set-Cookie") != "" {
+			t.Errorf("%s: %d %s %v, want %d and no cookie", c.name, resp.StatusCode, b, resp.Header, c.want)
+		}
 	}
 }
 
-func TestThePageCarriesTheSessionsCSRFToken(t *testing.T) {
+func TestThePageHoldsNoDataAndNeedsNoCredential(t *testing.T) {
 	w := newWorld(t)
-	code, body, h := w.get("/")
-	if code != 200 || w.csrf == "" || !strings.Contains(body, `<meta name="csrf-token" content="`+w.csrf+`">`) {
-		t.Fatalf("page %d without the session's CSRF token", code)
+	code, with, h := w.get("/")
+	resp, err := http.Get(w.ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if code != 200 || resp.StatusCode != 200 || with != string(without) || strings.Contains(with, w.secret) || strings.Contains(with, "nightly") {
+		t.Fatalf("the page with a session (%d) and without (%d) differ, or hold data", code, resp.StatusCode)
 	}
 	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
 		t.Errorf("CSP %q", csp)
@@ -153,7 +186,157 @@ func TestThePageCarriesTheSessionsCSRFToken(t *testing.T) {
 		t.Errorf("app.js: %d", code)
 	}
 	if code, _, _ := w.get("/static/index.html"); code != 404 {
-		t.Errorf("the page template is served raw: %d", code)
+		t.Errorf("the page is served raw: %d", code)
+	}
+}
+
+// ticket asks for a navigation's ticket with the world's session.
+func (w *world) ticket(path string) (int, string) {
+	w.t.Helper()
+	r := w.req("POST", "/api/tickets")
+	r.Header.Set("Content-Type", "application/json")
+	r.Body = io.NopCloser(strings.NewReader(`{"path":"` + path + `"}`))
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tk TicketJSON
+	_ = json.NewDecoder(resp.Body).Decode(&tk)
+	return resp.StatusCode, tk.URL
+}
+
+func TestTicketsOpenOnePathOnceForTheirSession(t *testing.T) {
+	w := newWorld(t)
+	if code, _ := w.ticket("/api/sweeps"); code != 400 {
+		t.Errorf("a ticket for an API path: %d, want 400", code)
+	}
+	code, url := w.ticket("/sweeps/1/report")
+	if code != 200 || !strings.HasPrefix(url, "/sweeps/1/report?ticket=") {
+		t.Fatalf("ticket: %d %q", code, url)
+	}
+	tk := strings.TrimPrefix(url, "/sweeps/1/report?ticket=")
+	get := func(path string) *http.Request { return w.reqAs("GET", path, "") }
+	if ok, _ := w.ss.Admit(get("/sweeps/1/export?ticket=" + tk)); ok {
+		t.Error("a report's ticket opened the export")
+	}
+	// That try used it up: a ticket is good once, whatever the path.
+	_, url = w.ticket("/sweeps/1/report")
+	if ok, _ := w.ss.Admit(get(url)); !ok {
+		t.Error("a fresh ticket refused")
+	}
+	if ok, refusal := w.ss.Admit(get(url)); ok || refusal == "" {
+		t.Error("a ticket worked twice")
+	}
+	_, url = w.ticket("/sweeps/1/export")
+	w.clk.add(TicketTTL)
+	if ok, _ := w.ss.Admit(get(url)); ok {
+		t.Error("an expired ticket worked")
+	}
+	_, url = w.ticket("/sweeps/1/export")
+	if ok, _ := w.ss.Admit(w.reqAs("POST", url, "")); ok {
+		t.Error("a ticket admitted a POST")
+	}
+	_, url = w.ticket("/sweeps/1/export")
+	w.ss.RevokeAll()
+	if ok, _ := w.ss.Admit(get(url)); ok {
+		t.Error("a ticket outlived its session")
+	}
+}
+
+func TestLogoutEndsTheSessionAndItsStream(t *testing.T) {
+	w := newWorldKeepalive(t, time.Hour)
+	other := w.login()
+	s := w.stream("")
+	if e := s.next(); e.kind != "hello" {
+		t.Fatalf("first event %+v", e)
+	}
+	resp, err := http.DefaultClient.Do(w.req("POST", "/api/logout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	s.ended()
+	if ok, refusal := w.ss.Admit(w.req("GET", "/api/sweeps")); ok || refusal == "" {
+		t.Errorf("the secret after logout: admitted %v (%q)", ok, refusal)
+	}
+	if ok, _ := w.ss.Admit(w.reqAs("GET", "/api/sweeps", other)); !ok {
+		t.Error("logout ended another session")
+	}
+}
+
+func TestRevokeClosesOpenStreams(t *testing.T) {
+	w := newWorldKeepalive(t, time.Hour)
+	other := w.login()
+	a := w.stream("")
+	w.secret, other = other, w.secret
+	b := w.stream("")
+	a.next()
+	b.next()
+	if n := w.ss.RevokeAll(); n != 2 {
+		t.Errorf("revoke ended %d sessions, want 2", n)
+	}
+	a.ended()
+	b.ended()
+}
+
+// TestExpiryClosesOpenStreams: a session that goes idle while only its stream is open ends, and
+// its stream with it (the clock is the test's: the keepalive's check notices).
+func TestExpiryClosesOpenStreams(t *testing.T) {
+	w := newWorld(t)
+	c := w.stream("")
+	c.next()
+	w.clk.add(SessionIdle)
+	c.ended()
+	if ok, _ := w.ss.Admit(w.req("GET", "/api/sweeps")); ok {
+		t.Error("an idle session admitted")
+	}
+}
+
+func TestStreamsPerCredentialAreCapped(t *testing.T) {
+	w := newWorld(t)
+	var open []*sse
+	for range MaxStreams {
+		s := w.stream("")
+		s.next()
+		open = append(open, s)
+	}
+	resp, err := http.DefaultClient.Do(w.req("GET", "/api/events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests {
+		resp.Body.Close() // a stream: not read to its end
+		t.Fatalf("stream %d of one session: %d, want 429", MaxStreams+1, resp.StatusCode)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "event streams") {
+		t.Errorf("the refusal says %q", b)
+	}
+	// Another credential is not held to this one's streams.
+	secret := w.secret
+	w.secret = w.login()
+	w.stream("").next()
+	// One closed: a place again (the daemon sees the close when the connection goes).
+	w.secret = secret
+	open[0].body.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no stream admitted after one of the eight closed")
+		}
+		resp, err := http.DefaultClient.Do(w.req("GET", "/api/events"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == 200 {
+			resp.Body.Close()
+			break
+		}
+		resp.Body.Close()
 	}
 }
 
@@ -245,6 +428,22 @@ func (s *sse) next() event {
 		s.t.Fatal("no event within 10 s")
 	}
 	return event{}
+}
+
+// ended waits for the daemon to close the stream; the test fails after 10 s of events without that.
+func (s *sse) ended() {
+	s.t.Helper()
+	got := make(chan struct{})
+	go func() {
+		for s.sc.Scan() {
+		}
+		close(got)
+	}()
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("the stream is still open")
+	}
 }
 
 // until reads events until one of kind whose data contains want.

@@ -172,7 +172,7 @@ func daemonCmd() command {
 						code, until, err := sessions.LoginCode()
 						if err == nil {
 							fmt.Fprintf(env.Stderr, "dashboard: %s (one-time, until %s)\n",
-								daemonURL(scheme, ln.Addr().String(), "/login?code="+code), until.UTC().Format(time.RFC3339))
+								daemonURL(scheme, ln.Addr().String(), web.LoginPath(code)), until.UTC().Format(time.RFC3339))
 						}
 					} else {
 						log.Info("dashboard served: `specsweep dashboard` prints a login URL", "url", daemonURL(scheme, ln.Addr().String(), "/"))

@@ -26,12 +26,16 @@ func dashboardCmd() command {
 	return command{
 		name:    "dashboard",
 		args:    "",
-		summary: "Print a one-time login URL for the daemon's web dashboard (reads the daemon's token file).",
+		summary: "Print a one-time login URL for the daemon's web dashboard (reads the daemon's token file); --revoke ends every session.",
 		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
 			df := addDaemonFlags(fs)
+			revoke := fs.Bool("revoke", false, "end every dashboard session (their pages and streams) and unused login URL, instead of printing a URL")
 			return func(ctx context.Context, env Env, pos []string) error {
 				if len(pos) > 0 {
 					return usagef("unexpected argument %q", pos[0])
+				}
+				if *revoke {
+					return revokeSessions(ctx, env, df)
 				}
 				// The daemon proves itself before the token is sent (client.go).
 				c, code, body, err := daemonRequest(ctx, env, df, http.MethodPost, "/api/login-codes", nil)
@@ -52,6 +56,24 @@ func dashboardCmd() command {
 			}
 		},
 	}
+}
+
+// revokeSessions asks the daemon to end every dashboard session (POST /api/sessions/revoke, the
+// token only, sent once the daemon proved itself) and says how many ended.
+func revokeSessions(ctx context.Context, env Env, df daemonFlags) error {
+	_, code, body, err := daemonRequest(ctx, env, df, http.MethodPost, "/api/sessions/revoke", nil)
+	if err != nil {
+		return fmt.Errorf("dashboard --revoke: %w", err)
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("dashboard --revoke: the daemon refused: %s", apiError(code, body))
+	}
+	var rv orchestrator.RevokeJSON
+	if err := json.Unmarshal(body, &rv); err != nil {
+		return fmt.Errorf("dashboard --revoke: the daemon's answer: %w", err)
+	}
+	fmt.Fprintf(env.Stdout, "%d dashboard session(s) ended; unused login URLs no longer work\n", rv.Ended)
+	return nil
 }
 
 func portOf(listen string) string {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"github.com/specsweep/specsweep/internal/testhost"
@@ -83,7 +85,7 @@ func acceptDialogs(ctx context.Context) <-chan string {
 func loginURL(t testing.TB, db, addr string) string {
 	t.Helper()
 	r := specsweep(t, 30*time.Second, "dashboard", "--db", db, "--listen", addr)
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "http://"+addr+"/login?code=") {
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "http://"+addr+"/#code=") {
 		t.Fatalf("specsweep dashboard:\n%s", r)
 	}
 	return strings.TrimSpace(r.stdout)
@@ -128,8 +130,8 @@ func TestDashboardInABrowser(t *testing.T) {
 	id := submit(t, db, dashboardSpec(hosts))
 	base := "http://" + d.addr
 
-	// Without the session cookie: refused, page and API alike.
-	for _, p := range []string{"/", "/api/sweeps", "/api/events", fmt.Sprintf("/sweeps/%d/report", id), "/static/app.js"} {
+	// Without a session: every path with data refused; the page itself holds none.
+	for _, p := range []string{"/api/sweeps", "/api/events", fmt.Sprintf("/api/sweeps/%d/results", id), fmt.Sprintf("/sweeps/%d/report", id), fmt.Sprintf("/sweeps/%d/export", id)} {
 		resp, err := http.Get(base + p)
 		if err != nil {
 			t.Fatal(err)
@@ -137,6 +139,17 @@ func TestDashboardInABrowser(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("GET %s without a session: %d, want 401", p, resp.StatusCode)
+		}
+	}
+	for _, p := range []string{"/", "/static/app.js"} {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.Contains(string(b), dashSecret) {
+			t.Errorf("GET %s without a session: %d, want the page without data", p, resp.StatusCode)
 		}
 	}
 	url := loginURL(t, db, d.addr)
@@ -171,14 +184,18 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 	}
 
-	// A login URL works once.
-	resp, err := http.Get(url)
+	// A login URL works once, and its code leaves the address bar.
+	code := url[strings.Index(url, "#code=")+len("#code="):]
+	resp, err := http.Post(base+"/api/sessions", "application/json", strings.NewReader(`{"code":"`+code+`"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a used login URL: %d, want 401", resp.StatusCode)
+		t.Errorf("a used login URL's code: %d, want 401", resp.StatusCode)
+	}
+	if at, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); err != nil || at != base+"/" {
+		t.Errorf("the page's address after login %q (%v), want %s/", at, err, base)
 	}
 
 	// A run recorded appears in the results table without a reload.
@@ -236,18 +253,49 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The report link serves the report with its charts.
+	// The report link (a ticket: a link carries no header) opens the report with its charts in a
+	// new tab.
 	if err := chromedp.Do(within(t, ctx, time.Minute),
-		chromedp.Navigate(fmt.Sprintf("%s/sweeps/%d/report", base, id)),
-		chromedp.WaitReady(chromedp.CSS("body")),
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(card+" a.report")),
 	); err != nil {
-		t.Fatalf("the report: %v", err)
+		t.Fatalf("the page before the report: %v", err)
 	}
-	charts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('svg').length`))
+	opened := chromedp.WaitNewTarget(ctx, func(i *target.Info) bool { return strings.Contains(i.URL, "/report?ticket=") })
+	if err := chromedp.Do(within(t, ctx, time.Minute), chromedp.Click(chromedp.CSS(card+" a.report"))); err != nil {
+		t.Fatalf("clicking the report link: %v", err)
+	}
+	var reportTab context.Context
+	select {
+	case tid := <-opened:
+		var cancel context.CancelFunc
+		reportTab, cancel = chromedp.NewContext(ctx, chromedp.WithTargetID(tid))
+		defer cancel()
+	case <-time.After(time.Minute):
+		t.Fatal("the report link opened no tab")
+	}
+	waitFor(t, time.Minute, "the report in its tab", func() bool {
+		n, err := chromedp.Run(reportTab, chromedp.Evaluate[int](`document.querySelectorAll('svg').length`))
+		return err == nil && n > 0
+	})
+	reportURL, err := chromedp.Run(reportTab, chromedp.Evaluate[string](`location.href`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reportHTML, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	// The ticket worked once: the same URL again is refused.
+	resp, err = http.Get(reportURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the report's ticket used again: %d, want 403", resp.StatusCode)
+	}
+	charts, err := chromedp.Run(reportTab, chromedp.Evaluate[int](`document.querySelectorAll('svg').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reportHTML, err := chromedp.Run(reportTab, chromedp.OuterHTML(chromedp.CSS("html")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,21 @@
-// The specsweep dashboard: reads the daemon's API with the session cookie, follows /api/events, and
-// builds every element with textContent (a sweep name or a log line is never read as HTML).
+// The specsweep dashboard: reads the daemon's API with its session's secret in a header, follows
+// /api/events (through the tabs' shared worker, static/events.js), and builds every element with
+// textContent (a sweep name or a log line is never read as HTML).
+//
+// The session (docs/security.md, "The dashboard's sessions"): a login URL is /#code=CODE; the
+// fragment never goes to a server. The page trades the code for a secret (POST /api/sessions) and
+// keeps it in localStorage: that is per origin, port included, so a server on another port of this
+// host cannot read it, and every tab of the dashboard shares it (sessionStorage is per tab, and the
+// eight tabs of one browser would each need a login URL). The secret dies with its session in the
+// daemon (logout, `specsweep dashboard --revoke`, expiry, a restart), so one left in the browser's
+// profile after that opens nothing. No cookie is set or read.
 "use strict";
 
-const csrf = document.querySelector('meta[name="csrf-token"]').content;
-const csrfHeader = document.querySelector('meta[name="csrf-header"]').content;
+const HEADER = "X-Specsweep-Session";
+const KEY = "specsweep.session";
 const state = { sweeps: [], detail: {}, results: {}, logs: {}, opened: null };
+let secret = localStorage.getItem(KEY);
+let worker = null;
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -17,14 +28,68 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
-async function api(path, opts) {
-  const r = await fetch(path, Object.assign({ credentials: "same-origin", cache: "no-store" }, opts || {}));
+function showLive(text, on) {
+  const live = document.getElementById("live");
+  live.textContent = text;
+  live.className = "live " + (on ? "on" : "off");
+}
+
+// loggedOut forgets a secret the daemon no longer knows (only that one: another tab may have
+// logged in since).
+function loggedOut(dead) {
+  if (!dead || localStorage.getItem(KEY) === dead) localStorage.removeItem(KEY);
+  if (!dead || secret === dead) secret = null;
+  document.getElementById("logout").hidden = true;
+  showLive("logged out: open a new login URL from `specsweep dashboard`", false);
+}
+
+// send is fetch with the session's header and no cookie.
+async function send(path, opts) {
+  if (!secret) throw new Error("not logged in");
+  const o = Object.assign({ credentials: "omit", cache: "no-store" }, opts || {});
+  o.headers = Object.assign({ [HEADER]: secret }, o.headers || {});
+  const used = secret;
+  const r = await fetch(path, o);
   if (r.status === 401 || r.status === 403) {
-    document.getElementById("live").textContent = "logged out: open a new login URL";
-    throw new Error("refused: " + r.status);
+    let msg = "";
+    try { msg = (await r.clone().json()).error || ""; } catch (e) { /* not JSON */ }
+    if (/session/.test(msg)) loggedOut(used);
   }
+  return r;
+}
+
+async function api(path, opts) {
+  const r = await send(path, opts);
   if (!r.ok) throw new Error(path + ": " + r.status);
   return r.json();
+}
+
+// postJSON sends a JSON body (a type no other origin may send without asking first).
+function postJSON(path, body) {
+  return send(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+
+// navigate opens a report or export: a link cannot carry the header, so the page asks for a ticket
+// that opens that one path once, within a minute. A report opens in a new tab, made before the
+// request so that no popup blocker stands in the way.
+async function navigate(ev, path, newTab) {
+  ev.preventDefault();
+  ev.stopPropagation();
+  const w = newTab ? window.open("", "_blank") : null;
+  try {
+    const r = await postJSON("/api/tickets", { path: path });
+    if (!r.ok) throw new Error(path + ": " + r.status);
+    const url = (await r.json()).url;
+    if (w) { w.opener = null; w.location.replace(url); } else window.location.assign(url);
+  } catch (e) {
+    if (w) w.close();
+    window.alert("opening " + path + " failed: " + e.message);
+  }
+}
+
+function ticketLink(a, path, newTab) {
+  a.href = path;
+  a.onclick = ev => navigate(ev, path, newTab);
 }
 
 function ago(ms) {
@@ -95,7 +160,7 @@ function renderLists() {
     const tr = el("tr", { class: "clickable", "data-sweep": s.id }, el("td", { text: s.id }), el("td", { text: s.name }),
       el("td", {}, el("span", { class: "badge " + s.state, text: s.state })), el("td", { class: "num", text: s.done }),
       el("td", { class: "num", text: s.failed }), el("td", { class: "num", text: s.pruned }),
-      el("td", { text: when(s.finished_at) }), el("td", {}, el("a", { href: "/sweeps/" + s.id + "/report", target: "_blank", rel: "noopener", text: "report" })));
+      el("td", { text: when(s.finished_at) }), el("td", {}, reportLink(s.id)));
     tr.addEventListener("click", ev => {
       if (ev.target.tagName === "A") return;
       state.opened = state.opened === s.id ? null : s.id;
@@ -105,6 +170,12 @@ function renderLists() {
     f.append(tr);
   }
   if (!f.children.length) f.append(el("tr", {}, el("td", { colspan: 8, class: "muted", text: "None yet." })));
+}
+
+function reportLink(id) {
+  const a = el("a", { text: "report" });
+  ticketLink(a, "/sweeps/" + id + "/report", true);
+  return a;
 }
 
 function actionButton(s, what) {
@@ -118,7 +189,7 @@ async function act(s, what) {
     ? "Cancel sweep " + s.name + " (" + s.id + ")? Pending points are cancelled; running ones stop and their hosts are restored."
     : "Resume sweep " + s.name + " (" + s.id + ")? It goes back in the queue.";
   if (!window.confirm(q)) return;
-  const r = await fetch("/api/sweeps/" + s.id + "/" + what, { method: "POST", credentials: "same-origin", headers: { [csrfHeader]: csrf } });
+  const r = await send("/api/sweeps/" + s.id + "/" + what, { method: "POST" });
   if (!r.ok) {
     let msg = r.status;
     try { msg = (await r.json()).error; } catch (e) { /* not JSON */ }
@@ -170,8 +241,8 @@ function fillCard(c, id) {
   const badge = c.querySelector(".state");
   badge.textContent = s.state || "";
   badge.className = "badge state " + (s.state || "");
-  c.querySelector(".report").href = "/sweeps/" + id + "/report";
-  c.querySelector(".export").href = "/sweeps/" + id + "/export";
+  ticketLink(c.querySelector(".report"), "/sweeps/" + id + "/report", true);
+  ticketLink(c.querySelector(".export"), "/sweeps/" + id + "/export", false);
   c.querySelector(".cancel").hidden = !["running", "queued", "scheduled"].includes(s.state);
   c.querySelector(".resume").hidden = !["cancelled", "interrupted", "failed"].includes(s.state);
   const n = Math.max(1, s.points || 0);
@@ -254,8 +325,9 @@ function fillLog(c, id) {
 
 // handlers of the stream's messages, by type.
 const on = {
-  open() { const live = document.getElementById("live"); live.textContent = "live"; live.className = "live on"; refreshAll().catch(console.warn); },
-  error() { const live = document.getElementById("live"); live.textContent = "reconnecting"; live.className = "live off"; },
+  open() { showLive("live", true); refreshAll().catch(console.warn); },
+  error() { if (secret) showLive("reconnecting", false); },
+  loggedout(m) { loggedOut(m && m.secret); },
   sweep(m) {
     soon("list", refreshList);
     if (state.detail[m.id] || m.state === "running") soon("detail" + m.id, () => refreshDetail(m.id));
@@ -280,26 +352,69 @@ const on = {
   hello() {},
 };
 
-function dispatch(type, data) {
-  const h = on[type];
-  if (h) h(data === undefined ? undefined : JSON.parse(data));
+function dispatch(m) {
+  const h = on[m.type];
+  if (!h) return;
+  if (m.type === "loggedout") h(m);
+  else h(m.data === undefined ? undefined : JSON.parse(m.data));
 }
 
-// connect follows the daemon's event stream: through the tabs' shared worker (static/events.js)
-// where the browser has one, else with a stream of this tab's own.
+// connect follows the daemon's event stream through the tabs' shared worker (static/events.js),
+// or a worker of this tab's own where the browser has no SharedWorker, and hands it the secret.
 function connect() {
-  if (window.SharedWorker) {
-    const w = new SharedWorker("/static/events.js");
-    w.port.onmessage = ev => dispatch(ev.data.type, ev.data.data);
-    w.port.start();
-    window.addEventListener("pagehide", () => w.port.postMessage("bye"));
-    return;
+  if (!worker) {
+    if (window.SharedWorker) {
+      const w = new SharedWorker("/static/events.js");
+      w.port.onmessage = ev => dispatch(ev.data);
+      w.port.start();
+      window.addEventListener("pagehide", () => w.port.postMessage("bye"));
+      worker = w.port;
+    } else {
+      const w = new Worker("/static/events.js");
+      w.onmessage = ev => dispatch(ev.data);
+      worker = w;
+    }
   }
-  const es = new EventSource("/api/events");
-  es.addEventListener("open", () => dispatch("open"));
-  es.addEventListener("error", () => dispatch("error"));
-  for (const kind of ["hello", "run", "log", "sweep", "activity"]) es.addEventListener(kind, ev => dispatch(kind, ev.data));
+  worker.postMessage({ type: "secret", secret: secret });
 }
 
+// login trades the one-time code of a login URL (its fragment) for a session.
+async function login(code) {
+  history.replaceState(null, "", "/"); // the code leaves the address bar and the history
+  const r = await fetch("/api/sessions", { method: "POST", credentials: "omit", cache: "no-store",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code: code }) });
+  if (!r.ok) {
+    let msg = String(r.status);
+    try { msg = (await r.json()).error; } catch (e) { /* not JSON */ }
+    throw new Error(msg);
+  }
+  secret = (await r.json()).secret;
+  localStorage.setItem(KEY, secret);
+}
+
+async function logout() {
+  try { await send("/api/logout", { method: "POST" }); } catch (e) { console.warn("logout", e); }
+  if (worker) worker.postMessage({ type: "logout" });
+  loggedOut(null);
+}
+
+async function start() {
+  const m = /^#code=([0-9a-f]+)$/.exec(location.hash);
+  if (m) {
+    try { await login(m[1]); } catch (e) { showLive("login failed: " + e.message, false); return; }
+  }
+  if (!secret) { loggedOut(null); return; }
+  document.getElementById("logout").hidden = false;
+  showLive("connecting", false);
+  connect();
+}
+
+// Another tab logged in or out.
+window.addEventListener("storage", ev => {
+  if (ev.key !== KEY) return;
+  if (ev.newValue) { secret = ev.newValue; start(); } else if (secret) loggedOut(secret);
+});
+window.addEventListener("hashchange", () => start()); // a login URL opened on the page itself
+document.getElementById("logout").addEventListener("click", () => logout());
 setInterval(() => { for (const id of Object.keys(state.detail)) renderCard(Number(id)); }, 5000);
-connect();
+start();
