@@ -277,7 +277,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	done, ok := s.openStream(key)
 	if !ok {
-		s.c.Log.Warn("dashboard: event stream refused", "remote", r.RemoteAddr, "reason", "too many streams")
+		s.refusals.Refused("dashboard: event stream refused", r.RemoteAddr, r.Method, r.URL.Path, http.StatusTooManyRequests, "too many streams")
 		jsonError(w, http.StatusTooManyRequests, fmt.Sprintf("this credential holds %d event streams already (the most); close some: the tabs of one browser share one", MaxStreams))
 		return
 	}

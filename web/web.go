@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/specsweep/specsweep/internal/refusals"
 	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/store"
 )
@@ -53,6 +54,8 @@ type Route struct {
 type Server struct {
 	c   Config
 	hub *hub
+	// refusals logs refused logins and streams without letting a client flood the log.
+	refusals *refusals.Log
 
 	mu      sync.Mutex
 	streams map[string]int // open event streams by credential
@@ -72,7 +75,7 @@ func New(c Config) (*Server, error) {
 	if c.Keepalive <= 0 {
 		c.Keepalive = 15 * time.Second
 	}
-	return &Server{c: c, hub: newHub(c.Store, c.Log), streams: map[string]int{}}, nil
+	return &Server{c: c, hub: newHub(c.Store, c.Log), streams: map[string]int{}, refusals: refusals.New(c.Log, nil, nil)}, nil
 }
 
 // Run follows the store for the event stream until ctx ends.
@@ -169,7 +172,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	sec, ok := s.c.Sessions.redeem(in.Code)
 	if !ok {
-		s.c.Log.Warn("dashboard login refused", "remote", r.RemoteAddr, "reason", "unknown, used or expired code")
+		s.refusals.Refused("dashboard login refused", r.RemoteAddr, r.Method, r.URL.Path, http.StatusUnauthorized, "unknown, used or expired code")
 		jsonError(w, http.StatusUnauthorized, "this login URL was used already or has expired (a URL works once, for 15 minutes): make a new one on the daemon's machine with `specsweep dashboard`")
 		return
 	}

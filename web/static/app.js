@@ -123,8 +123,19 @@ async function refreshAll() {
   await Promise.all(ids.map(id => Promise.all([refreshDetail(id), refreshResults(id)])));
 }
 
+// refreshList reads every sweep: the API answers pages (docs/daemon.md), so it follows each page's
+// rel="next" link to the last.
 async function refreshList() {
-  state.sweeps = await api("/api/sweeps");
+  const all = [];
+  let path = "/api/sweeps?limit=1000";
+  for (let pages = 0; path && pages < 10000; pages++) {
+    const r = await send(path);
+    if (!r.ok) throw new Error(path + ": " + r.status);
+    for (const s of await r.json()) all.push(s);
+    const next = /<([^>]+)>;\s*rel="next"/.exec(r.headers.get("Link") || "");
+    path = next ? next[1] : "";
+  }
+  state.sweeps = all;
   renderLists();
   renderRunning();
 }
