@@ -681,7 +681,7 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 			return nil, &PyError{Type: "ZeroDivisionError", Func: "_handle_ngram", Msg: "integer division or modulo by zero"}
 		}
 		a.Steps = steps
-		if !hs {
+		if !hs && !era.NgramWindowDraft { // 0.5.4 leaves speculative_num_steps None
 			a.Steps = a.DraftTokens / a.TopK
 		}
 		if era.Rules == "v0510" || era.NgramWindowDraft {

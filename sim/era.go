@@ -19,6 +19,9 @@ type Era struct {
 	// generation (seconds; 0: wait for ever).
 	Gate, Generate bool
 	HealthTimeout  float64
+	// NoHealthBypass: SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false does nothing
+	// (upstream added it in f0b5ccf5f, 2025-11-15, first in 0.5.5.post3).
+	NoHealthBypass bool
 
 	// ServerInfo: NewInfoPath serves /server_info with /get_server_info as a
 	// deprecated alias that logs a warning per call; InternalStates adds the
@@ -60,6 +63,11 @@ type Era struct {
 	// begin. backend=full, ..." / "Capture target verify ..." under speculation,
 	// "Capture draft decode CUDA graph ...") instead of "Capture cuda graph begin".
 	CaptureTarget bool
+	// ShortCapture prints 0.4.1's and 0.4.2's capture lines ("Capture cuda graph begin. This
+	// can take up to several minutes." / "... end. Time elapsed: X s", no memory figures)
+	// and no draft capture lines (model_runner.py at efc52f85e2 and 4ab43cfb3e, whose
+	// EAGLE worker logs none).
+	ShortCapture bool
 
 	// Speculative rules.
 	Algorithms  []string // built-in names
@@ -87,7 +95,7 @@ func knownEras() []Era {
 			NewInfoPath: false, InternalStates: false, FlushStatus: false,
 			MetricsNoKey: false,
 			DecodeComma:  false, AcceptLen: false, TrailingComma: false,
-			Algorithms: []string{"EAGLE"}, Rules: "v041", OldDeviceTrace: true,
+			Algorithms: []string{"EAGLE"}, Rules: "v041", OldDeviceTrace: true, ShortCapture: true,
 		},
 		{
 			// sgl-project/sglang 4ab43cfb3e (the v0.4.2 bump): 0.4.1 with accept len in the
@@ -97,7 +105,7 @@ func knownEras() []Era {
 			NewInfoPath: false, InternalStates: false, FlushStatus: false,
 			MetricsNoKey: false, SpecLengthGauge: true,
 			DecodeComma: false, AcceptLen: true, TrailingComma: false,
-			Algorithms: []string{"EAGLE"}, Rules: "v041", OldDeviceTrace: true,
+			Algorithms: []string{"EAGLE"}, Rules: "v041", OldDeviceTrace: true, ShortCapture: true,
 		},
 		{
 			// sgl-project/sglang 6aaeb84872 (the v0.4.4 version bump): the Decode line
@@ -141,7 +149,7 @@ func knownEras() []Era {
 			// sgl-project/sglang baf277a9bf (the v0.5.3.post2 version bump): accept rate
 			// (over steps+1 drafts) while the line still starts "Decode batch.".
 			Name: "0.5.3.post2", Table: "0_5_3_post2.json",
-			Gate: true, Generate: true, HealthTimeout: 20,
+			Gate: true, Generate: true, HealthTimeout: 20, NoHealthBypass: true,
 			NewInfoPath: false, InternalStates: true, FlushStatus: true,
 			MetricsNoKey: true, SpecLengthGauge: true, SpecRateGauge: true,
 			DecodeComma: false, AcceptLen: true, AcceptRate: true, CudaGraph: true, TrailingComma: true,
@@ -152,7 +160,7 @@ func knownEras() []Era {
 			// sgl-project/sglang 1053e1be17 (the v0.5.4 bump): "Decode batch [FORWARD_CT], ..."
 			// (PR #9366); the reset-to-48 warning; NGRAM's draft from the match window.
 			Name: "0.5.4", Table: "0_5_4.json",
-			Gate: true, Generate: true, HealthTimeout: 20,
+			Gate: true, Generate: true, HealthTimeout: 20, NoHealthBypass: true,
 			NewInfoPath: false, InternalStates: true, FlushStatus: true,
 			MetricsNoKey: true, SpecLengthGauge: true, SpecRateGauge: true,
 			DecodeComma: true, DecodeBracket: true, AcceptLen: true, AcceptRate: true, CudaGraph: true, TrailingComma: true,
