@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/sim"
+	"github.com/specsweep/specsweep/workload"
 )
 
 // runSimEnv runs the binary to completion with env (SGLANGSIM_* and SGL*
@@ -407,6 +408,14 @@ func TestEraDecodeLine(t *testing.T) {
 		if m == nil {
 			t.Errorf("%s: no Decode batch line like %s in %s", era, re, tail(p.stderr.String(), 4))
 			continue
+		}
+		// The product's parser reads every simulated shape (the line's own accept len).
+		if len(m) >= 2 {
+			var al float64
+			fmt.Sscan(m[1], &al)
+			if got := workload.DecodeAcceptLength([]string{m[0]}); got == nil || *got != al {
+				t.Errorf("%s: workload.DecodeAcceptLength gave %v for %q, want %v", era, got, m[0], al)
+			}
 		}
 		if len(m) == 3 {
 			var al, ar float64
