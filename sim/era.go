@@ -139,7 +139,7 @@ func knownEras() []Era {
 		},
 		{
 			Name: "0.5.2", Table: "0_5_2.json",
-			Gate: true, Generate: true, HealthTimeout: 20,
+			Gate: true, Generate: true, HealthTimeout: 20, NoHealthBypass: true,
 			NewInfoPath: false, InternalStates: true, FlushStatus: true,
 			MetricsNoKey: true, SpecLengthGauge: true,
 			DecodeComma: false, AcceptLen: true, CudaGraph: true, TrailingComma: true,

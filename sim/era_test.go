@@ -201,6 +201,7 @@ func TestEraHealth(t *testing.T) {
 		{"0.4.7", nil, 200, 200, 503, true},
 		{"0.4.9.post1", nil, 200, 200, 503, true},
 		{"0.5.2", nil, 503, 503, 503, true},
+		{"0.5.2", map[string]string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}, 503, 503, 503, true},
 		{"0.5.3.post2", nil, 503, 503, 503, true},
 		// Before 0.5.5.post3 the variable does not exist: /health generates whatever it says.
 		{"0.5.3.post2", map[string]string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}, 503, 503, 503, true},
