@@ -409,6 +409,7 @@ type Args struct {
 	LogHTTP                                         bool // uvicorn access log lines
 	LogQuiet                                        bool // --log-level warning/error: no info lines
 	APIKey                                          string
+	Device                                          string  // --device as given ("" resolves to cuda)
 	Raw                                             rawArgs // everything given, for /get_server_info
 	defaults                                        map[string]any
 }
@@ -496,6 +497,7 @@ func ParseArgsEra(o ParseOptions, argv []string) (a *Args, warnings []string, er
 	a.SkipWarmup = flag("skip_server_warmup")
 	a.DisableCudaGraph = flag("disable_cuda_graph") || flag("disable_decode_cuda_graph") || str("cuda_graph_backend_decode", "") == "disabled"
 	a.APIKey = str("api_key", "")
+	a.Device = str("device", "")
 	if f, ok := raw["mem_fraction_static"].(float64); ok {
 		a.MemFraction = f
 	}
@@ -666,7 +668,12 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 			a.TopK = b
 		}
 		a.DraftTokens = draft
-		if !hn {
+		if !hn && era.NgramWindowDraft {
+			a.DraftTokens = 12 // speculative_ngram_max_match_window_size's default
+			if w, ok := num("speculative_ngram_max_match_window_size"); ok {
+				a.DraftTokens = w
+			}
+		} else if !hn {
 			a.DraftTokens = 12
 			warnings = append(warnings, "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. You can override this by explicitly setting --speculative-num-draft-tokens.")
 		}
@@ -674,10 +681,10 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 			return nil, &PyError{Type: "ZeroDivisionError", Func: "_handle_ngram", Msg: "integer division or modulo by zero"}
 		}
 		a.Steps = steps
-		if !hs {
+		if !hs && !era.NgramWindowDraft { // 0.5.4 leaves speculative_num_steps None
 			a.Steps = a.DraftTokens / a.TopK
 		}
-		if era.Rules == "v0510" {
+		if era.Rules == "v0510" || era.NgramWindowDraft {
 			warnings = append(warnings, "The overlap scheduler and mixed chunked prefill are disabled because of using ngram speculative decoding.")
 		} else {
 			warnings = append(warnings, "The mixed chunked prefill are disabled because of using ngram speculative decoding.")
@@ -688,7 +695,11 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 	// The EAGLE family (EAGLE, EAGLE3, STANDALONE, plugin names).
 	reset()
 	if era.Rules == "v05" {
-		warnings = append(warnings, "Overlap scheduler is disabled because of using eagle speculative decoding.")
+		w := "Overlap scheduler is disabled because of using eagle speculative decoding."
+		if era.EagleOverlapWarn != "" {
+			w = era.EagleOverlapWarn
+		}
+		warnings = append(warnings, w)
 	}
 	if !hs {
 		if hk || hn {
@@ -714,6 +725,13 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 			warnings = append(warnings, "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.")
 		}
 	}
+	if era.PageTopK == "adjust" && topk > 1 {
+		// 0.4.7's __post_init__ lowers topk before the topk = 1 forcing.
+		if ps, ok := num("page_size"); ok && ps > 1 {
+			topk = 1
+			warnings = append(warnings, "speculative_eagle_topk is adjusted to 1 when page_size > 1")
+		}
+	}
 	a.Steps, a.TopK, a.DraftTokens = steps, topk, draft
 	if topk == 1 && (!hn || draft != steps+1) {
 		warnings = append(warnings, "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1")
@@ -726,7 +744,7 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 	if !hn {
 		return nil, &PyError{Type: "TypeError", Func: "_handle_speculative_decoding", Msg: "unsupported operand type(s) for -: 'NoneType' and 'int'"}
 	}
-	if topk > 1 {
+	if topk > 1 && era.PageTopK == "" {
 		if ps, ok := num("page_size"); ok && ps > 1 {
 			be, _ := raw["attention_backend"].(string)
 			allowed := map[string]bool{"flashinfer": true}

@@ -167,6 +167,7 @@ type Engine struct {
 
 	// decode log window
 	decodeIters                    int
+	forwardCt                      int // batches run since start, prefill and decode (the scheduler's forward_ct; never reset)
 	winTokens, winAccept, winReqSt int64
 	winStart                       time.Time
 
@@ -413,13 +414,23 @@ func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time
 	}
 	e.refreshGauges()
 	usage := e.tokenUsage()
+	e.forwardCt++
+	fwd := e.forwardCt
 	e.mu.Unlock()
 	if e.Args().Era.Rules == "v041" {
 		e.Log("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, cache hit rate: 0.00%%, token usage: %.2f, #running-req: %d, #queue-req: %d",
 			len(admitted), newTokens, usage, len(e.running)-len(admitted), len(e.waiting))
 	} else {
-		e.Log("Prefill batch. #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, #running-req: %d, #queue-req: %d, ",
-			len(admitted), newTokens, usage, len(e.running)-len(admitted), len(e.waiting))
+		era := e.Args().Era
+		head, tail := "Prefill batch.", ""
+		if era.DecodeBracket {
+			head = fmt.Sprintf("Prefill batch [%d],", fwd)
+		}
+		if era.Timestamp {
+			tail = "timestamp: " + pyISONow()
+		}
+		e.Log("%s #new-seq: %d, #new-token: %d, #cached-token: 0, token usage: %.2f, #running-req: %d, #queue-req: %d, %s",
+			head, len(admitted), newTokens, usage, len(e.running)-len(admitted), len(e.waiting), tail)
 	}
 	e.removeFinished()
 }
@@ -469,6 +480,7 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 	e.winAccept += accepted
 	e.winReqSt += int64(bs)
 	e.decodeIters++
+	e.forwardCt++
 	logNow := e.decodeIters%e.Args().DecodeLogInterval == 0
 	var line string
 	if logNow {
@@ -515,6 +527,9 @@ func (e *Engine) decodeLine(bs, tokens int, spec bool) string {
 	era := e.Args().Era
 	var b strings.Builder
 	b.WriteString("Decode batch")
+	if era.DecodeBracket {
+		fmt.Fprintf(&b, " [%d]", e.forwardCt)
+	}
 	if era.DecodeComma {
 		b.WriteString(",")
 	} else {
@@ -528,18 +543,36 @@ func (e *Engine) decodeLine(bs, tokens int, spec bool) string {
 		}
 	}
 	if era.CudaGraph {
-		fmt.Fprintf(&b, "cuda graph: %s, ", pyBool(!e.Args().DisableCudaGraph && bs <= e.Model.Plan.CudaGraphMaxBS))
+		fmt.Fprintf(&b, "%s: %s, ", graphLabel(era, e.Args().Device), pyBool(!e.Args().DisableCudaGraph && bs <= e.Model.Plan.CudaGraphMaxBS))
 	}
 	fmt.Fprintf(&b, "gen throughput (token/s): %.2f, ", e.st.GenThroughput)
 	if era.LargestLen {
 		b.WriteString("largest-len: 0, ")
 	}
 	fmt.Fprintf(&b, "#queue-req: %d", len(e.waiting))
+	if era.Timestamp {
+		b.WriteString(", timestamp: " + pyISONow())
+	}
 	if era.TrailingComma {
 		b.WriteString(", ")
 	}
 	return b.String()
 }
+
+// graphLabel is the Decode line's name for the graph field on device
+// (--device; unset resolves to cuda on a GPU host).
+func graphLabel(era *Era, device string) string {
+	switch {
+	case era.GraphLabel == "cpu" && device != "" && device != "cuda":
+		return "cpu graph"
+	case era.GraphLabel == "device" && (device == "cpu" || device == "npu"):
+		return device + " graph"
+	}
+	return "cuda graph"
+}
+
+// pyISONow is datetime.datetime.now().isoformat(): local time, microseconds.
+func pyISONow() string { return time.Now().Format("2006-01-02T15:04:05.000000") }
 
 func pyBool(b bool) string {
 	if b {

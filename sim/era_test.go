@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/sim"
+	"github.com/specsweep/specsweep/workload"
 )
 
 // runSimEnv runs the binary to completion with env (SGLANGSIM_* and SGL*
@@ -45,10 +46,11 @@ var eagle041 = []string{"--tp", "4", "--speculative-algorithm", "EAGLE", "--spec
 	"--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"}
 
 func progOf(era string) string {
-	if era == "0.4.1" || era == "0.4.4" || era == "0.5.2" || era == "0.5.3.post2" {
-		return "launch_server.py"
+	switch era {
+	case "0.5.10", "main":
+		return "sglang serve"
 	}
-	return "sglang serve"
+	return "launch_server.py"
 }
 
 func TestVersionKnob(t *testing.T) {
@@ -194,9 +196,17 @@ func TestEraHealth(t *testing.T) {
 		healthTimesOut bool // the hung answer comes after the health check timeout, with its log line
 	}{
 		{"0.4.1", nil, 200, 200, 0, false},
+		{"0.4.2", nil, 200, 200, 0, false},
 		{"0.4.4", nil, 200, 200, 503, true}, // no gate, but /health_generate bounded by HEALTH_CHECK_TIMEOUT
+		{"0.4.7", nil, 200, 200, 503, true},
+		{"0.4.9.post1", nil, 200, 200, 503, true},
 		{"0.5.2", nil, 503, 503, 503, true},
+		{"0.5.2", map[string]string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}, 503, 503, 503, true},
 		{"0.5.3.post2", nil, 503, 503, 503, true},
+		// Before 0.5.5.post3 the variable does not exist: /health generates whatever it says.
+		{"0.5.3.post2", map[string]string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}, 503, 503, 503, true},
+		{"0.5.4", nil, 503, 503, 503, true},
+		{"0.5.4", map[string]string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}, 503, 503, 503, true},
 		{"0.5.10", nil, 503, 503, 503, true},
 		{"main", nil, 503, 503, 503, true},
 		{"main", map[string]string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "false"}, 503, 200, 503, true},
@@ -280,9 +290,13 @@ func TestEraServerInfoMetricsKey(t *testing.T) {
 		verifyCounter, flushCode bool
 	}{
 		{"0.4.1", false, false, false, false, false, false, false},
+		{"0.4.2", false, false, false, true, false, false, false},
 		{"0.4.4", false, false, false, true, false, false, false}, // the internal state is at the top level
+		{"0.4.7", false, true, true, true, false, false, true},
+		{"0.4.9.post1", false, true, true, true, false, false, true},
 		{"0.5.2", false, true, true, true, false, false, true},
 		{"0.5.3.post2", false, true, true, true, true, false, true},
+		{"0.5.4", false, true, true, true, true, false, true},
 		{"0.5.10", true, true, true, true, true, false, true},
 		{"main", true, true, true, true, true, true, true},
 	}
@@ -290,7 +304,7 @@ func TestEraServerInfoMetricsKey(t *testing.T) {
 		t.Run(c.era, func(t *testing.T) {
 			t.Parallel()
 			args := spec3
-			if c.era == "0.4.1" || c.era == "0.4.4" {
+			if c.era == "0.4.1" || c.era == "0.4.2" || c.era == "0.4.4" {
 				args = eagle041
 			}
 			p := startEra(t, c.era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"},
@@ -374,6 +388,10 @@ func TestEraDecodeLine(t *testing.T) {
 	cases := map[string]*regexp.Regexp{
 		"0.4.1":       regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
 		"0.4.4":       regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), gen throughput \(token/s\): [\d.]+, largest-len: 0, #queue-req: 0, \n`),
+		"0.4.2":       regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
+		"0.4.7":       regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
+		"0.4.9.post1": regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0, timestamp: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\n`),
+		"0.5.4":       regexp.MustCompile(`\] Decode batch \[\d+\], #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), accept rate: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0, \n`),
 		"0.5.2":       regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0, \n`),
 		"0.5.3.post2": regexp.MustCompile(`\] Decode batch\. #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), accept rate: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0, \n`),
 		"0.5.10":      regexp.MustCompile(`\] Decode batch, #running-req: 1, #token: \d+, token usage: \d\.\d\d, accept len: ([\d.]+), accept rate: ([\d.]+), cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: 0\n`),
@@ -381,7 +399,7 @@ func TestEraDecodeLine(t *testing.T) {
 	}
 	for era, re := range cases {
 		args := append([]string{"--decode-log-interval", "4"}, spec3...)
-		if era == "0.4.1" || era == "0.4.4" {
+		if era == "0.4.1" || era == "0.4.2" || era == "0.4.4" {
 			args = append([]string{"--decode-log-interval", "4"}, eagle041...)
 		}
 		p := startEra(t, era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, args...)
@@ -392,17 +410,75 @@ func TestEraDecodeLine(t *testing.T) {
 			t.Errorf("%s: no Decode batch line like %s in %s", era, re, tail(p.stderr.String(), 4))
 			continue
 		}
+		// The product's parser reads every simulated shape (the line's own accept len).
+		if len(m) >= 2 {
+			var al float64
+			fmt.Sscan(m[1], &al)
+			if got := workload.DecodeAcceptLength([]string{m[0]}); got == nil || *got != al {
+				t.Errorf("%s: workload.DecodeAcceptLength gave %v for %q, want %v", era, got, m[0], al)
+			}
+		}
 		if len(m) == 3 {
 			var al, ar float64
 			fmt.Sscan(m[1], &al)
 			fmt.Sscan(m[2], &ar)
-			want := al / 4 // 0.5.10: accepted / verified tokens
+			want := al / 4 // 0.5.3.post2 to 0.5.10: accepted / verified tokens
 			if era == "main" {
 				want = (al - 1) / 3 // 2026: accepted drafts / proposed drafts
 			}
 			if d := ar - want; d > 0.011 || d < -0.011 {
 				t.Errorf("%s: accept rate %v with accept len %v, want %.2f", era, ar, al, want)
 			}
+		}
+	}
+}
+
+// 0.5.4's bracket is the scheduler's forward count: prefill and decode batches since start, so it
+// grows from line to line (scheduler.py's forward_ct at 1053e1be17, never reset by a flush).
+func TestEraDecodeForwardCount(t *testing.T) {
+	t.Parallel()
+	p := startEra(t, "0.5.4", map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, append([]string{"--decode-log-interval", "4"}, spec3...)...)
+	p.waitReady()
+	p.post("/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"max_new_tokens": 200, "ignore_eos": true, "temperature": 0}})
+	ms := regexp.MustCompile(`\] (Prefill|Decode) batch \[(\d+)\], `).FindAllStringSubmatch(p.stderr.String(), -1)
+	if len(ms) < 3 || ms[0][1] != "Prefill" {
+		t.Fatalf("want a Prefill batch [N] line, then Decode batch [N] lines: %v in %s", ms, tail(p.stderr.String(), 4))
+	}
+	prev := 0
+	for _, m := range ms {
+		var n int
+		fmt.Sscan(m[2], &n)
+		if n <= prev {
+			t.Errorf("forward counts %v: want them rising", ms)
+			break
+		}
+		prev = n
+	}
+}
+
+// The graph field's name by --device: always "cuda graph" up to 0.5.3rc2, then "cpu graph" on
+// any device but cuda, and from 2026-01-22 (PR #17469) "npu graph" on NPU builds.
+func TestEraGraphLabel(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ era, device, label string }{
+		{"0.4.7", "npu", "cuda graph"},
+		{"0.5.4", "npu", "cpu graph"},
+		{"0.5.4", "cuda", "cuda graph"},
+		{"0.5.10", "npu", "npu graph"},
+		{"main", "npu", "npu graph"},
+		{"main", "cpu", "cpu graph"},
+		{"main", "", "cuda graph"},
+	} {
+		args := append([]string{"--decode-log-interval", "4"}, spec3...)
+		if c.device != "" {
+			args = append(args, "--device", c.device)
+		}
+		p := startEra(t, c.era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, args...)
+		p.waitReady()
+		p.post("/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"max_new_tokens": 40, "ignore_eos": true, "temperature": 0}})
+		re := regexp.MustCompile(`Decode batch.*, accept len: [\d.]+, (accept rate: [\d.]+, )?` + c.label + `: (True|False), gen throughput`)
+		if !re.MatchString(p.stderr.String()) {
+			t.Errorf("%s --device %q: no Decode line with %q: %s", c.era, c.device, c.label, tail(p.stderr.String(), 3))
 		}
 	}
 }
@@ -418,9 +494,14 @@ func TestEraAutoParams(t *testing.T) {
 	}{
 		{"0.4.1", "EAGLE", 5, 8, 64, false, false},
 		{"0.4.4", "EAGLE", 5, 4, 8, false, false},
+		{"0.4.2", "EAGLE", 5, 8, 64, false, false},
 		{"0.4.4", "NEXTN", 5, 4, 8, false, false},
+		{"0.4.7", "EAGLE3", 5, 4, 8, true, false},
+		{"0.4.7", "NEXTN", 5, 4, 8, true, false},
+		{"0.4.9.post1", "EAGLE3", 5, 4, 8, true, false},
 		{"0.5.2", "EAGLE3", 5, 4, 8, true, false},
 		{"0.5.3.post2", "EAGLE3", 5, 4, 8, true, false},
+		{"0.5.4", "EAGLE3", 5, 4, 8, true, true},
 		{"0.5.10", "EAGLE3", 3, 1, 4, true, true},
 		{"main", "EAGLE3", 3, 1, 4, true, true},
 		{"main", "NEXTN", 3, 1, 4, true, true},
@@ -588,6 +669,12 @@ func TestTemperatureLowersAcceptance(t *testing.T) {
 func TestEraCaptureLines(t *testing.T) {
 	t.Parallel()
 	cases := map[string][]*regexp.Regexp{
+		"0.4.2": {regexp.MustCompile(`TP0\] Capture cuda graph begin\. This can take up to several minutes\.\n`),
+			regexp.MustCompile(`TP0\] Capture cuda graph end\. Time elapsed: [\d.]+ s\n`)},
+		"0.4.7": {regexp.MustCompile(`TP0\] Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=[\d.]+ GB\. avail mem=[\d.]+ GB\.\n`),
+			regexp.MustCompile(`TP0\] Capture draft cuda graph end\. Time elapsed: [\d.]+ s\. `)},
+		"0.5.4": {regexp.MustCompile(`TP0\] Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=[\d.]+ GB\. avail mem=[\d.]+ GB\.\n`),
+			regexp.MustCompile(`TP0\] Capture draft cuda graph end\. Time elapsed: [\d.]+ s\. `)},
 		"0.5.10": {
 			regexp.MustCompile(`TP0\] Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=[\d.]+ GB\. avail mem=[\d.]+ GB\.\n`),
 			regexp.MustCompile(`TP0\] Capture draft cuda graph end\. Time elapsed: [\d.]+ s\. `),
@@ -610,6 +697,9 @@ func TestEraCaptureLines(t *testing.T) {
 		}
 		if era == "main" && strings.Contains(log, "Capture cuda graph") {
 			t.Errorf("main prints the old capture line")
+		}
+		if era == "0.4.2" && strings.Contains(log, "Capture draft") {
+			t.Errorf("0.4.2 prints a draft capture line")
 		}
 	}
 	// Without speculation the target graph is the decode graph.
@@ -639,5 +729,57 @@ func TestEraFlatInternalState(t *testing.T) {
 	}
 	if _, ok := info["last_gen_throughput"]; !ok {
 		t.Errorf("0.4.4: no last_gen_throughput at the top level")
+	}
+	// 0.4.2 (before ac2387279) has the internal state nowhere.
+	p = startEra(t, "0.4.2", map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, append([]string{"--decode-log-interval", "2"}, eagle041...)...)
+	p.waitReady()
+	p.post("/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"max_new_tokens": 64, "ignore_eos": true, "temperature": 0}})
+	_, info = getJSONWith(t, p, "/get_server_info", nil)
+	for _, k := range []string{"internal_states", "avg_spec_accept_length", "last_gen_throughput"} {
+		if _, ok := info[k]; ok || info["version"] != "0.4.2" {
+			t.Errorf("0.4.2 (version %v): /get_server_info has %s", info["version"], k)
+		}
+	}
+}
+
+// The speculative rules of the releases between: 0.4.7 lowers topk to 1 with --page-size > 1
+// (then forces the draft tokens), 0.4.9.post1 does nothing about it, 0.5.4 takes NGRAM's draft
+// tokens from its match window without a warning and leaves the steps unset, and prints its own
+// overlap warning (server_args.py at 4f723edd3b, 066f4ec91f, 1053e1be17).
+func TestEraRulesBetween(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		era                string
+		args               []string
+		algo               string
+		steps, topk, draft any
+		warn, noWarn       string
+	}{
+		{"0.4.7", []string{"--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", "--speculative-num-steps", "3",
+			"--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8", "--page-size", "16"}, "EAGLE3", 3.0, 1.0, 4.0,
+			"speculative_eagle_topk is adjusted to 1 when page_size > 1", ""},
+		{"0.4.9.post1", []string{"--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d", "--speculative-num-steps", "3",
+			"--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8", "--page-size", "16", "--attention-backend", "fa3"}, "EAGLE3", 3.0, 4.0, 8.0,
+			"Overlap scheduler is disabled because of using eagle speculative decoding.", "adjusted to 1 when page_size"},
+		{"0.5.4", []string{"--speculative-algorithm", "NGRAM"}, "NGRAM", nil, 10.0, 12.0,
+			"The overlap scheduler and mixed chunked prefill are disabled because of using ngram speculative decoding.", "set to 12 by default"},
+		{"0.5.4", []string{"--speculative-algorithm", "NGRAM", "--speculative-ngram-max-match-window-size", "8"}, "NGRAM", nil, 10.0, 8.0, "", ""},
+		{"0.5.4", []string{"--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/d"}, "EAGLE3", 5.0, 4.0, 8.0,
+			"Overlap scheduler is disabled because of using eagle3 and standalone speculative decoding.", ""},
+	}
+	for _, c := range cases {
+		p := startEra(t, c.era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, append([]string{"--tp", "4"}, c.args...)...)
+		p.waitReady()
+		info := p.getJSON("/get_server_info")
+		if info["speculative_algorithm"] != c.algo || info["speculative_num_steps"] != c.steps || info["speculative_eagle_topk"] != c.topk || info["speculative_num_draft_tokens"] != c.draft {
+			t.Errorf("%s %v: %v (%v, %v, %v), want %s (%v, %v, %v)", c.era, c.args, info["speculative_algorithm"], info["speculative_num_steps"],
+				info["speculative_eagle_topk"], info["speculative_num_draft_tokens"], c.algo, c.steps, c.topk, c.draft)
+		}
+		if c.warn != "" && !strings.Contains(p.stderr.String(), c.warn) {
+			t.Errorf("%s %v: no warning %q", c.era, c.args, c.warn)
+		}
+		if c.noWarn != "" && strings.Contains(p.stderr.String(), c.noWarn) {
+			t.Errorf("%s %v: a warning with %q", c.era, c.args, c.noWarn)
+		}
 	}
 }

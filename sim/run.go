@@ -246,6 +246,8 @@ func (s *Server) run(warnings []string) int {
 	if !a.DisableCudaGraph {
 		if a.Era.CaptureTarget {
 			log.TP("Capture target %s CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%.2f GB", target, perReq, captureBS(pl.CudaGraphMaxBS), avail)
+		} else if a.Era.ShortCapture {
+			log.TP("Capture cuda graph begin. This can take up to several minutes.")
 		} else {
 			log.TP("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
 		}
@@ -262,6 +264,8 @@ func (s *Server) run(warnings []string) int {
 	if !a.DisableCudaGraph {
 		if a.Era.CaptureTarget {
 			log.TP("Capture target %s CUDA graph end. elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.", target, time.Since(tCap).Seconds(), targetGraph, avail-targetGraph)
+		} else if a.Era.ShortCapture {
+			log.TP("Capture cuda graph end. Time elapsed: %.2f s", time.Since(tCap).Seconds())
 		} else {
 			log.TP("Capture cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(tCap).Seconds(), targetGraph, avail-targetGraph)
 		}
@@ -271,7 +275,7 @@ func (s *Server) run(warnings []string) int {
 	s.reg.SetUsed(used)
 	if draft > 0 {
 		t0 := time.Now()
-		if !a.DisableCudaGraph {
+		if !a.DisableCudaGraph && !a.Era.ShortCapture {
 			if a.Era.CaptureTarget {
 				log.TP("Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=%d, bs=%s, avail mem=%.2f GB", a.TopK, captureBS(pl.CudaGraphMaxBS), avail)
 			} else {
@@ -282,7 +286,7 @@ func (s *Server) run(warnings []string) int {
 		if pl.OOM == "graph" {
 			s.graphOOM("draft ")
 		}
-		if !a.DisableCudaGraph {
+		if !a.DisableCudaGraph && !a.Era.ShortCapture {
 			if a.Era.CaptureTarget {
 				log.TP("Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.", time.Since(t0).Seconds(), pl.GraphGB-targetGraph, avail-(pl.GraphGB-targetGraph))
 			} else {

@@ -214,7 +214,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	if r.URL.Path == "/health" && (!era.Generate || !s.Config.HealthGenerate) {
+	if r.URL.Path == "/health" && (!era.Generate || (!era.NoHealthBypass && !s.Config.HealthGenerate)) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}

@@ -79,6 +79,8 @@ var decodeRealLines = []struct {
 }{
 	{"sgl-project/sglang issue 4407 (2025-03-14, 0.4.4: largest-len, no speculation)",
 		"[2025-03-14 02:16:14 TP0] Decode batch. #running-req: 509, #token: 180776, token usage: 0.43, gen throughput (token/s): 7897.87, largest-len: 0, #queue-req: 0, ", 0},
+	{"sgl-project/sglang test/srt/debug_utils/test_log_parser.py @ 3701f34da (PR #12605: a 2025-10-31 Ray log, 0.5.4's bracket, no speculation)",
+		"(SGLangEngine pid=35555) [2025-10-31 03:45:20 TP0] Decode batch [51341], #running-req: 317, #token: 1094261, token usage: 0.67, cuda graph: True, gen throughput (token/s): 14806.57, #queue-req: 0,", 0},
 	{"sgl-project/sglang issue 6949 (2025-06-07, no speculation)",
 		"[2025-06-07 21:25:14 TP0] Decode batch. #running-req: 1, #token: 9322, token usage: 0.00, gen throughput (token/s): 97.52, #queue-req: 0", 0},
 	{"sgl-project/sglang PR 21723 (2026-03-18, NEXTN on a hybrid GDN model, a custom log format)",

@@ -1,5 +1,5 @@
 // Code generated from sim/flags/*.json (the long options of SGLang's server_args.py in every
-// release sglangsim models: 0.4.1 (qingquansong/sglang@b9054d4cbc78), 0.4.4 (sgl-project/sglang@6aaeb84872f0), 0.5.2 (reflectionai/sglang@444f5d21685b), 0.5.3.post2 (sgl-project/sglang@baf277a9bfd1), 0.5.10 (lucifer1004/sglang@0197665e2882), 2026-main (sgl-project/sglang@001067fffe33)); DO NOT EDIT.
+// release sglangsim models: 0.4.1 (qingquansong/sglang@b9054d4cbc78), 0.4.2 (sgl-project/sglang@4ab43cfb3ebf), 0.4.4 (sgl-project/sglang@6aaeb84872f0), 0.4.7 (sgl-project/sglang@4f723edd3baf), 0.4.9.post1 (sgl-project/sglang@066f4ec91f7b), 0.5.2 (reflectionai/sglang@444f5d21685b), 0.5.3.post2 (sgl-project/sglang@baf277a9bfd1), 0.5.4 (sgl-project/sglang@1053e1be17ac), 0.5.10 (lucifer1004/sglang@0197665e2882), 2026-main (sgl-project/sglang@001067fffe33)); DO NOT EDIT.
 
 package argparse
 
@@ -29,10 +29,10 @@ const knownOptions = `
 --disable-cuda-graph-padding --disable-custom-all-reduce --disable-decode-cuda-graph
 --disable-fast-image-processor --disable-flashinfer-autotune
 --disable-flashinfer-cutlass-moe-fp4-allgather --disable-hybrid-swa-memory
---disable-jump-forward --disable-mla --disable-outlines-disk-cache --disable-overlap-schedule
---disable-piecewise-cuda-graph --disable-prefill-cuda-graph --disable-priority-preemption
---disable-radix-cache --disable-shared-experts-fusion --disable-tokenizer-batch-decode
---disaggregation-bootstrap-port --disaggregation-decode-dp
+--disable-jump-forward --disable-mla --disable-outlines-disk-cache --disable-overlap-cg-plan
+--disable-overlap-schedule --disable-piecewise-cuda-graph --disable-prefill-cuda-graph
+--disable-priority-preemption --disable-radix-cache --disable-shared-experts-fusion
+--disable-tokenizer-batch-decode --disaggregation-bootstrap-port --disaggregation-decode-dp
 --disaggregation-decode-enable-offload-kvcache --disaggregation-decode-enable-radix-cache
 --disaggregation-decode-extra-slots --disaggregation-decode-polling-interval
 --disaggregation-decode-retraction-backup --disaggregation-decode-tp --disaggregation-ib-device
@@ -56,15 +56,16 @@ const knownOptions = `
 --enable-dynamic-chunking --enable-elastic-expert-backup --enable-ep-moe --enable-eplb
 --enable-expert-distribution-metrics --enable-flashinfer-allreduce-fusion
 --enable-flashinfer-cutedsl-moe --enable-flashinfer-cutlass-moe --enable-flashinfer-mla
---enable-flashinfer-mxfp4-moe --enable-flashinfer-trtllm-moe --enable-flexkv
---enable-forward-pass-metrics --enable-fp32-lm-head --enable-fused-moe-sum-all-reduce
---enable-fused-qk-norm-rope --enable-gdn-replayssm-spec --enable-hierarchical-cache
---enable-hisparse --enable-http2 --enable-int8-mamba-checkpoint --enable-layerwise-nvtx-marker
---enable-linear-replayssm --enable-linear-replayssm-spec --enable-lmcache --enable-lora
---enable-lora-overlap-loading --enable-mamba-cache-stochastic-rounding --enable-memory-saver
---enable-metrics --enable-metrics-for-all-schedulers --enable-mfu-metrics --enable-mis
---enable-mixed-chunk --enable-mm-global-cache --enable-moe-router-replay --enable-mscclpp
---enable-multi-layer-eagle --enable-multimodal --enable-nan-detection --enable-nccl-nvls
+--enable-flashinfer-moe --enable-flashinfer-mxfp4-moe --enable-flashinfer-trtllm-moe
+--enable-flashmla --enable-flexkv --enable-forward-pass-metrics --enable-fp32-lm-head
+--enable-fused-moe-sum-all-reduce --enable-fused-qk-norm-rope --enable-gdn-replayssm-spec
+--enable-hierarchical-cache --enable-hisparse --enable-http2 --enable-int8-mamba-checkpoint
+--enable-layerwise-nvtx-marker --enable-linear-replayssm --enable-linear-replayssm-spec
+--enable-lmcache --enable-lora --enable-lora-overlap-loading
+--enable-mamba-cache-stochastic-rounding --enable-memory-saver --enable-metrics
+--enable-metrics-for-all-schedulers --enable-mfu-metrics --enable-mis --enable-mixed-chunk
+--enable-mm-global-cache --enable-moe-router-replay --enable-mscclpp --enable-multi-layer-eagle
+--enable-multimodal --enable-nan-detection --enable-nccl-nvls
 --enable-nsa-prefill-context-parallel --enable-p2p-check --enable-page-major-kv-layout
 --enable-pdmux --enable-piecewise-cuda-graph --enable-precise-embedding-interpolation
 --enable-prefill-context-parallel --enable-prefill-cp --enable-prefill-delayer
@@ -96,39 +97,40 @@ const knownOptions = `
 --hicache-size --hicache-storage-backend --hicache-storage-backend-extra-config
 --hicache-storage-prefetch-policy --hicache-write-policy
 --hierarchical-sparse-attention-extra-config --hisparse-config --host
---http2-max-concurrent-streams --hybrid-kvcache-ratio --image-processor-backend
+--http2-max-concurrent-streams --hybrid-kvcache-ratio --image-processor-backend --impl
 --incremental-streaming-output --init-expert-location --int8-mamba-ckpt-size --is-embedding
---json-model-override-args --keep-mm-feature-on-device --kt-cpuinfer
---kt-max-deferred-experts-per-token --kt-method --kt-num-gpu-experts --kt-threadpool-count
---kt-weight-path --kv-cache-dtype --kv-canary --kv-canary-real-data --kv-canary-sweep-interval
---kv-events-config --language-model-only --language-only --limit-mm-data-per-request
---linear-attn-backend --linear-attn-decode-backend --linear-attn-prefill-backend
---linear-attn-verify-backend --linear-replayssm-cache-len --lmcache-config-file
---load-balance-method --load-format --load-snapshot-publish-interval --load-watch-interval
---log-level --log-level-http --log-requests --log-requests-format --log-requests-level
---log-requests-target --lora-backend --lora-drain-wait-threshold --lora-eviction-policy
---lora-paths --lora-strict-loading --lora-target-modules --lora-use-virtual-experts
---mamba-backend --mamba-cache-philox-rounds --mamba-full-memory-ratio
---mamba-max-states-per-path --mamba-radix-cache-strategy --mamba-scheduler-strategy
---mamba-ssm-dtype --mamba-track-interval --max-ep-size --max-loaded-loras --max-lora-chunk-size
---max-lora-rank --max-loras-per-batch --max-mamba-cache-size --max-micro-batch-size
---max-prefill-tokens --max-queued-requests --max-running-requests --max-total-tokens
---media-url-max-file-size-mb --mem-fraction-static --min-free-slots-delay --mlx-enable-sampling
---mm-attention-backend --mm-enable-dp-encoder --mm-feature-transport --mm-global-cache-backend
---mm-io-worker-num --mm-preprocess-cache-size-mb --mm-process-config --mm-processor-worker-num
---model --model-checksum --model-config-parser --model-impl --model-loader-extra-config
---model-path --modelexpress-config --modelopt-checkpoint-restore-path
---modelopt-checkpoint-save-path --modelopt-export-path --modelopt-quant --moe-a2a-backend
---moe-data-parallel-size --moe-dense-tp-size --moe-dp-size --moe-runner-backend
---mooncake-ib-device --msprobe-dump-config --multi-item-scoring-delimiter --nccl-init-addr
---nccl-port --nnodes --node-rank --nsa-decode --nsa-decode-backend --nsa-prefill
---nsa-prefill-backend --nsa-prefill-cp-mode --num-continuous-decode-steps
---num-reserved-decode-tokens --numa-node --offload-group-size --offload-mode
---offload-num-in-group --offload-prefetch-step --oltp-traces-endpoint
---optimistic-prefill-attempts --otlp-traces-endpoint --page-size --pdlb-url --pdmux-config-path
---piecewise-cuda-graph-compiler --piecewise-cuda-graph-max-tokens --piecewise-cuda-graph-tokens
---pipeline-parallel-size --port --pp-async-batch-depth --pp-max-micro-batch-size --pp-size
---pre-warm-nccl --preferred-sampling-params --prefill-attention-backend --prefill-cp-mode
+--json-model-override-args --keep-mm-feature-on-device --kt-amx-method --kt-amx-weight-path
+--kt-cpuinfer --kt-max-deferred-experts-per-token --kt-method --kt-num-gpu-experts
+--kt-threadpool-count --kt-weight-path --kv-cache-dtype --kv-canary --kv-canary-real-data
+--kv-canary-sweep-interval --kv-events-config --language-model-only --language-only
+--limit-mm-data-per-request --linear-attn-backend --linear-attn-decode-backend
+--linear-attn-prefill-backend --linear-attn-verify-backend --linear-replayssm-cache-len
+--lmcache-config-file --load-balance-method --load-format --load-snapshot-publish-interval
+--load-watch-interval --log-level --log-level-http --log-requests --log-requests-format
+--log-requests-level --log-requests-target --lora-backend --lora-drain-wait-threshold
+--lora-eviction-policy --lora-paths --lora-strict-loading --lora-target-modules
+--lora-use-virtual-experts --mamba-backend --mamba-cache-philox-rounds
+--mamba-full-memory-ratio --mamba-max-states-per-path --mamba-radix-cache-strategy
+--mamba-scheduler-strategy --mamba-ssm-dtype --mamba-track-interval --max-ep-size
+--max-loaded-loras --max-lora-chunk-size --max-lora-rank --max-loras-per-batch
+--max-mamba-cache-size --max-micro-batch-size --max-prefill-tokens --max-queued-requests
+--max-running-requests --max-total-tokens --media-url-max-file-size-mb --mem-fraction-static
+--min-free-slots-delay --mlx-enable-sampling --mm-attention-backend --mm-enable-dp-encoder
+--mm-feature-transport --mm-global-cache-backend --mm-io-worker-num
+--mm-preprocess-cache-size-mb --mm-process-config --mm-processor-worker-num --model
+--model-checksum --model-config-parser --model-impl --model-loader-extra-config --model-path
+--modelexpress-config --modelopt-checkpoint-restore-path --modelopt-checkpoint-save-path
+--modelopt-export-path --modelopt-quant --moe-a2a-backend --moe-data-parallel-size
+--moe-dense-tp-size --moe-dp-size --moe-runner-backend --mooncake-ib-device
+--msprobe-dump-config --multi-item-scoring-delimiter --nccl-init-addr --nccl-port --nnodes
+--node-rank --nsa-decode --nsa-decode-backend --nsa-prefill --nsa-prefill-backend
+--nsa-prefill-cp-mode --num-continuous-decode-steps --num-reserved-decode-tokens --numa-node
+--offload-group-size --offload-mode --offload-num-in-group --offload-prefetch-step
+--oltp-traces-endpoint --optimistic-prefill-attempts --otlp-traces-endpoint --page-size
+--pdlb-url --pdmux-config-path --piecewise-cuda-graph-compiler
+--piecewise-cuda-graph-max-tokens --piecewise-cuda-graph-tokens --pipeline-parallel-size --port
+--pp-async-batch-depth --pp-max-micro-batch-size --pp-size --pre-warm-nccl
+--preferred-sampling-params --prefill-attention-backend --prefill-cp-mode
 --prefill-decode-interval --prefill-delayer-forward-passes-buckets
 --prefill-delayer-max-delay-ms --prefill-delayer-max-delay-passes
 --prefill-delayer-queue-min-ratio --prefill-delayer-token-usage-low-watermark

@@ -14,7 +14,7 @@ import (
 )
 
 // TestSweepOnEveryAcceptLengthSource runs a sweep on a real test host against SGLang release
-// profiles of the simulator: the oldest, the two older Decode-line shapes, the last without the
+// profiles of the simulator: the oldest, the three Decode-line shapes between, the last without the
 // verify counter, and the newest. On
 // each: every level ok, the effective speculative parameters and the engine version read back (from
 // /get_server_info or /server_info), and a per-level accept length within 0.05 of the simulator's
@@ -24,10 +24,13 @@ import (
 // EAGLE is the algorithm every release knows.
 func TestSweepOnEveryAcceptLengthSource(t *testing.T) {
 	eras := testhost.SimEras(t)
-	// 0.4.4 and 0.5.3.post2 are the Decode-line shapes between: "accept len" with "largest-len"
-	// and no "cuda graph", and "accept rate" while the line still starts "Decode batch.".
+	// 0.4.4, 0.5.3.post2 and 0.5.4 are the Decode-line shapes between: "accept len" with
+	// "largest-len" and no "cuda graph", "accept rate" while the line still starts "Decode batch.",
+	// and "Decode batch [FORWARD_CT],". The other releases' lines (0.4.2, 0.4.7, 0.4.9.post1) start
+	// "Decode batch." as 0.4.4's do and differ only after the accept length: sim's TestEraDecodeLine
+	// parses them with the same parser.
 	for _, c := range []struct{ era, source string }{{eras[0], "stream"}, {"0.4.4", "decode_log"}, {"0.5.3.post2", "decode_log"},
-		{eras[len(eras)-2], "decode_log"}, {eras[len(eras)-1], "metrics"}} {
+		{"0.5.4", "decode_log"}, {eras[len(eras)-2], "decode_log"}, {eras[len(eras)-1], "metrics"}} {
 		t.Run(c.era, func(t *testing.T) {
 			hosts := testhost.Boot(t, 1, testhost.Options{})
 			h := hosts[0]

@@ -4,7 +4,7 @@ options, sorted, wrapped at 95 columns. Run from the repository root."""
 import glob
 import json
 
-ORDER = ["0_4_1", "0_4_4", "0_5_2", "0_5_3_post2", "0_5_10", "2026-main"]
+ORDER = ["0_4_1", "0_4_2", "0_4_4", "0_4_7", "0_4_9_post1", "0_5_2", "0_5_3_post2", "0_5_4", "0_5_10", "2026-main"]
 tables = {p.split("/")[-1][:-5]: json.load(open(p)) for p in glob.glob("sim/flags/*.json")}
 names = sorted({n for t in tables.values() for f in t["flags"] for n in f["names"] if n.startswith("--")})
 rels = ", ".join(
