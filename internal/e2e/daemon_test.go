@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -58,13 +59,15 @@ type daemonProc struct {
 	cmd   *exec.Cmd
 	addr  string
 	token string // the API's bearer token, read from its file
+	// out is what the daemon printed (stdout and stderr); read it once the process has ended.
+	out *bytes.Buffer
 }
 
 func startDaemon(t testing.TB, db string, args ...string) *daemonProc {
 	t.Helper()
 	addr := freePort(t)
-	cmd, _ := startSpecsweep(t, append([]string{"daemon", "--db", db, "--listen", addr}, args...)...)
-	d := &daemonProc{cmd: cmd, addr: addr}
+	cmd, out := startSpecsweep(t, append([]string{"daemon", "--db", db, "--listen", addr}, args...)...)
+	d := &daemonProc{cmd: cmd, addr: addr, out: out}
 	waitFor(t, 30*time.Second, "the daemon's /healthz", func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {

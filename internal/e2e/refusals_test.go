@@ -16,17 +16,8 @@ func TestDaemonLogsRefusalsWithoutFlooding(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}
-	db := filepath.Join(t.TempDir(), "d.db")
-	addr := freePort(t)
-	cmd, out := startSpecsweep(t, "daemon", "--db", db, "--listen", addr)
-	waitFor(t, 30*time.Second, "the daemon's /healthz", func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	d := startDaemon(t, filepath.Join(t.TempDir(), "d.db"))
+	cmd, addr, out := d.cmd, d.addr, d.out
 	client := &http.Client{Timeout: 5 * time.Second}
 	for i := 0; i < 3000; i++ {
 		resp, err := client.Get("http://" + addr + "/api/sweeps")
