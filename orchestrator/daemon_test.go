@@ -209,13 +209,25 @@ func TestDaemonRunsSweepsSharingAMachineOneAfterTheOther(t *testing.T) {
 	if got := strings.Join(names, ""); got != "aaaabbbb" {
 		t.Errorf("claims on the shared machine in order %s, want a's then b's", got)
 	}
-	// Each machine restored once no sweep used it any more.
-	h.world.mu.Lock()
-	defer h.world.mu.Unlock()
-	for name, fh := range h.world.hosts {
-		if fh.restored < 1 {
-			t.Errorf("machine %s never restored", name)
+	// Each machine restored once no sweep used it any more. The restore follows the sweep's last
+	// state change (the daemon restores a machine once its last sweep has ended), so it is waited for.
+	unrestored := func() []string {
+		h.world.mu.Lock()
+		defer h.world.mu.Unlock()
+		var out []string
+		for name, fh := range h.world.hosts {
+			if fh.restored < 1 {
+				out = append(out, name)
+			}
 		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(unrestored()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, name := range unrestored() {
+		t.Errorf("machine %s never restored", name)
 	}
 }
 
