@@ -8,9 +8,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,12 +71,33 @@ type sweepFiles struct {
 
 func writeSpec(t testing.TB, text string) sweepFiles {
 	t.Helper()
+	text = onFreePort(t, text)
 	dir := t.TempDir()
 	f := sweepFiles{dir: dir, spec: filepath.Join(dir, "spec.yaml"), db: filepath.Join(dir, "sweep.db")}
 	if err := os.WriteFile(f.spec, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// reServerPort is a spec's server.port line.
+var reServerPort = regexp.MustCompile(`(?m)^  port: (\d+)$`)
+
+// onFreePort moves a local-driver spec's server to a port free now: its servers listen on this
+// machine's loopback, where another test process (or anything else) may hold the spec's fixed port.
+// Every whole-word occurrence of the port (server.port, --port) is replaced. Packing specs keep theirs
+// (their slots listen on port+slot) and so do hosts in their own network namespaces.
+func onFreePort(t testing.TB, text string) string {
+	t.Helper()
+	m := reServerPort.FindStringSubmatch(text)
+	if m == nil || !strings.Contains(text, "driver: local") || strings.Contains(text, "pack: true") {
+		return text
+	}
+	_, port, err := net.SplitHostPort(freePort(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(`\b`+m[1]+`\b`).ReplaceAllString(text, port)
 }
 
 // result of one specsweep invocation.
