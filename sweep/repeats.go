@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -25,10 +26,11 @@ func (p *parser) argsAt(n *yaml.Node, path string) ([]string, argNodes) {
 // repeatCheck warns about an option given more than once in the args a point passes to SGLang
 // (server.args, then the method's): argparse keeps the last, so the earlier ones do nothing.
 // The planner's own flags cannot repeat (the args may not carry them) and server.command is
-// taken to hold no options. A repeat within server.args is told once, not once per method.
+// taken to hold no options. A repeat within server.args is told once, not once per method, and
+// server.args is read once (a spec may hold many methods).
 func (p *parser) repeatCheck(s *Spec) {
 	srv := len(s.Server.Args)
-	at := func(m argNodes, i int) (string, *yaml.Node) {
+	where := func(m argNodes, i int) (string, *yaml.Node) {
 		if i < srv {
 			if i < len(p.serverArgNodes) {
 				return index("server.args", i), p.serverArgNodes[i]
@@ -40,29 +42,50 @@ func (p *parser) repeatCheck(s *Spec) {
 		}
 		return index(m.path, i-srv), nil
 	}
-	report := func(argv []string, m argNodes, r argparse.Repeat) {
-		last := r.At[len(r.At)-1]
-		lastPath, lastNode := at(m, last)
-		firstPath, firstNode := at(m, r.At[0])
+	// report warns at the first occurrence of option (indices in server.args + the method's args).
+	report := func(m argNodes, option string, at []int, last string) {
+		lastPath, lastNode := where(m, at[len(at)-1])
+		firstPath, firstNode := where(m, at[0])
 		times := "twice"
-		if len(r.At) > 2 {
-			times = fmt.Sprintf("%d times", len(r.At))
+		if len(at) > 2 {
+			times = fmt.Sprintf("%d times", len(at))
 		}
 		line := ""
 		if lastNode != nil {
 			line = fmt.Sprintf(" (line %d)", lastNode.Line)
 		}
-		p.warnf(firstNode, "%s: %s is given %s; SGLang uses the last occurrence, %s%s: %s", firstPath, r.Option, times,
-			lastPath, line, clip(shownOption(argv, last)))
+		p.warnf(firstNode, "%s: %s is given %s; SGLang uses the last occurrence, %s%s: %s", firstPath, option, times,
+			lastPath, line, clip(last))
 	}
-	for _, r := range argparse.Repeats(s.Server.Args) {
-		report(s.Server.Args, argNodes{}, r)
+	known := argparse.Known()
+	for _, r := range known.Repeats(s.Server.Args) {
+		report(argNodes{}, r.Option, r.At, shownOption(s.Server.Args, r.At[len(r.At)-1]))
+	}
+	if slices.Contains(s.Server.Args, "--") {
+		return // the method's args are not options
+	}
+	inServer := map[string][]int{}
+	for i, o := range known.Options(s.Server.Args) {
+		if o != "" {
+			inServer[o] = append(inServer[o], i)
+		}
 	}
 	for name, m := range s.Methods {
-		argv := append(append([]string{}, s.Server.Args...), m.Args...)
-		for _, r := range argparse.Repeats(argv) {
-			if r.At[len(r.At)-1] >= srv {
-				report(argv, p.methodArgNodes[name], r)
+		inMethod := map[string][]int{}
+		var order []string
+		for i, o := range known.Options(m.Args) {
+			if o == "" {
+				continue
+			}
+			if _, seen := inMethod[o]; !seen {
+				order = append(order, o)
+			}
+			inMethod[o] = append(inMethod[o], srv+i)
+		}
+		for _, o := range order {
+			at := slices.Concat(inServer[o], inMethod[o])
+			if len(at) > 1 {
+				report(p.methodArgNodes[name], o, at, shownOption(m.Args, at[len(at)-1]-srv))
 			}
 		}
 	}

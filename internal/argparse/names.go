@@ -1,6 +1,9 @@
 package argparse
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // The options of launch_server that specsweep reads or sets, named here once: every package
 // passes these to Last, Has, Set or MayName (which also take each one's aliases, below).
@@ -48,15 +51,23 @@ const aliasGroups = `
 // aliasesOf returns the names of the option name is one name of (name alone when it has no
 // alias).
 func aliasesOf(name string) []string {
-	for line := range strings.Lines(aliasGroups) {
-		g := strings.Fields(line)
-		for _, n := range g {
-			if n == name {
-				return g
-			}
+	// Only the lines name occurs in are split: this runs for every token of a spec's args.
+	rest := aliasGroups
+	for {
+		i := strings.Index(rest, name)
+		if i < 0 {
+			return []string{name}
 		}
+		start := strings.LastIndexByte(rest[:i], '\n') + 1
+		end := len(rest)
+		if j := strings.IndexByte(rest[i:], '\n'); j >= 0 {
+			end = i + j
+		}
+		if g := strings.Fields(rest[start:end]); slices.Contains(g, name) {
+			return g
+		}
+		rest = rest[end:]
 	}
-	return []string{name}
 }
 
 // Canonical returns the first name of the option names one of (its group in aliasGroups), so
@@ -107,13 +118,14 @@ const shortestAbbrev = `
 // shortest one a release expands to that option. It is the test for refusing an option where
 // specsweep sets it itself: a prefix ambiguous today but not in an older release is refused too.
 func MayName(tok string, names ...string) bool {
-	if Resolve(tok, names...) != "" {
-		return true
-	}
 	if !strings.HasPrefix(tok, "--") || len(tok) < 3 {
 		return false
 	}
-	for _, n := range expand(names) {
+	names = expand(names)
+	if resolve(tok, names) != "" {
+		return true
+	}
+	for _, n := range names {
 		if !strings.HasPrefix(n, tok) {
 			continue
 		}
@@ -126,32 +138,53 @@ func MayName(tok string, names ...string) bool {
 	return false
 }
 
+// Table is launch_server's options (options.go) sorted, for reading many tokens: build it once
+// with Known and keep it for a whole spec.
+type Table struct{ opts []string }
+
+// Known returns the table of every option of every release.
+func Known() *Table {
+	opts := strings.Fields(knownOptions)
+	slices.Sort(opts)
+	return &Table{opts}
+}
+
 // Option returns the long option tok (an option token, without "=value") stands for among every
-// option of launch_server (options.go), by Canonical name: tok itself when it is one, else the
-// one option it abbreviates. It returns "" when tok is none (unknown, ambiguous, not "--name").
-func Option(tok string) string {
+// option of launch_server, by Canonical name: tok itself when it is one, else the one option it
+// abbreviates. It returns "" when tok is none (unknown, ambiguous, not "--name").
+func (t *Table) Option(tok string) string {
 	if !strings.HasPrefix(tok, "--") || len(tok) < 3 {
 		return ""
 	}
-	var match string
-	for o := range strings.FieldsSeq(knownOptions) {
-		if o == tok {
-			return Canonical(o)
-		}
+	// The options tok is a prefix of are a run starting where tok would sort.
+	i, exact := slices.BinarySearch(t.opts, tok)
+	switch {
+	case exact:
+		return Canonical(tok)
+	case i >= len(t.opts) || !strings.HasPrefix(t.opts[i], tok):
+		return "" // unknown
+	case i+1 < len(t.opts) && strings.HasPrefix(t.opts[i+1], tok):
+		return "" // ambiguous
 	}
-	for o := range strings.FieldsSeq(knownOptions) {
-		if strings.HasPrefix(o, tok) {
-			if match != "" {
-				return "" // ambiguous
-			}
-			match = o
-		}
-	}
-	if match == "" {
-		return ""
-	}
-	return Canonical(match)
+	return Canonical(t.opts[i])
 }
+
+// Options returns, for each token of argv, the Canonical option it gives ("" for a value, an
+// unknown option, and every token from a lone "--" on).
+func (t *Table) Options(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "--" {
+			break
+		}
+		tok, _, _ := strings.Cut(a, "=")
+		out[i] = t.Option(tok)
+	}
+	return out
+}
+
+// Option is Known().Option(tok).
+func Option(tok string) string { return Known().Option(tok) }
 
 // Repeat is an option given more than once in an argv: argparse keeps the value of the last.
 type Repeat struct {
@@ -161,33 +194,23 @@ type Repeat struct {
 
 // Repeats returns the options given more than once in argv (by any name or abbreviation), in
 // the order of their first occurrence. Tokens after a lone "--" are not options.
-func Repeats(argv []string) []Repeat {
-	var all []Repeat
-	for i, a := range argv {
-		if a == "--" {
-			break
-		}
-		tok, _, _ := strings.Cut(a, "=")
-		o := Option(tok)
+func (t *Table) Repeats(argv []string) []Repeat {
+	at := map[string][]int{}
+	opts := t.Options(argv)
+	var order []string
+	for i, o := range opts {
 		if o == "" {
 			continue
 		}
-		found := false
-		for j := range all {
-			if all[j].Option == o {
-				all[j].At = append(all[j].At, i)
-				found = true
-				break
-			}
+		if _, seen := at[o]; !seen {
+			order = append(order, o)
 		}
-		if !found {
-			all = append(all, Repeat{Option: o, At: []int{i}})
-		}
+		at[o] = append(at[o], i)
 	}
-	out := all[:0]
-	for _, r := range all {
-		if len(r.At) > 1 {
-			out = append(out, r)
+	var out []Repeat
+	for _, o := range order {
+		if len(at[o]) > 1 {
+			out = append(out, Repeat{Option: o, At: at[o]})
 		}
 	}
 	return out

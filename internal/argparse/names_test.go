@@ -128,7 +128,7 @@ func TestRepeats(t *testing.T) {
 	argv := []string{"-m", "sglang.launch_server", "--speculative-algorithm", "EAGLE3", "--port", "1",
 		"--tp", "2", "--speculative-algo=NGRAM", "--tensor-parallel-size", "4", "--enable-metrics",
 		"--", "--port", "3"}
-	got := Repeats(argv)
+	got := Known().Repeats(argv)
 	want := []Repeat{{SpeculativeAlgorithm, []int{2, 8}}, {TPSize, []int{6, 9}}}
 	if len(got) != len(want) {
 		t.Fatalf("Repeats = %v, want %v", got, want)
@@ -138,7 +138,7 @@ func TestRepeats(t *testing.T) {
 			t.Errorf("Repeats[%d] = %v, want %v", i, got[i], want[i])
 		}
 	}
-	if r := Repeats([]string{"--port", "1", "--host", "h"}); len(r) != 0 {
+	if r := Known().Repeats([]string{"--port", "1", "--host", "h"}); len(r) != 0 {
 		t.Errorf("Repeats of distinct options = %v", r)
 	}
 }
