@@ -1,6 +1,7 @@
 package sweep_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -79,5 +80,22 @@ func TestRepeatedFlagWarning(t *testing.T) {
 	}
 	if clean := mustParse(t, spec("  b:\n  n: [--speculative-algorithm, NGRAM]", "  method: [b, n]\n  topk: [4]")); len(clean.Warnings) != 0 {
 		t.Errorf("warnings on a spec without repeats: %v", clean.Warnings)
+	}
+}
+
+// BenchmarkParseManyArgs parses a spec near the size limit whose args are all options (the
+// repeat check reads each token once): go test -run '^$' -bench ParseManyArgs ./sweep/
+func BenchmarkParseManyArgs(b *testing.B) {
+	var methods strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&methods, "  m%d: [--enable-metrics, --mem-frac, \"0.5\"]\n", i)
+	}
+	src := spec(methods.String()+"  b:", "  method: [b]")
+	src = strings.Replace(src, "args: [--model-path, /m]", "args: [--model-path, /m"+strings.Repeat(", --enable-metrics", 1000)+"]", 1)
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if _, err := sweep.Parse("spec.yaml", []byte(src)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
