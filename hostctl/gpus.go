@@ -48,13 +48,13 @@ func gpuSet(l Launch) []int {
 // launchTP is the launch's tensor parallelism: the argv's last --tp-size (as argparse reads it), 1
 // without one.
 func launchTP(l Launch) (int, error) {
-	v, ok := argparse.Last(l.Argv, "--tp-size", "--tensor-parallel-size")
+	v, ok := argparse.Last(l.Argv, argparse.TPSize)
 	if !ok {
 		return 1, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		return 0, fmt.Errorf("--tp-size %q is not a positive number", v)
+		return 0, fmt.Errorf("%s %q is not a positive number", argparse.TPSize, v)
 	}
 	return n, nil
 }

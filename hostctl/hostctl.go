@@ -155,7 +155,7 @@ func (l Launch) Validate() error {
 
 // argvPort is the port of the last --port in argv (or an abbreviation of it, as argparse reads it), or 0.
 func argvPort(argv []string) int {
-	v, ok := argparse.Last(argv, "--port")
+	v, ok := argparse.Last(argv, argparse.Port)
 	if !ok {
 		return 0
 	}

@@ -424,7 +424,7 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 // outside.
 func serverEndpoint(argv []string, port int) (host string, external bool) {
 	host = "127.0.0.1"
-	if v, ok := argparse.Last(argv, "--host"); ok {
+	if v, ok := argparse.Last(argv, argparse.Host); ok {
 		host = v
 	}
 	switch host {
@@ -440,7 +440,7 @@ func serverEndpoint(argv []string, port int) (host string, external bool) {
 // ${NAME} to the launch's environment substituted; the last one wins, as in
 // argparse), or "".
 func APIKey(l Launch) string {
-	key, _ := argparse.Last(ExpandArgv(l.Argv, l.Env), "--api-key")
+	key, _ := argparse.Last(ExpandArgv(l.Argv, l.Env), argparse.APIKey)
 	return key
 }
 

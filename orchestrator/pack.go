@@ -210,7 +210,7 @@ func (s *slot) tag(u Update) Update {
 func (s *slot) launchOn(argv []string, env map[string]string, port int) ([]string, map[string]string, int) {
 	port += s.k
 	if s.pool == nil {
-		return argparse.Set(argv, strconv.Itoa(port), "--port"), env, port
+		return argparse.Set(argv, strconv.Itoa(port), argparse.Port), env, port
 	}
 	out := make(map[string]string, len(env)+1)
 	for k, v := range env {
@@ -221,7 +221,7 @@ func (s *slot) launchOn(argv []string, env map[string]string, port int) ([]strin
 		ids[i] = strconv.Itoa(g)
 	}
 	out["CUDA_VISIBLE_DEVICES"] = strings.Join(ids, ",")
-	return argparse.Set(argv, strconv.Itoa(port), "--port"), out, port
+	return argparse.Set(argv, strconv.Itoa(port), argparse.Port), out, port
 }
 
 // words says where a packed point runs, for its events: "GPUs 2,3, port 30001".

@@ -19,7 +19,7 @@ const Redacted = "<redacted>"
 // credentialFlags are SGLang's options whose values are credentials (the flags of hostctl's redacted
 // server arguments, api_key and the others): a literal value given to one in the spec's args is
 // a secret like an env value.
-var credentialFlags = [][]string{{"--api-key"}, {"--admin-api-key"}, {"--hf-token"}, {"--ssl-keyfile-password"}}
+var credentialFlags = [][]string{{argparse.APIKey}, {argparse.AdminAPIKey}, {argparse.HFToken}, {argparse.SSLKeyfilePassword}}
 
 // minSecret: env values shorter than this are settings (a "1", "on"), not credentials; replacing
 // them would blank every such character run in the evidence and make it unreadable.

@@ -345,6 +345,7 @@ func (p *parser) server(n *yaml.Node, srv *Server) {
 		}},
 		{"args", false, func(v *yaml.Node) {
 			srv.Args, argNodes = p.args(v, "server.args", true)
+			p.serverArgNodes = argNodes
 		}},
 		{"env", false, func(v *yaml.Node) { srv.Env = p.env(v, "server.env") }},
 		{"port", false, func(v *yaml.Node) {
@@ -402,7 +403,8 @@ func (p *parser) args(n *yaml.Node, path string, server bool) ([]string, []*yaml
 		if !ok {
 			continue
 		}
-		name, _, hasValue := splitFlag(a)
+		name := flagName(a)
+		hasValue := name != "" && strings.Contains(a, "=")
 		if f, ok := matrixFlag(a); ok {
 			shown, by := f.flag, "matrix."+f.key
 			if name != f.flag {
@@ -413,11 +415,12 @@ func (p *parser) args(n *yaml.Node, path string, server bool) ([]string, []*yaml
 			}
 			p.errf(resolve(it), "%s: %s is set by the matrix (%s); remove it from %s", at, shown, by, path)
 		}
-		if isFlag(name, flagAlgorithm) {
-			switch {
-			case server:
-				p.errf(resolve(it), "%s: --speculative-algorithm belongs in a method's args (a method without it is a baseline)", at)
-			case !hasValue && i+1 >= len(items):
+		switch {
+		case name == "":
+		case server && argparse.MayName(name, flagAlgorithm):
+			p.errf(resolve(it), "%s: --speculative-algorithm belongs in a method's args (a method without it is a baseline)", at)
+		case !server && argparse.Resolve(name, flagAlgorithm) != "":
+			if !hasValue && i+1 >= len(items) {
 				p.errf(resolve(it), "%s: --speculative-algorithm needs a value", at)
 			}
 		}
@@ -439,6 +442,7 @@ func (p *parser) methods(n *yaml.Node) map[string]Method {
 	}
 	ms := map[string]Method{}
 	first := map[string]int{}
+	p.methodArgNodes = map[string]argNodes{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
 		name, ok := p.key(k, "methods")
@@ -459,10 +463,10 @@ func (p *parser) methods(n *yaml.Node) map[string]Method {
 		case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
 			// "baseline:" alone: no extra args.
 		case v.Kind == yaml.SequenceNode:
-			m.Args, _ = p.args(v, at, false)
+			m.Args, p.methodArgNodes[name] = p.argsAt(v, at)
 		case v.Kind == yaml.MappingNode:
 			p.object(v, at, []field{
-				{"args", false, func(a *yaml.Node) { m.Args, _ = p.args(a, at+".args", false) }},
+				{"args", false, func(a *yaml.Node) { m.Args, p.methodArgNodes[name] = p.argsAt(a, at+".args") }},
 				{"env", false, func(e *yaml.Node) { m.Env = p.env(e, at+".env") }},
 			})
 		default:

@@ -1,80 +1,63 @@
 package sweep
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/specsweep/specsweep/internal/argparse"
+)
 
 // SGLang flags the matrix sets on points (and the one that makes a method
-// speculative).
+// speculative); internal/argparse owns the names and their aliases.
 const (
-	FlagNumSteps       = "--speculative-num-steps"
-	FlagTopK           = "--speculative-eagle-topk"
-	FlagNumDraftTokens = "--speculative-num-draft-tokens"
-	FlagTPSize         = "--tp-size"
+	FlagNumSteps       = argparse.SpeculativeNumSteps
+	FlagTopK           = argparse.SpeculativeEagleTopK
+	FlagNumDraftTokens = argparse.SpeculativeNumDraftTokens
+	FlagTPSize         = argparse.TPSize
 	// Per algorithm: DFLASH's block size and DSPARK's gamma carry
 	// matrix.num_draft_tokens, NGRAM's BFS breadth carries matrix.topk.
-	FlagDFlashBlockSize    = "--speculative-dflash-block-size"
-	FlagDSparkBlockSize    = "--speculative-dspark-block-size"
-	FlagNgramMaxBFSBreadth = "--speculative-ngram-max-bfs-breadth"
-	flagAlgorithm          = "--speculative-algorithm"
-	flagPort               = "--port"
+	FlagDFlashBlockSize    = argparse.SpeculativeDFlashBlockSize
+	FlagDSparkBlockSize    = argparse.SpeculativeDSparkBlockSize
+	FlagNgramMaxBFSBreadth = argparse.SpeculativeNgramMaxBFSBreadth
+	flagAlgorithm          = argparse.SpeculativeAlgorithm
+	flagPort               = argparse.Port
 )
 
 // matrixFlagInfo is one flag the planner sets from a matrix list.
 type matrixFlagInfo struct {
 	flag string
-	// min is the shortest abbreviation SGLang's argparse (allow_abbrev)
-	// resolves to flag in some release: "--tp" is documented for --tp-size,
-	// and shorter prefixes are ambiguous there.
-	min string
-	key string // the matrix list it carries
-	as  string // for a flag of one algorithm, what it is to it
+	key  string // the matrix list it carries
+	as   string // for a flag of one algorithm, what it is to it
 }
 
 // matrixFlags lists the flags the matrix sets, in a fixed order.
 func matrixFlags() [7]matrixFlagInfo {
 	return [...]matrixFlagInfo{
-		{FlagNumSteps, "--speculative-num-s", "num_steps", ""},
-		{FlagTopK, "--speculative-eagle-t", "topk", ""},
-		{FlagNumDraftTokens, "--speculative-num-d", "num_draft_tokens", ""},
-		{FlagTPSize, "--tp", "tp", ""},
-		{FlagDFlashBlockSize, "--speculative-df", "num_draft_tokens", "DFLASH's block size"},
-		{FlagDSparkBlockSize, "--speculative-dsp", "num_draft_tokens", "DSPARK's gamma+1"},
-		{FlagNgramMaxBFSBreadth, "--speculative-ngram-max-b", "topk", "NGRAM's topk"},
+		{FlagNumSteps, "num_steps", ""},
+		{FlagTopK, "topk", ""},
+		{FlagNumDraftTokens, "num_draft_tokens", ""},
+		{FlagTPSize, "tp", ""},
+		{FlagDFlashBlockSize, "num_draft_tokens", "DFLASH's block size"},
+		{FlagDSparkBlockSize, "num_draft_tokens", "DSPARK's gamma+1"},
+		{FlagNgramMaxBFSBreadth, "topk", "NGRAM's topk"},
 	}
 }
 
-// minPrefix is the shortest abbreviation of a flag that argparse resolves to it.
-func minPrefix(full string) string {
-	if full == flagAlgorithm {
-		return "--speculative-al"
-	}
-	for _, f := range matrixFlags() {
-		if f.flag == full {
-			return f.min
-		}
-	}
-	return full
-}
-
-// splitFlag splits "--name=value" into its parts; an arg that is not a long
-// flag returns name "".
-func splitFlag(arg string) (name, value string, hasValue bool) {
+// flagName returns the option token of arg ("--name" of "--name=value"), or "" for an arg that
+// is not a long option.
+func flagName(arg string) string {
 	if !strings.HasPrefix(arg, "--") || len(arg) < 3 {
-		return "", "", false
+		return ""
 	}
-	return strings.Cut(arg, "=")
+	name, _, _ := strings.Cut(arg, "=")
+	return name
 }
 
-// isFlag reports whether name (without "=value") is full or an abbreviation
-// argparse would expand to full.
-func isFlag(name, full string) bool {
-	return name != "" && strings.HasPrefix(full, name) && len(name) >= len(minPrefix(full))
-}
-
-// matrixFlag returns what is known of the matrix flag arg sets, and whether it sets one.
+// matrixFlag returns what is known of the matrix flag arg may set in some release of SGLang
+// (the flag, an alias, or an abbreviation: argparse.MayName), and whether it may set one.
 func matrixFlag(arg string) (matrixFlagInfo, bool) {
-	name, _, _ := splitFlag(arg)
+	name := flagName(arg)
 	for _, f := range matrixFlags() {
-		if isFlag(name, f.flag) {
+		if name != "" && argparse.MayName(name, f.flag) {
 			return f, true
 		}
 	}

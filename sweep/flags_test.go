@@ -9,6 +9,11 @@ func TestMatrixFlag(t *testing.T) {
 		{"--tp-s", FlagTPSize},
 		{"--tp-size=4", FlagTPSize},
 		{"--tp=4", FlagTPSize},
+		{"--tensor-parallel-size", FlagTPSize}, // an alias
+		{"--tensor-parallel-size=2", FlagTPSize},
+		{"--te", FlagTPSize},          // 0.4.1 expands it to the alias
+		{"--speculative-e", FlagTopK}, // 0.4.1 knows no other --speculative-e*
+		{"--speculative-eagle", FlagTopK},
 		{"--t", ""}, // too short for argparse to resolve
 		{"--tp-sizes", ""},
 		{"--speculative-num-steps", FlagNumSteps},

@@ -48,6 +48,9 @@ func Parse(file string, data []byte) (*Spec, error) {
 		p.errs.sort()
 		return nil, p.errs
 	}
+	p.repeatCheck(s)
+	p.warns.sort()
+	s.Warnings = p.warns
 	s.File = file
 	s.Source = bytes.Clone(data)
 	return s, nil
@@ -117,6 +120,10 @@ type parser struct {
 	probeRefs  []*yaml.Node // parallel to Search.Probe
 	hostsOK    bool         // every host decoded cleanly: GPU counts and drivers are known
 	methodsOK  bool         // methods is a mapping: its names are known
+	// The nodes of server.args and of each method's args (parallel to the lists), for warnings.
+	serverArgNodes []*yaml.Node
+	methodArgNodes map[string]argNodes
+	warns          ErrorList
 
 	limits map[string]Limit // Limits by key, built on first use
 }
@@ -133,6 +140,15 @@ func (p *parser) errf(n *yaml.Node, format string, args ...any) {
 		line, col = n.Line, n.Column
 	}
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)})
+}
+
+// warnf records a warning: the spec is valid, but may not do what it reads as.
+func (p *parser) warnf(n *yaml.Node, format string, args ...any) {
+	line, col := 1, 1
+	if n != nil && n.Line > 0 {
+		line, col = n.Line, n.Column
+	}
+	p.warns = append(p.warns, &Error{File: p.file, Line: line, Col: col, Msg: "warning: " + fmt.Sprintf(format, args...)})
 }
 
 // resolve follows an alias (*name) to the anchored node.

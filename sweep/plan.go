@@ -45,7 +45,8 @@ type Point struct {
 	Argv           []string          `json:"argv"`
 	Env            map[string]string `json:"env,omitempty"`
 	Baseline       bool              `json:"baseline"`
-	// Algorithm is the method's --speculative-algorithm as written; "" for a baseline.
+	// Algorithm is the method's --speculative-algorithm as written, its last occurrence (the
+	// one SGLang reads); "" for a baseline.
 	Algorithm string `json:"algorithm,omitempty"`
 	// Params are the speculative parameters: which the command line requests
 	// and which it leaves to the server, with the values expected (the ones
@@ -73,7 +74,8 @@ func (p Point) Setting() string {
 	return p.Method + r.label(p)
 }
 
-// ArgvAlgorithm is the --speculative-algorithm of a point's argv ("" for none).
+// ArgvAlgorithm is the --speculative-algorithm of a point's argv as SGLang reads it (the last
+// occurrence; "" for none).
 func ArgvAlgorithm(argv []string) string { return Method{Args: argv}.Algorithm() }
 
 // Skipped is a matrix combination that is not run, and why.

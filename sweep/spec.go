@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/specsweep/specsweep/internal/argparse"
 	"github.com/specsweep/specsweep/internal/defaults"
 	"strconv"
 	"strings"
@@ -61,6 +62,9 @@ type Spec struct {
 	File string `json:"-"`
 	// Source is the spec text exactly as read, for storing with a sweep.
 	Source []byte `json:"-"`
+	// Warnings are what Parse found valid but likely not meant (an option given twice), each
+	// "warning: ..." at its position; not part of the hash.
+	Warnings ErrorList `json:"-"`
 }
 
 // Host is one GPU machine a sweep may use.
@@ -127,20 +131,14 @@ type Method struct {
 // (its args carry no --speculative-algorithm).
 func (m Method) Baseline() bool { return m.Algorithm() == "" }
 
-// Algorithm returns the value of --speculative-algorithm in the method's args,
-// or "" for a baseline.
+// Algorithm returns the value of --speculative-algorithm in the method's args
+// as SGLang's argparse reads it (the last occurrence, abbreviations taken), or
+// "" for a baseline.
 func (m Method) Algorithm() string {
-	for i, a := range m.Args {
-		name, value, hasValue := splitFlag(a)
-		if !isFlag(name, flagAlgorithm) {
-			continue
-		}
-		if hasValue {
-			return value
-		}
-		if i+1 < len(m.Args) {
-			return m.Args[i+1]
-		}
+	if v, ok := argparse.Last(m.Args, flagAlgorithm); ok {
+		return v
+	}
+	if argparse.Has(m.Args, flagAlgorithm) {
 		return "?" // a dangling flag still makes a speculative method; validation reports it
 	}
 	return ""

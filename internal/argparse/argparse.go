@@ -14,10 +14,14 @@ import (
 	"strings"
 )
 
-// Resolve names the long option token tok (without "=value") stands for, among names (an option
-// and its aliases, e.g. "--tp-size", "--tensor-parallel-size"): tok itself, or an abbreviation
-// that no other known option shares. It returns "" when tok is none of them.
-func Resolve(tok string, names ...string) string {
+// Resolve names the long option token tok (without "=value") stands for, among names (options,
+// each standing for itself and its aliases: "--tp-size" for "--tensor-parallel-size" too): tok
+// itself, or an abbreviation that no other known option shares. It returns "" when tok is none
+// of them.
+func Resolve(tok string, names ...string) string { return resolve(tok, expand(names)) }
+
+// resolve is Resolve over names already expanded.
+func resolve(tok string, names []string) string {
 	if !strings.HasPrefix(tok, "--") || len(tok) < 3 {
 		return ""
 	}
@@ -54,13 +58,14 @@ func Last(argv []string, names ...string) (string, bool) {
 // LastAt is Last with the index in argv of that occurrence's option token (-1 when none).
 func LastAt(argv []string, names ...string) (at int, value string, found bool) {
 	at = -1
+	names = expand(names)
 	for i := 0; i < len(argv); i++ {
 		a := argv[i]
 		if a == "--" {
 			break
 		}
 		tok, v, hasValue := strings.Cut(a, "=")
-		if Resolve(tok, names...) == "" {
+		if resolve(tok, names) == "" {
 			continue
 		}
 		j := i
@@ -78,11 +83,12 @@ func LastAt(argv []string, names ...string) (at int, value string, found bool) {
 
 // Has reports whether a store_true option (or an abbreviation of it) is given.
 func Has(argv []string, names ...string) bool {
+	names = expand(names)
 	for _, a := range argv {
 		if a == "--" {
 			return false
 		}
-		if tok, _, _ := strings.Cut(a, "="); Resolve(tok, names...) != "" {
+		if tok, _, _ := strings.Cut(a, "="); resolve(tok, names) != "" {
 			return true
 		}
 	}

@@ -17,7 +17,7 @@ func validateCmd() command {
 	return command{
 		name:    "validate",
 		args:    "SPEC",
-		summary: "Parse and validate a sweep spec; print every error as SPEC:LINE:COL: message.",
+		summary: "Parse and validate a sweep spec; print every error (and warning) as SPEC:LINE:COL: message.",
 		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
 			return func(ctx context.Context, env Env, pos []string) error {
 				path, err := oneArg(pos, "SPEC")
@@ -27,6 +27,11 @@ func validateCmd() command {
 				spec, err := loadSpec(path)
 				if err != nil {
 					return err
+				}
+				// Warnings (an option given twice) do not fail validation: the spec runs as
+				// SGLang reads it, which each warning spells out.
+				for _, w := range spec.Warnings {
+					fmt.Fprintln(env.Stderr, w)
 				}
 				p := spec.Plan()
 				fmt.Fprintf(env.Stdout, "%s: ok: sweep %q, %d points (%d skipped), %d runs\n",
