@@ -110,7 +110,7 @@ func (s *Sessions) LoginCode() (string, time.Time, error) {
 	return code, until, nil
 }
 
-// LoginPath implements orchestrator.SessionAuth.
+// LoginPath implements api.SessionAuth.
 func (s *Sessions) LoginPath(code string) string { return LoginPath(code) }
 
 // redeem trades a login code (once) for a new session's secret.
@@ -170,7 +170,7 @@ func (s *Sessions) liveLocked(d [32]byte, now time.Time) *session {
 // headerSecret is r's session secret ("" without one).
 func headerSecret(r *http.Request) string { return strings.TrimSpace(r.Header.Get(SessionHeader)) }
 
-// Admit implements orchestrator.SessionAuth: a live session's secret in SessionHeader, or, for a
+// Admit implements api.SessionAuth: a live session's secret in SessionHeader, or, for a
 // GET of the one path it was made for, a ticket (?ticket=, used up). Cookies are never read.
 func (s *Sessions) Admit(r *http.Request) (bool, string) {
 	sec := headerSecret(r)
@@ -244,7 +244,7 @@ func (s *Sessions) logout(r *http.Request) bool {
 }
 
 // RevokeAll ends every session (and its streams, at once) and forgets every unused login code and
-// ticket; it returns the number of sessions ended. orchestrator.SessionAuth, for `specsweep
+// ticket; it returns the number of sessions ended. api.SessionAuth, for `specsweep
 // dashboard --revoke`.
 func (s *Sessions) RevokeAll() int {
 	s.mu.Lock()

@@ -41,7 +41,7 @@ type Config struct {
 	Keepalive time.Duration
 }
 
-// Route is one path of the dashboard, as the daemon's API mounts it (orchestrator.Route): Open
+// Route is one path of the dashboard, as the daemon's API mounts it (api.Route): Open
 // needs no credential, Page answers a refusal with a login page.
 type Route struct {
 	Pattern string

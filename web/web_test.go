@@ -17,7 +17,7 @@ import (
 )
 
 // world is a dashboard over a real SQLite store with one sweep of two points, served by an
-// httptest server (the routes alone: credentials are the API's, tested in orchestrator), and a
+// httptest server (the routes alone: credentials are the API's, tested in package api), and a
 // logged-in session.
 type world struct {
 	t       *testing.T

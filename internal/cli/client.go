@@ -24,12 +24,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/api"
 )
 
 // The CLI's client of the daemon's API (docs/security.md, "The CLI authenticates the daemon"): it
 // finds the daemon in the address record the daemon wrote beside its database (DB.daemon), makes it
-// prove on one connection that it knows the token (GET /api/hello, orchestrator/hello.go), and only
+// prove on one connection that it knows the token (GET /api/hello, api/hello.go), and only
 // then sends the token, on that same connection.
 
 // daemonRecord is DB.daemon: where the daemon listens, written (0600, atomically) once it has bound
@@ -252,7 +252,7 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 
-	nonce := make([]byte, orchestrator.HelloNonceBytes)
+	nonce := make([]byte, api.HelloNonceBytes)
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("hello to the daemon: generating a nonce: %w", err)
 	}
@@ -284,7 +284,7 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 	if resp.StatusCode != http.StatusOK {
 		return nil, notDaemon(fmt.Sprintf("it answers GET /api/hello with %s", resp.Status))
 	}
-	var hj orchestrator.HelloJSON
+	var hj api.HelloJSON
 	if err := json.Unmarshal(body, &hj); err != nil {
 		return nil, notDaemon("its answer to GET /api/hello is not the daemon's")
 	}
@@ -292,10 +292,10 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 	if err != nil {
 		return nil, notDaemon("its answer to GET /api/hello is not the daemon's")
 	}
-	remote := orchestrator.NormalAddr(one.remoteAddr())
-	if !hmac.Equal(proof, orchestrator.HelloProof(token, nonce, scheme, remote)) {
-		if signed := orchestrator.NormalAddr(hj.Addr); signed != remote &&
-			hmac.Equal(proof, orchestrator.HelloProof(token, nonce, scheme, signed)) {
+	remote := api.NormalAddr(one.remoteAddr())
+	if !hmac.Equal(proof, api.HelloProof(token, nonce, scheme, remote)) {
+		if signed := api.NormalAddr(hj.Addr); signed != remote &&
+			hmac.Equal(proof, api.HelloProof(token, nonce, scheme, signed)) {
 			return nil, fmt.Errorf("the daemon answering at %s (connected to %s) proves itself for %s: a relay or port forward "+
 				"stands between; %s (give --listen %s to reach the daemon itself)", where, remote, signed, notDaemonHint, signed)
 		}
@@ -437,7 +437,7 @@ func apiCmd() command {
 					if *data == "-" && env.Stdin == nil {
 						err = errors.New("no standard input")
 					} else if *data == "-" {
-						body, err = io.ReadAll(io.LimitReader(env.Stdin, orchestrator.MaxBodyBytes+1))
+						body, err = io.ReadAll(io.LimitReader(env.Stdin, api.MaxBodyBytes+1))
 					} else {
 						body, err = os.ReadFile(*data)
 					}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/api"
 	"github.com/specsweep/specsweep/store"
 )
 
@@ -185,7 +185,7 @@ func TestDashboardSendsTheTokenOnlyToTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h, err := orchestrator.NewAPI(orchestrator.APIConfig{Store: st, Metrics: orchestrator.NewMetrics(st), Token: "another-daemons-token"})
+	h, err := api.NewAPI(api.APIConfig{Store: st, Metrics: api.NewMetrics(st), Token: "another-daemons-token"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/specsweep/specsweep/api"
 	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
@@ -72,7 +73,7 @@ func daemonCmd() command {
 				}
 				defer st.Close()
 
-				metrics := orchestrator.NewMetrics(st)
+				metrics := api.NewMetrics(st)
 				// The dashboard (docs/daemon.md): its event stream hears the daemon's updates at once.
 				sessions := web.NewSessions(nil)
 				dash, err := web.New(web.Config{Store: st, Sessions: sessions, Log: log})
@@ -81,7 +82,7 @@ func daemonCmd() command {
 				}
 				observe := func(id int64, u orchestrator.Update) {
 					metrics.Observe(id, u)
-					dash.Notify(id, u.ActivityKey(), orchestrator.ActivityToJSON(u))
+					dash.Notify(id, u.ActivityKey(), api.ActivityToJSON(u))
 				}
 				if *minEvery <= 0 {
 					return usagef("--min-every %s: want a positive duration", *minEvery)
@@ -123,9 +124,9 @@ func daemonCmd() command {
 					if err != nil && !*allowAnyKey {
 						log.Warn("no home directory: specs over the API may not name identity_file or known_hosts", "err", err)
 					}
-					h, err := orchestrator.NewAPI(orchestrator.APIConfig{Store: st, Daemon: d, Metrics: metrics,
+					h, err := api.NewAPI(api.APIConfig{Store: st, Daemon: d, Metrics: metrics,
 						Token: token, ListenHost: listenHost, Log: log, Sessions: sessions, Routes: dashboardRoutes(dash.Routes()),
-						Policy: orchestrator.SpecPolicy{AllowLocalDriver: *allowLocal, AllowAnyKeyPath: *allowAnyKey, Home: home, DatasetDir: *datasetDir}})
+						Policy: api.SpecPolicy{AllowLocalDriver: *allowLocal, AllowAnyKeyPath: *allowAnyKey, Home: home, DatasetDir: *datasetDir}})
 					if err != nil {
 						return fmt.Errorf("daemon: %w", err)
 					}
@@ -134,7 +135,7 @@ func daemonCmd() command {
 						return listenError(*listen, err)
 					}
 					scheme := "http"
-					srv = orchestrator.NewAPIServer(h, orchestrator.ServerTimeouts{}, log)
+					srv = api.NewAPIServer(h, api.ServerTimeouts{}, log)
 					if tlsConf != nil {
 						scheme, srv.TLSConfig = "https", tlsConf
 					}
@@ -256,7 +257,7 @@ func listenTLS(listen, certFile, keyFile string, insecure bool) (*tls.Config, er
 	if listen == "" {
 		return nil, usagef("--tls-cert without --listen: there is no API to serve")
 	}
-	c, err := orchestrator.ServerTLS(certFile, keyFile)
+	c, err := api.ServerTLS(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
@@ -375,9 +376,9 @@ func statusCmd() command {
 					return err
 				}
 				if *asJSON {
-					out := orchestrator.SweepDetailJSON{SweepJSON: orchestrator.SweepToJSON(s.Sweep, s.ETA)}
+					out := api.SweepDetailJSON{SweepJSON: api.SweepToJSON(s.Sweep, s.ETA)}
 					for _, p := range s.Points {
-						out.Points = append(out.Points, orchestrator.PointToJSON(p))
+						out.Points = append(out.Points, api.PointToJSON(p))
 					}
 					return writeIndentedJSON(env.Stdout, out)
 				}
@@ -403,7 +404,7 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	var out []orchestrator.SweepJSON
+	var out []api.SweepJSON
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
 	searched := slices.ContainsFunc(sws, func(s store.Sweep) bool { return s.Waiting+s.Pruned > 0 })
 	if !asJSON {
@@ -421,7 +422,7 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 			}
 		}
 		if asJSON {
-			out = append(out, orchestrator.SweepToJSON(s, e))
+			out = append(out, api.SweepToJSON(s, e))
 			continue
 		}
 		state := string(s.State)
@@ -437,7 +438,7 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 	}
 	if asJSON {
 		if out == nil {
-			out = []orchestrator.SweepJSON{}
+			out = []api.SweepJSON{}
 		}
 		return writeIndentedJSON(env.Stdout, out)
 	}

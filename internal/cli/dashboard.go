@@ -9,15 +9,15 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/api"
 	"github.com/specsweep/specsweep/web"
 )
 
 // dashboardRoutes turns the dashboard's routes into the API's.
-func dashboardRoutes(rs []web.Route) []orchestrator.Route {
-	out := make([]orchestrator.Route, len(rs))
+func dashboardRoutes(rs []web.Route) []api.Route {
+	out := make([]api.Route, len(rs))
 	for i, r := range rs {
-		out[i] = orchestrator.Route{Pattern: r.Pattern, Handler: r.Handler, Open: r.Open, Page: r.Page}
+		out[i] = api.Route{Pattern: r.Pattern, Handler: r.Handler, Open: r.Open, Page: r.Page}
 	}
 	return out
 }
@@ -45,7 +45,7 @@ func dashboardCmd() command {
 				if code != http.StatusOK {
 					return fmt.Errorf("dashboard: the daemon refused a login code: %s", apiError(code, body))
 				}
-				var lc orchestrator.LoginCodeJSON
+				var lc api.LoginCodeJSON
 				if err := json.Unmarshal(body, &lc); err != nil {
 					return fmt.Errorf("dashboard: the daemon's answer: %w", err)
 				}
@@ -68,7 +68,7 @@ func revokeSessions(ctx context.Context, env Env, df daemonFlags) error {
 	if code != http.StatusOK {
 		return fmt.Errorf("dashboard --revoke: the daemon refused: %s", apiError(code, body))
 	}
-	var rv orchestrator.RevokeJSON
+	var rv api.RevokeJSON
 	if err := json.Unmarshal(body, &rv); err != nil {
 		return fmt.Errorf("dashboard --revoke: the daemon's answer: %w", err)
 	}

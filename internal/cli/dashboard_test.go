@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/api"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/web"
 )
@@ -34,7 +34,7 @@ func dashboardDaemon(t *testing.T) (dbFile, listen, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := orchestrator.NewAPI(orchestrator.APIConfig{Store: st, Metrics: orchestrator.NewMetrics(st), Token: token,
+	h, err := api.NewAPI(api.APIConfig{Store: st, Metrics: api.NewMetrics(st), Token: token,
 		ListenHost: "127.0.0.1", Sessions: sessions, Routes: dashboardRoutes(dash.Routes())})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package orchestrator
+package api
 
 import (
 	"encoding/json"

@@ -1,4 +1,10 @@
-package orchestrator
+// Package api is the daemon's HTTP server: its routes (the JSON API, /healthz, /metrics, and the
+// dashboard's routes it mounts from package web), the Host and Origin guard, the credentials (the
+// bearer token, browser sessions through SessionAuth, the hello that proves the daemon to the CLI),
+// the policy for specs submitted over HTTP, the Prometheus metrics and the server's timeouts. It
+// calls the orchestrator for the domain (Submit, Status, the Daemon's activity); the orchestrator
+// knows nothing of HTTP.
+package api
 
 import (
 	"context"
@@ -22,14 +28,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/specsweep/specsweep/internal/refusals"
+	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
 )
 
 // APIStore is what the status API reads and writes (*store.DB satisfies it).
 type APIStore interface {
-	SubmitStore
-	StatusStore
+	orchestrator.SubmitStore
+	orchestrator.StatusStore
 	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
 	ListSweepsPage(ctx context.Context, pg store.SweepPage) ([]store.Sweep, bool, error)
 	CancelSweep(ctx context.Context, id int64, reason string) error
@@ -38,7 +45,7 @@ type APIStore interface {
 }
 
 // SessionAuth admits a browser's requests (the dashboard's sessions, package web): implemented
-// outside the orchestrator. nil in APIConfig: bearer tokens only.
+// outside this package. nil in APIConfig: bearer tokens only.
 type SessionAuth interface {
 	// Admit reports whether r carries a live session in a credential the page sent itself (never
 	// one a browser attaches by itself, such as a cookie). refusal says why a request that tried is
@@ -91,18 +98,18 @@ func NewMetrics(st APIStore) *Metrics {
 }
 
 // Observe feeds a sweep's update into the metrics.
-func (m *Metrics) Observe(_ int64, u Update) {
+func (m *Metrics) Observe(_ int64, u orchestrator.Update) {
 	switch u.Phase {
-	case PhaseReady:
+	case orchestrator.PhaseReady:
 		m.ready.Observe(u.Duration.Seconds())
 		m.hostUp.WithLabelValues(u.Host).Set(1)
-	case PhaseDone:
+	case orchestrator.PhaseDone:
 		m.duration.WithLabelValues("done").Observe(u.Duration.Seconds())
-	case PhaseFailed:
+	case orchestrator.PhaseFailed:
 		m.duration.WithLabelValues("failed").Observe(u.Duration.Seconds())
-	case PhaseRetry:
+	case orchestrator.PhaseRetry:
 		m.hostUp.WithLabelValues(u.Host).Set(0)
-	case PhaseStarting:
+	case orchestrator.PhaseStarting:
 		// Set on first sight, so every host of a running sweep is listed.
 		m.hostUp.WithLabelValues(u.Host)
 	}
@@ -142,7 +149,7 @@ const MaxBodyBytes = 1 << 20
 // APIConfig wires the daemon's HTTP API.
 type APIConfig struct {
 	Store   APIStore
-	Daemon  *Daemon // for the hosts' current activity; may be nil
+	Daemon  *orchestrator.Daemon // for the hosts' current activity; may be nil
 	Metrics *Metrics
 	// Token is required as "Authorization: Bearer TOKEN" on every /api/ path (compared in constant
 	// time); NewAPI refuses an empty one. /healthz and /metrics are open (nothing secret in them).
@@ -171,10 +178,10 @@ type APIConfig struct {
 // MaxBodyBytes (413); a submitted spec must pass cfg.Policy (403).
 func NewAPI(c APIConfig) (http.Handler, error) {
 	if c.Token == "" {
-		return nil, errors.New("orchestrator: the API needs a bearer token")
+		return nil, errors.New("api: the API needs a bearer token")
 	}
 	if c.Store == nil || c.Metrics == nil {
-		return nil, errors.New("orchestrator: the API needs a store and metrics")
+		return nil, errors.New("api: the API needs a store and metrics")
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -509,7 +516,7 @@ func PointToJSON(p store.Point) PointJSON {
 }
 
 // ActivityToJSON renders what a host or slot is doing (the API's activity, the dashboard's events).
-func ActivityToJSON(u Update) ActivityJSON {
+func ActivityToJSON(u orchestrator.Update) ActivityJSON {
 	j := ActivityJSON{Host: u.Host, GPUs: u.GPUs, Point: u.Point, Label: u.Label, Phase: string(u.Phase), Detail: u.Detail, At: u.At.UnixMilli()}
 	if u.Slot > 0 {
 		k := u.Slot - 1
@@ -570,7 +577,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	for _, s := range sws {
 		var e time.Duration
 		if s.State == store.SweepRunning {
-			if st, err := Status(r.Context(), a.c.Store, s.ID); err == nil {
+			if st, err := orchestrator.Status(r.Context(), a.c.Store, s.ID); err == nil {
 				e = st.ETA
 			}
 		}
@@ -601,7 +608,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, err := Status(r.Context(), a.c.Store, id)
+	st, err := orchestrator.Status(r.Context(), a.c.Store, id)
 	if errors.Is(err, store.ErrNotFound) {
 		httpError(w, http.StatusNotFound, fmt.Sprintf("no sweep %d", id))
 		return
@@ -657,16 +664,16 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, map[string]any{"error": "spec refused: " + pe.Error(), "errors": pe.Problems})
 		return
 	}
-	opts := SubmitOptions{Cron: r.URL.Query().Get("cron")}
+	opts := orchestrator.SubmitOptions{Cron: r.URL.Query().Get("cron")}
 	if at := r.URL.Query().Get("at"); at != "" {
 		if opts.At, err = time.Parse(time.RFC3339, at); err != nil {
 			httpError(w, http.StatusBadRequest, fmt.Sprintf("at=%q is not an RFC 3339 time", at))
 			return
 		}
 	}
-	sw, err := Submit(r.Context(), a.c.Store, spec, opts)
-	var conflict *ScheduleConflictError
-	var bad *CronError
+	sw, err := orchestrator.Submit(r.Context(), a.c.Store, spec, opts)
+	var conflict *orchestrator.ScheduleConflictError
+	var bad *orchestrator.CronError
 	switch {
 	case errors.As(err, &conflict) && conflict.FromSpec:
 		httpError(w, http.StatusBadRequest, "at= conflicts with the spec's schedule.cron: a scheduled spec fires by itself")
