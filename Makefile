@@ -7,7 +7,13 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    = -X github.com/specsweep/specsweep/internal/cli.version=$(VERSION)
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build run test unit lint bench fuzz clean
+# staticcheck, pinned (release 2026.2.2, the latest when pinned; it supports go 1.26). make tools
+# installs it where go install puts binaries; make lint takes the one on PATH, else that one.
+STATICCHECK_VERSION = v0.8.2
+TOOLBIN      = $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
+STATICCHECK ?= $(or $(shell command -v staticcheck 2>/dev/null),$(TOOLBIN)/staticcheck)
+
+.PHONY: all build run test unit lint tools bench fuzz clean
 
 all: build
 
@@ -33,6 +39,20 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@[ -x "$(STATICCHECK)" ] || { echo "staticcheck not found: installing $(STATICCHECK_VERSION)"; $(MAKE) --no-print-directory tools; }
+	$(STATICCHECK) ./...
+
+# Installs staticcheck $(STATICCHECK_VERSION) unless that version, built by this Go, is already there.
+tools:
+	@bin='$(TOOLBIN)/staticcheck'; m=$$($(GO) version -m "$$bin" 2>/dev/null); \
+	if printf '%s\n' "$$m" | head -1 | grep -qF ": $$($(GO) env GOVERSION)" && \
+	   printf '%s\n' "$$m" | grep -qE '^\s+mod\s+honnef\.co/go/tools\s+$(STATICCHECK_VERSION)\s'; then \
+		echo "staticcheck $(STATICCHECK_VERSION) is in $$bin"; \
+	else \
+		echo "installing staticcheck $(STATICCHECK_VERSION) in $$bin"; \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
 
 # Benchmarks print their figures; see docs/benchmarks.md.
 bench:

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/specsweep/specsweep/internal/refusals"
@@ -92,7 +93,7 @@ func NewMetrics(st APIStore) *Metrics {
 			Help: "1 while the host answers, 0 after host trouble (until it answers again)."}, []string{"host"}),
 	}
 	m.reg.MustRegister(m.duration, m.ready, m.hostUp, &storeCollector{st: st},
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

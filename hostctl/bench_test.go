@@ -176,7 +176,7 @@ func BenchmarkPointOverhead(b *testing.B) {
 func benchPointOverhead(b *testing.B, dbus bool) {
 	_, r := benchHostOpts(b, dbus)
 	ctx := context.Background()
-	var write, reload, start, stop, poll, whole []float64
+	var write, reload, start, stop, poll []float64
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	l := benchLaunch(map[string]string{"SGLANGSIM_LOAD_SECONDS": "2"})
 	for b.Loop() {
@@ -211,7 +211,6 @@ func benchPointOverhead(b *testing.B, dbus bool) {
 			b.Fatalf("stop: %+v %v", res, err)
 		}
 		stop = append(stop, ms(time.Since(t4)))
-		whole = append(whole, ms(time.Since(t0)))
 	}
 	b.ReportMetric(percentile(write, 0.5), "p50-dropin-write-ms")
 	b.ReportMetric(percentile(reload, 0.5), "p50-daemon-reload-ms")

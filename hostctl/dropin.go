@@ -2,8 +2,6 @@ package hostctl
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -353,14 +351,6 @@ func ManagedUnit(unitName string) []byte {
 	return []byte("# Created by specsweep (create_unit: true); removed when the sweep is restored.\n" +
 		"[Unit]\nDescription=SGLang server managed by specsweep (" + unitName + ")\n\n" +
 		"[Service]\nType=simple\nExecStart=/bin/false\nRestart=no\nKillMode=control-group\n")
-}
-
-func sha256hex(b []byte) string {
-	if b == nil {
-		return ""
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // unquoteExec splits an ExecStart= value the way systemd does for the

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"strings"
+	"path/filepath"
 	"testing"
 
 	"github.com/specsweep/specsweep/hostctl"
@@ -19,26 +19,28 @@ import (
 func hostctlClasses(t *testing.T) map[string]bool {
 	t.Helper()
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, "../hostctl", func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
+	// The package's non-test files for this build (go/build applies build constraints, which
+	// parser.ParseDir, deprecated, did not).
+	pkg, err := build.ImportDir("../hostctl", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.CONST {
-					continue
-				}
-				for _, sp := range g.Specs {
-					vs := sp.(*ast.ValueSpec)
-					if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Class" {
-						for _, n := range vs.Names {
-							names[n.Name] = true
-						}
+	for _, name := range append(pkg.GoFiles, pkg.CgoFiles...) {
+		f, err := parser.ParseFile(fset, filepath.Join(pkg.Dir, name), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, sp := range g.Specs {
+				vs := sp.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Class" {
+					for _, n := range vs.Names {
+						names[n.Name] = true
 					}
 				}
 			}

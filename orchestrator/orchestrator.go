@@ -145,6 +145,18 @@ const (
 	PhaseRestored Phase = "restored"
 )
 
+// The values defaults fills into a Config's zero fields (their meaning: the fields' comments).
+const (
+	DefaultMaxAttempts     = 3
+	DefaultRetryBackoff    = 2 * time.Second
+	DefaultMaxBackoff      = time.Minute
+	DefaultCheckInterval   = 500 * time.Millisecond
+	DefaultSilenceProbe    = 3 * time.Second
+	DefaultLivenessTimeout = 15 * time.Second
+	DefaultWatchInterval   = time.Second
+	DefaultCleanupTimeout  = 30 * time.Second
+)
+
 func (c *Config) defaults() error {
 	if c.Store == nil {
 		return errors.New("orchestrator: no store")
@@ -172,28 +184,28 @@ func (c *Config) defaults() error {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 3
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.RetryBackoff <= 0 {
-		c.RetryBackoff = 2 * time.Second
+		c.RetryBackoff = DefaultRetryBackoff
 	}
 	if c.MaxBackoff <= 0 {
-		c.MaxBackoff = time.Minute
+		c.MaxBackoff = DefaultMaxBackoff
 	}
 	if c.CheckInterval <= 0 {
-		c.CheckInterval = 500 * time.Millisecond
+		c.CheckInterval = DefaultCheckInterval
 	}
 	if c.SilenceProbe <= 0 {
-		c.SilenceProbe = 3 * time.Second
+		c.SilenceProbe = DefaultSilenceProbe
 	}
 	if c.LivenessTimeout <= 0 {
-		c.LivenessTimeout = 15 * time.Second
+		c.LivenessTimeout = DefaultLivenessTimeout
 	}
 	if c.WatchInterval <= 0 {
-		c.WatchInterval = time.Second
+		c.WatchInterval = DefaultWatchInterval
 	}
 	if c.CleanupTimeout <= 0 {
-		c.CleanupTimeout = 30 * time.Second
+		c.CleanupTimeout = DefaultCleanupTimeout
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -650,12 +651,27 @@ func TestShutdownIdleAndForced(t *testing.T) {
 		t.Errorf("--log-level warning: want warnings only, got %s", tail(l, 5))
 	}
 
-	go forced.sse("/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "x"}}, "max_tokens": 100000, "ignore_eos": true})
-	time.Sleep(30 * time.Millisecond)
+	// A stream in flight when SIGTERM comes. Its goroutine only reports to this one (t.Fatalf must be
+	// called from the test's goroutine): the headers' arrival, then its end when the server exits.
+	started, streamEnded := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(streamEnded)
+		b, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"role": "user", "content": "x"}}, "max_tokens": 100000, "ignore_eos": true, "stream": true})
+		resp, err := client.Post(forced.base+"/v1/chat/completions", "application/json", bytes.NewReader(b))
+		started <- err
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	if err := <-started; err != nil {
+		t.Fatalf("forced: POST a stream: %v", err)
+	}
 	forced.cmd.Process.Signal(syscall.SIGTERM)
 	if ws := forced.wait(5 * time.Second); !killedBySIGKILL(ws) {
 		t.Errorf("forced: %v", ws)
 	}
+	<-streamEnded
 	if !strings.Contains(forced.stderr.String(), "Force exiting... remaining number of requests 1") {
 		t.Errorf("forced log: %s", tail(forced.stderr.String(), 3))
 	}

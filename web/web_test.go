@@ -272,7 +272,7 @@ func TestRevokeClosesOpenStreams(t *testing.T) {
 	w := newWorldKeepalive(t, time.Hour)
 	other := w.login()
 	a := w.stream("")
-	w.secret, other = other, w.secret
+	w.secret = other
 	b := w.stream("")
 	a.next()
 	b.next()

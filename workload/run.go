@@ -42,7 +42,6 @@ type runner struct {
 	lastEnd     time.Time
 	sent        atomic.Int64
 	workerPool  sync.Pool
-	estPrompt   func(p string) int64
 	measureFrom time.Time
 }
 

@@ -29,10 +29,7 @@ func main() {
 	only := flag.String("profile", "", "run only this profile (a built-in name or a file)")
 	flag.Parse()
 
-	var profiles []string
-	for _, n := range sim.ProfileNames() {
-		profiles = append(profiles, n)
-	}
+	profiles := append([]string(nil), sim.ProfileNames()...)
 	files, _ := filepath.Glob("sim/testdata/profiles/*.json")
 	for _, f := range files {
 		if b := filepath.Base(f); b == "early-plateau.json" || b == "late-peak.json" || b == "second-rise.json" {

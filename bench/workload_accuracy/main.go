@@ -126,18 +126,18 @@ func median(v []float64) float64 {
 }
 
 type figures struct {
-	conc                        int
-	scale                       float64
-	requests                    int
-	clientTTFT, truthTTFT       float64 // medians, ms
-	overhead                    float64 // median of per-request (client - truth) TTFT, ms
-	clientTokS, truthTokS       float64
-	clientAccept, truthAccept   float64
-	cpuPerMTok, tokS, chunksS   float64
-	tokens, chunks              int64
-	cpuSeconds, wallSeconds     float64
-	clientCPUPercentOfOneCore   float64
-	medianITLClient, itlTruthMs float64
+	conc                      int
+	scale                     float64
+	requests                  int
+	clientTTFT, truthTTFT     float64 // medians, ms
+	overhead                  float64 // median of per-request (client - truth) TTFT, ms
+	clientTokS, truthTokS     float64
+	clientAccept, truthAccept float64
+	cpuPerMTok, tokS, chunksS float64
+	tokens, chunks            int64
+	cpuSeconds, wallSeconds   float64
+	clientCPUPercentOfOneCore float64
+	medianITLClient           float64
 }
 
 func measure(dir string, conc, requests, in, out int, scale float64, simArgs ...string) (*figures, error) {
