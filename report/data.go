@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -382,8 +381,9 @@ func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[st
 	return nil
 }
 
-// setPacking reads the "ran_beside" events the orchestrator records at the end of each packed
-// point ("ran beside 3 other point(s): id1, id2, id3"): the latest of a point gives its count.
+// setPacking reads the ran_beside events the orchestrator records at the end of each packed point
+// by their structured fields (store.Event.RanBeside), never their prose: the latest of a point
+// gives its count.
 func setPacking(ctx context.Context, db *store.DB, sweepID int64, byID map[string]*Point) error {
 	evs, err := db.Events(ctx, sweepID, "")
 	if err != nil {
@@ -391,28 +391,14 @@ func setPacking(ctx context.Context, db *store.DB, sweepID int64, byID map[strin
 	}
 	for _, e := range evs { // in order: a later event overrides an earlier one
 		p := byID[e.PointID]
-		if p == nil || e.Kind != "ran_beside" {
+		if p == nil {
 			continue
 		}
-		if n, ok := besideCount(e.Detail); ok {
-			p.Packed, p.Beside = true, n
+		if rb, ok := e.RanBeside(); ok {
+			p.Packed, p.Beside = true, rb.Beside
 		}
 	}
 	return nil
-}
-
-// besideCount is the number after "ran beside " in a ran_beside event's detail.
-func besideCount(detail string) (int, bool) {
-	rest, ok := strings.CutPrefix(detail, "ran beside ")
-	if !ok {
-		return 0, false
-	}
-	num, _, _ := strings.Cut(rest, " ")
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
 }
 
 // PackedPoints are the points that ran on a packed host and recorded it, in plan order.
