@@ -26,7 +26,8 @@ type Sweep struct {
 	Hosts    []store.Host
 	// Points are in plan order.
 	Points []*Point
-	// Levels are the concurrency levels with at least one ok run, ascending.
+	// Levels are the concurrency levels at which some point has a level that counts (sweep.Repeats),
+	// ascending.
 	Levels []int
 	// TPs are the tensor-parallel sizes of the points, ascending.
 	TPs []int
