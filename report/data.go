@@ -325,9 +325,6 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 				Requested: [3]*int{r.NumSteps, r.TopK, r.NumDraftTokens}}
 			points[s][r.PointID] = p
 			s.Points = append(s.Points, p)
-			if !slices.Contains(s.TPs, p.TP) {
-				s.TPs = append(s.TPs, p.TP)
-			}
 		}
 		agg.add(s, p, r)
 	})
@@ -338,7 +335,6 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 	for _, s := range out {
 		// Only the points with a level that counts: a point whose every level failed is not there.
 		s.Points = slices.DeleteFunc(s.Points, func(p *Point) bool { return len(p.Cells) == 0 })
-		s.TPs = s.TPs[:0]
 		for _, p := range s.Points {
 			if !slices.Contains(s.TPs, p.TP) {
 				s.TPs = append(s.TPs, p.TP)
