@@ -376,8 +376,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 			sl.gpus = nil
 			// The point's neighbours over its whole run, for the report's "ran beside N others".
 			beside := sl.pool.companions(p.ID)
-			r.event(context.WithoutCancel(ctx), sr.id, p.ID, h.Name(), "ran_beside",
-				fmt.Sprintf("ran beside %d other point(s)%s", len(beside), idList(beside)))
+			r.addEvent(context.WithoutCancel(ctx), store.RanBesideEvent(sr.id, p.ID, h.Name(), beside))
 		}
 		release()
 		if errors.Is(err, errHostUnusable) {
@@ -914,6 +913,13 @@ func (r *Runner) event(ctx context.Context, sweepID int64, pointID, host, kind, 
 	if err := r.cfg.Store.AddEvent(ctx, store.Event{SweepID: sweepID, PointID: pointID, Host: host, Kind: kind,
 		Detail: detail}); err != nil {
 		r.cfg.Log.Warn("cannot record event", "kind", kind, "err", err)
+	}
+}
+
+// addEvent records an event with its structured fields (store.Event.Data).
+func (r *Runner) addEvent(ctx context.Context, e store.Event) {
+	if err := r.cfg.Store.AddEvent(ctx, e); err != nil {
+		r.cfg.Log.Warn("cannot record event", "kind", e.Kind, "err", err)
 	}
 }
 

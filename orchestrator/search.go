@@ -53,7 +53,7 @@ func (s *searcher) decide(ctx context.Context, sweepID int64) (searchState, []sw
 	known := make(map[string]sweep.PointResult, len(pts))
 	var state searchState
 	for _, p := range pts {
-		known[p.PointID] = knowledge(p)
+		known[p.PointID] = SearchKnowledge(p)
 		switch p.State {
 		case store.PointWaiting:
 			state.waiting++
@@ -85,8 +85,9 @@ func (s *searcher) wait() <-chan struct{} {
 	return s.changed
 }
 
-// knowledge is what the search knows of a stored point: its ok runs, by level.
-func knowledge(p store.SearchPoint) sweep.PointResult {
+// SearchKnowledge is what the search knows of a stored point: its levels that count, by the one
+// aggregation of repeats (sweep.Repeats) the report and `runs --best` read too.
+func SearchKnowledge(p store.SearchPoint) sweep.PointResult {
 	switch p.State {
 	case store.PointWaiting:
 		return sweep.PointResult{Knowledge: sweep.Undecided}
@@ -97,30 +98,29 @@ func knowledge(p store.SearchPoint) sweep.PointResult {
 		return sweep.PointResult{Knowledge: sweep.Dropped}
 	}
 	r := sweep.PointResult{Knowledge: sweep.Measured, Levels: map[int]sweep.LevelResult{}}
-	accept := map[int][]float64{}
-	failed := map[int]bool{}
+	levels := map[int]*sweep.Repeats{}
 	for _, run := range p.Runs {
-		if run.Status != store.RunOK || run.OutputTokS == nil {
-			failed[run.Concurrency] = true
-			continue
+		reps := levels[run.Concurrency]
+		if reps == nil {
+			reps = &sweep.Repeats{}
+			levels[run.Concurrency] = reps
 		}
-		l := r.Levels[run.Concurrency]
-		l.OutputTokS = append(l.OutputTokS, *run.OutputTokS)
-		r.Levels[run.Concurrency] = l
-		if run.AcceptLength != nil {
-			accept[run.Concurrency] = append(accept[run.Concurrency], *run.AcceptLength)
-		}
+		var rr sweep.RepeatRun
+		rr.OK = run.Status == store.RunOK
+		rr.Figures[sweep.OutputTokS], rr.Figures[sweep.AcceptLength] = run.OutputTokS, run.AcceptLength
+		reps.Add(rr)
 	}
-	for c, l := range r.Levels {
-		if failed[c] {
-			// A level counts only when every repeat of it measured (docs/schema.md's rule for a run).
-			delete(r.Levels, c)
+	for c, reps := range levels {
+		// The one rule of which repeats count (sweep.Repeats), as the report's: a level with a
+		// failed repeat is not a measurement of the configuration.
+		if !reps.Counts() {
 			continue
 		}
-		if a := accept[c]; len(a) == len(l.OutputTokS) {
-			l.AcceptLength = sweep.Median(a)
-			r.Levels[c] = l
+		l := sweep.LevelResult{OutputTokS: reps.Values(sweep.OutputTokS)}
+		if a := reps.Stat(sweep.AcceptLength); a.N == len(l.OutputTokS) {
+			l.AcceptLength = a.Median
 		}
+		r.Levels[c] = l
 	}
 	return r
 }

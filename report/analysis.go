@@ -7,16 +7,15 @@ import (
 	"github.com/specsweep/specsweep/sweep"
 )
 
-// Noise tells whether the winner's margin over the runner-up is outside run-to-run noise.
-type Noise string
+// Noise tells whether the winner's margin over the runner-up is outside run-to-run noise: the one
+// aggregation's verdict (sweep.NoiseOf), which the search applies too.
+type Noise = sweep.Noise
 
+// The verdicts (sweep.NoiseClear, NoiseWithin, NoiseUnknown).
 const (
-	// NoiseClear: with repeats, the winner's slowest run beats the runner-up's fastest.
-	NoiseClear Noise = "clear"
-	// NoiseWithin: the ranges of the repeats overlap; the order may be chance.
-	NoiseWithin Noise = "within noise"
-	// NoiseUnknown: one repeat (or no runner-up): the noise is not measured.
-	NoiseUnknown Noise = "unknown"
+	NoiseClear   = sweep.NoiseClear
+	NoiseWithin  = sweep.NoiseWithin
+	NoiseUnknown = sweep.NoiseUnknown
 )
 
 // Best is the winning configuration at one tp and concurrency level.
@@ -59,7 +58,7 @@ func plateau(best *Cell, cells []*Cell) *Cell {
 		}
 		asGood := c.TokS.Median >= best.TokS.Median*(1-PlateauTolerance)
 		if c.TokS.N > 1 && best.TokS.N > 1 {
-			asGood = !clearlyAbove(best.TokS, c.TokS)
+			asGood = sweep.NoiseOf(best.TokS, c.TokS) != NoiseClear
 		}
 		if asGood {
 			out = c
@@ -108,30 +107,12 @@ func BestPerLevel(s *Sweep) []Best {
 				if r.TokS.Median > 0 {
 					b.MarginPct = 100 * (cells[0].TokS.Median/r.TokS.Median - 1)
 				}
-				if cells[0].TokS.N > 1 && r.TokS.N > 1 {
-					b.Noise = NoiseWithin
-					if clearlyAbove(cells[0].TokS, r.TokS) {
-						b.Noise = NoiseClear
-					}
-				}
+				b.Noise = sweep.NoiseOf(cells[0].TokS, r.TokS)
 			}
 			out = append(out, b)
 		}
 	}
 	return out
-}
-
-// clearlyAbove is the "clear" rule over two figures' repeats: the slowest of a beats the fastest of
-// b. The rule has one owner, sweep.ClearlyAbove (the search applies it too); it reads only the
-// extremes, which a Stat keeps.
-func clearlyAbove(a, b Stat) bool { return sweep.ClearlyAbove(a.extremes(), b.extremes()) }
-
-// extremes are the smallest and largest value of the figure (none when not recorded).
-func (s Stat) extremes() []float64 {
-	if !s.OK() {
-		return nil
-	}
-	return []float64{s.Min, s.Max}
 }
 
 // Speedup is the best's speedup over the baseline: the median of the per-repeat speedups of

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +26,8 @@ type Sweep struct {
 	Hosts    []store.Host
 	// Points are in plan order.
 	Points []*Point
-	// Levels are the concurrency levels with at least one ok run, ascending.
+	// Levels are the concurrency levels at which some point has a level that counts (sweep.Repeats),
+	// ascending.
 	Levels []int
 	// TPs are the tensor-parallel sizes of the points, ascending.
 	TPs []int
@@ -101,46 +100,18 @@ type Point struct {
 	// its run, from the latest such event. Both zero for a point without one (FromRuns reads none).
 	Packed bool
 	Beside int
-	// Cells holds the ok runs of each concurrency level, aggregated over repeats.
+	// Cells holds each concurrency level that counts (sweep.Repeats: some repeat measured, none
+	// failed), aggregated over its repeats.
 	Cells map[int]*Cell
 }
 
-// Stat summarises one figure over a cell's repeats.
-type Stat struct {
-	N                int // number of values (0: none recorded)
-	Median, Min, Max float64
-}
+// Stat summarises one figure over a cell's repeats: the one aggregation's (sweep.Stat), with its
+// median, range and spread.
+type Stat = sweep.Stat
 
-// OK reports whether the figure was recorded at least once.
-func (s Stat) OK() bool { return s.N > 0 }
+func newStat(v []float64) Stat { return sweep.NewStat(v) }
 
-// Spread is (max-min)/median, the relative run-to-run spread; 0 with fewer than two values.
-func (s Stat) Spread() float64 {
-	if s.N < 2 || s.Median == 0 {
-		return 0
-	}
-	return (s.Max - s.Min) / s.Median
-}
-
-func newStat(v []float64) Stat {
-	if len(v) == 0 {
-		return Stat{}
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	return Stat{N: len(v), Median: median(v), Min: v[0], Max: v[len(v)-1]}
-}
-
-// median of sorted values: the middle one, or the mean of the two middle ones.
-func median(sorted []float64) float64 {
-	n := len(sorted)
-	if n%2 == 1 {
-		return sorted[n/2]
-	}
-	return (sorted[n/2-1] + sorted[n/2]) / 2
-}
-
-// Cell is one point at one concurrency level: its ok runs over repeats.
+// Cell is one point at one concurrency level that counts: its runs aggregated over repeats.
 type Cell struct {
 	Point       *Point
 	Concurrency int
@@ -235,7 +206,8 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	}
 
 	agg := newAggregator()
-	err = db.EachRunSummary(ctx, store.RunsQuery{SweepID: sw.ID, OK: true}, func(r *store.RunSummary) {
+	// Every run, failed ones included: a failed repeat makes its level not count (sweep.Repeats).
+	err = db.EachRunSummary(ctx, store.RunsQuery{SweepID: sw.ID}, func(r *store.RunSummary) {
 		if p := byID[r.PointID]; p != nil {
 			agg.add(s, p, r)
 		}
@@ -261,67 +233,66 @@ func deref(p *int) int {
 	return *p
 }
 
-// aggregator is the one aggregation over repeats: it collects the ok runs of each cell, and finish
-// sets every figure of a cell to the median of its ok runs, with their range (newStat), and each
-// sweep's Levels and Repeats.
+// aggregator collects the runs of each point and level into the one aggregation over repeats
+// (sweep.Repeats), and finish keeps the levels that count, with every figure of a cell the median
+// of its repeats and their range, and each sweep's Levels and Repeats.
 type aggregator struct {
-	accs   map[*Cell]*acc
-	levels map[*Sweep]map[int]bool
+	reps   map[*Point]map[int]*sweep.Repeats
+	sweeps map[*Sweep][]*Point
 }
-
-type acc struct{ tok, sp, al, t99, t50, tpot, itl []float64 }
 
 func newAggregator() *aggregator {
-	return &aggregator{accs: map[*Cell]*acc{}, levels: map[*Sweep]map[int]bool{}}
+	return &aggregator{reps: map[*Point]map[int]*sweep.Repeats{}, sweeps: map[*Sweep][]*Point{}}
 }
 
-// add counts run r (skipped unless ok and measured) in point p of sweep s.
+// add counts run r in point p of sweep s (a superseded run never counts).
 func (g *aggregator) add(s *Sweep, p *Point, r *store.RunSummary) {
-	if r.Status != store.RunOK || r.OutputTokS == nil {
+	if r.Status == store.RunSuperseded {
 		return
 	}
-	c := r.Concurrency
-	if r.Repeat > s.Repeats {
+	lv := g.reps[p]
+	if lv == nil {
+		lv = map[int]*sweep.Repeats{}
+		g.reps[p] = lv
+		g.sweeps[s] = append(g.sweeps[s], p)
+	}
+	reps := lv[r.Concurrency]
+	if reps == nil {
+		reps = &sweep.Repeats{}
+		lv[r.Concurrency] = reps
+	}
+	reps.Add(repeatRun(r))
+	if r.Status == store.RunOK && r.OutputTokS != nil && r.Repeat > s.Repeats {
 		s.Repeats = r.Repeat
 	}
-	lv := g.levels[s]
-	if lv == nil {
-		lv = map[int]bool{}
-		g.levels[s] = lv
-	}
-	lv[c] = true
-	cell := p.Cells[c]
-	if cell == nil {
-		cell = &Cell{Point: p, Concurrency: c}
-		p.Cells[c] = cell
-	}
-	a := g.accs[cell]
-	if a == nil {
-		a = &acc{}
-		g.accs[cell] = a
-	}
-	add := func(dst *[]float64, x *float64) {
-		if x != nil && !math.IsNaN(*x) {
-			*dst = append(*dst, *x)
-		}
-	}
-	add(&a.tok, r.OutputTokS)
-	add(&a.sp, r.Speedup)
-	add(&a.al, r.AcceptLength)
-	add(&a.t99, r.TTFTP99Ms)
-	add(&a.t50, r.TTFTP50Ms)
-	add(&a.tpot, r.TPOTP50Ms)
-	add(&a.itl, r.ITLP50Ms)
+}
+
+// repeatRun is what the aggregation reads of a run.
+func repeatRun(r *store.RunSummary) sweep.RepeatRun {
+	rr := sweep.RepeatRun{OK: r.Status == store.RunOK}
+	f := &rr.Figures
+	f[sweep.OutputTokS], f[sweep.Speedup], f[sweep.AcceptLength] = r.OutputTokS, r.Speedup, r.AcceptLength
+	f[sweep.TTFTP99Ms], f[sweep.TTFTP50Ms], f[sweep.TPOTP50Ms], f[sweep.ITLP50Ms] = r.TTFTP99Ms, r.TTFTP50Ms, r.TPOTP50Ms, r.ITLP50Ms
+	return rr
 }
 
 func (g *aggregator) finish() {
-	for cell, a := range g.accs {
-		cell.TokS, cell.Speedup, cell.Accept = newStat(a.tok), newStat(a.sp), newStat(a.al)
-		cell.TTFTP99, cell.TTFTP50, cell.TPOTP50, cell.ITLP50 = newStat(a.t99), newStat(a.t50), newStat(a.tpot), newStat(a.itl)
-	}
-	for s, lv := range g.levels {
+	for s, pts := range g.sweeps {
+		levels := map[int]bool{}
+		for _, p := range pts {
+			for c, reps := range g.reps[p] {
+				if !reps.Counts() {
+					continue
+				}
+				levels[c] = true
+				p.Cells[c] = &Cell{Point: p, Concurrency: c, TokS: reps.Stat(sweep.OutputTokS),
+					Speedup: reps.Stat(sweep.Speedup), Accept: reps.Stat(sweep.AcceptLength),
+					TTFTP99: reps.Stat(sweep.TTFTP99Ms), TTFTP50: reps.Stat(sweep.TTFTP50Ms),
+					TPOTP50: reps.Stat(sweep.TPOTP50Ms), ITLP50: reps.Stat(sweep.ITLP50Ms)}
+			}
+		}
 		s.Levels = s.Levels[:0]
-		for c := range lv {
+		for c := range levels {
 			s.Levels = append(s.Levels, c)
 		}
 		sort.Ints(s.Levels)
@@ -344,7 +315,7 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 			points[s] = map[string]*Point{}
 			out = append(out, s)
 		}
-		if r.Status != store.RunOK || r.OutputTokS == nil {
+		if r.Status == store.RunSuperseded {
 			return
 		}
 		p := points[s][r.PointID]
@@ -354,9 +325,6 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 				Requested: [3]*int{r.NumSteps, r.TopK, r.NumDraftTokens}}
 			points[s][r.PointID] = p
 			s.Points = append(s.Points, p)
-			if !slices.Contains(s.TPs, p.TP) {
-				s.TPs = append(s.TPs, p.TP)
-			}
 		}
 		agg.add(s, p, r)
 	})
@@ -365,6 +333,13 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 	}
 	agg.finish()
 	for _, s := range out {
+		// Only the points with a level that counts: a point whose every level failed is not there.
+		s.Points = slices.DeleteFunc(s.Points, func(p *Point) bool { return len(p.Cells) == 0 })
+		for _, p := range s.Points {
+			if !slices.Contains(s.TPs, p.TP) {
+				s.TPs = append(s.TPs, p.TP)
+			}
+		}
 		sort.Ints(s.TPs)
 		if err := setAlgorithms(ctx, db, s.ID, points[s]); err != nil {
 			return nil, err
@@ -403,8 +378,9 @@ func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[st
 	return nil
 }
 
-// setPacking reads the "ran_beside" events the orchestrator records at the end of each packed
-// point ("ran beside 3 other point(s): id1, id2, id3"): the latest of a point gives its count.
+// setPacking reads the ran_beside events the orchestrator records at the end of each packed point
+// by their structured fields (store.Event.RanBeside), never their prose: the latest of a point
+// gives its count.
 func setPacking(ctx context.Context, db *store.DB, sweepID int64, byID map[string]*Point) error {
 	evs, err := db.Events(ctx, sweepID, "")
 	if err != nil {
@@ -412,28 +388,14 @@ func setPacking(ctx context.Context, db *store.DB, sweepID int64, byID map[strin
 	}
 	for _, e := range evs { // in order: a later event overrides an earlier one
 		p := byID[e.PointID]
-		if p == nil || e.Kind != "ran_beside" {
+		if p == nil {
 			continue
 		}
-		if n, ok := besideCount(e.Detail); ok {
-			p.Packed, p.Beside = true, n
+		if rb, ok := e.RanBeside(); ok {
+			p.Packed, p.Beside = true, rb.Beside
 		}
 	}
 	return nil
-}
-
-// besideCount is the number after "ran beside " in a ran_beside event's detail.
-func besideCount(detail string) (int, bool) {
-	rest, ok := strings.CutPrefix(detail, "ran beside ")
-	if !ok {
-		return 0, false
-	}
-	num, _, _ := strings.Cut(rest, " ")
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
 }
 
 // PackedPoints are the points that ran on a packed host and recorded it, in plan order.

@@ -41,9 +41,8 @@ func liveFixtures(t *testing.T) map[string]*report.Sweep {
 	t.Cleanup(func() { odd.Close() })
 	out["odd"] = load(odd, "odd")
 	db, id := searchDB(t, false)
-	for pid, n := range map[string]string{"e1": "3", "e2": "1", "e4": "0"} {
-		if err := db.AddEvent(ctx, store.Event{SweepID: id, PointID: pid, Host: "a", Kind: "ran_beside",
-			Detail: "ran beside " + n + " other point(s)"}); err != nil {
+	for pid, others := range map[string][]string{"e1": {"e2", "e4", "b"}, "e2": {"e1"}, "e4": nil} {
+		if err := db.AddEvent(ctx, store.RanBesideEvent(id, pid, "a", others)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -69,11 +69,19 @@ func TestPackedPointsMarked(t *testing.T) {
 		t.Errorf("a packed start event without ran_beside changed the report")
 	}
 
-	add("e1", "ran_beside", "ran beside 1 other point(s): e2")
-	add("e1", "ran_beside", "ran beside 3 other point(s): e2, e4, b") // the latest counts
+	beside := func(pid string, others ...string) {
+		t.Helper()
+		if err := db.AddEvent(ctx, store.RanBesideEvent(id, pid, "a", others)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Prose alone is not read: the count is the event's structured data.
+	add("b", "ran_beside", "ran beside 5 other point(s): e1, e2, e3, e4, e5")
+	beside("e1", "e2")
+	beside("e1", "e2", "e4", "b") // the latest counts
 	add("e2", "packed", "slot 2: GPUs 2,3, port 31802; beside 1 other point(s) now: e1")
-	add("e2", "ran_beside", "ran beside 1 other point(s): e1")
-	add("e4", "ran_beside", "ran beside 0 other point(s)")
+	beside("e2", "e1")
+	beside("e4")
 	s, err := report.Load(ctx, db, "grid")
 	if err != nil {
 		t.Fatal(err)

@@ -148,11 +148,14 @@ type level struct {
 }
 
 // levelsFromDB computes median output tok/s (and its range), median speedup and per-user/per-GPU
-// throughput per point and level with plain SQL and Go, independently of the report package.
+// throughput per point and level with plain SQL and Go, independently of the report package. A
+// level with a failed repeat does not count (docs/report.md): the SQL leaves it out.
 func levelsFromDB(t *testing.T, db *sql.DB, sweep string) map[string]*level {
 	t.Helper()
 	rows, err := db.Query(`SELECT point_id, method, num_steps, topk, num_draft_tokens, tp, concurrency, output_tok_s, speedup, tpot_p50_ms
-		FROM run_summary WHERE sweep = ? AND status = 'ok'`, sweep)
+		FROM run_summary r WHERE sweep = ? AND status = 'ok' AND NOT EXISTS (SELECT 1 FROM run_summary f
+			WHERE f.sweep_id = r.sweep_id AND f.point_id = r.point_id AND f.concurrency = r.concurrency
+			AND f.status = 'failed')`, sweep)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -15,7 +17,42 @@ type Event struct {
 	Host    string
 	At      time.Time // zero means now
 	Kind    string    // e.g. state, sweep_state, stop, stop_timeout_sigkill, reconnect
-	Detail  string
+	Detail  string    // for people
+	// Data holds the event's structured fields, a JSON object (events.data, migration 8), for
+	// readers that need its numbers; nil when it has none.
+	Data json.RawMessage
+}
+
+// EventRanBeside is the kind of the event a packed point records at its end: which points ran
+// beside it at some moment of its run (RanBeside).
+const EventRanBeside = "ran_beside"
+
+// RanBeside is the data of a ran_beside event.
+type RanBeside struct {
+	// Beside is how many other points ran beside it.
+	Beside int `json:"beside"`
+	// Points are their ids (absent in events recorded before migration 8).
+	Points []string `json:"points,omitempty"`
+}
+
+// RanBesideEvent is the ran_beside event of a point that ran beside others (none: it ran alone).
+func RanBesideEvent(sweepID int64, pointID, host string, others []string) Event {
+	detail := fmt.Sprintf("ran beside %d other point(s)", len(others))
+	if len(others) > 0 {
+		detail += ": " + strings.Join(others, ", ")
+	}
+	data, _ := json.Marshal(RanBeside{Beside: len(others), Points: others}) // cannot fail: ints and strings
+	return Event{SweepID: sweepID, PointID: pointID, Host: host, Kind: EventRanBeside, Detail: detail, Data: data}
+}
+
+// RanBeside decodes the data of a ran_beside event; false for another kind, or data that does not
+// decode to a count.
+func (e Event) RanBeside() (RanBeside, bool) {
+	var r RanBeside
+	if e.Kind != EventRanBeside || len(e.Data) == 0 || json.Unmarshal(e.Data, &r) != nil || r.Beside < 0 {
+		return RanBeside{}, false
+	}
+	return r, true
 }
 
 // AddEvent appends an event to the log.
@@ -33,7 +70,7 @@ func (db *DB) AddEvent(ctx context.Context, e Event) error {
 			}
 			ref = &r.ref
 		}
-		return insertEvent(ctx, tx, at, e.SweepID, ref, e.Host, e.Kind, e.Detail)
+		return insertEventData(ctx, tx, at, e.SweepID, ref, e.Host, e.Kind, e.Detail, e.Data)
 	})
 	if err != nil {
 		return fmt.Errorf("store: add %s event (sweep %d, point %q): %w", e.Kind, e.SweepID, e.PointID, err)
@@ -42,20 +79,31 @@ func (db *DB) AddEvent(ctx context.Context, e Event) error {
 }
 
 func insertEvent(ctx context.Context, tx *sql.Tx, at, sweepID int64, pointRef *int64, host, kind, detail string) error {
+	return insertEventData(ctx, tx, at, sweepID, pointRef, host, kind, detail, nil)
+}
+
+// insertEventData is insertEvent with the event's structured fields (nil: none).
+func insertEventData(ctx context.Context, tx *sql.Tx, at, sweepID int64, pointRef *int64, host, kind, detail string,
+	data json.RawMessage) error {
 	if kind == "" {
 		return fmt.Errorf("event without kind")
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (sweep_id, point_ref, host, at, kind, detail)
-		VALUES (?, ?, ?, ?, ?, ?)`,
+	if len(data) > 0 && !json.Valid(data) {
+		return fmt.Errorf("%s event: data is not JSON: %.80q", kind, data)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (sweep_id, point_ref, host, at, kind, detail, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		sql.NullInt64{Int64: sweepID, Valid: sweepID != 0}, pointRef,
-		sql.NullString{String: host, Valid: host != ""}, at, kind, detail)
+		sql.NullString{String: host, Valid: host != ""}, at, kind, detail,
+		sql.NullString{String: string(data), Valid: len(data) > 0})
 	return err
 }
 
 // Events returns a sweep's events in order (all of them, or those of one
 // point when pointID is not empty).
 func (db *DB) Events(ctx context.Context, sweepID int64, pointID string) ([]Event, error) {
-	rows, err := db.rw.QueryContext(ctx, `SELECT coalesce(p.point_id, ''), coalesce(e.host, ''), e.at, e.kind, e.detail
+	rows, err := db.rw.QueryContext(ctx, `SELECT coalesce(p.point_id, ''), coalesce(e.host, ''), e.at, e.kind, e.detail,
+		coalesce(e.data, '')
 		FROM events e LEFT JOIN points p ON p.id = e.point_ref
 		WHERE e.sweep_id = ? AND (? = '' OR p.point_id = ?) ORDER BY e.at, e.id`, sweepID, pointID, pointID)
 	if err != nil {
@@ -66,8 +114,12 @@ func (db *DB) Events(ctx context.Context, sweepID int64, pointID string) ([]Even
 	for rows.Next() {
 		e := Event{SweepID: sweepID}
 		var at int64
-		if err := rows.Scan(&e.PointID, &e.Host, &at, &e.Kind, &e.Detail); err != nil {
+		var data string
+		if err := rows.Scan(&e.PointID, &e.Host, &at, &e.Kind, &e.Detail, &data); err != nil {
 			return nil, fmt.Errorf("store: events of sweep %d: %w", sweepID, err)
+		}
+		if data != "" {
+			e.Data = json.RawMessage(data)
 		}
 		e.At = time.UnixMilli(at).UTC()
 		out = append(out, e)

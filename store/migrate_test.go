@@ -27,13 +27,34 @@ var seeds = map[int64]func(ctx context.Context, tx *sql.Tx) error{
 	// Version 5 rebuilds points: the columns of versions 3 and 4 must survive it too.
 	4: seed4,
 	// Version 6 adds the output check's columns to points: the search's of version 5 must survive.
-	5: func(ctx context.Context, tx *sql.Tx) error {
-		if err := seed4(ctx, tx); err != nil {
+	5: seed5,
+	// Version 8 adds events.data and fills it for the ran_beside events before it from their prose.
+	7: seed7,
+	8: func(ctx context.Context, tx *sql.Tx) error {
+		if err := seed7(ctx, tx); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE points SET searched = 1, reason = 'kept: +80% at c=16' WHERE id = 1`)
+		_, err := tx.ExecContext(ctx, `UPDATE events SET data = '{"beside":2}' WHERE kind = 'ran_beside'`)
 		return err
 	},
+}
+
+func seed5(ctx context.Context, tx *sql.Tx) error {
+	if err := seed4(ctx, tx); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE points SET searched = 1, reason = 'kept: +80% at c=16' WHERE id = 1`)
+	return err
+}
+
+// seed7 is version 5's seed and a ran_beside event as the orchestrator wrote it before events had data.
+func seed7(ctx context.Context, tx *sql.Tx) error {
+	if err := seed5(ctx, tx); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (sweep_id, point_ref, host, at, kind, detail)
+		VALUES (7, 1, 'gpu1', 1160, 'ran_beside', 'ran beside 2 other point(s): spec, x')`)
+	return err
 }
 
 func seed4(ctx context.Context, tx *sql.Tx) error {
@@ -128,6 +149,18 @@ func checkSeeded(t *testing.T, db *DB, key int64) {
 	evs, err := db.Events(ctx, 7, "spec")
 	if err != nil || len(evs) == 0 || evs[0].Detail != "pending -> running (attempt 1)" || evs[0].Host != "gpu1" {
 		t.Errorf("seeded events of spec: %+v %v", evs, err)
+	}
+	if key >= 7 {
+		evs, err := db.Events(ctx, 7, "base")
+		var got []RanBeside
+		for _, e := range evs {
+			if r, ok := e.RanBeside(); ok {
+				got = append(got, r)
+			}
+		}
+		if err != nil || len(got) != 1 || got[0].Beside != 2 {
+			t.Errorf("seeded ran_beside event of base: %+v, read as %+v %v", evs, got, err)
+		}
 	}
 	fk, err := db.rw.QueryContext(ctx, "PRAGMA foreign_key_check")
 	if err != nil {
@@ -411,6 +444,10 @@ func TestSearchMigrationKeepsData(t *testing.T) {
 			// Version 7 adds sweeps.daemon_deaths (0 for every older sweep).
 			q = strings.Replace(q, "*", "id, name, spec_hash, spec_text, state, schedule, not_before, created_at, "+
 				"started_at, finished_at, schedule_id", 1)
+		}
+		if strings.HasPrefix(q, "SELECT * FROM events") {
+			// Version 8 adds events.data (NULL for every older event but a ran_beside one).
+			q = strings.Replace(q, "*", "id, sweep_id, point_ref, host, at, kind, detail", 1)
 		}
 		if strings.HasPrefix(q, "SELECT * FROM point_summary") {
 			q = strings.Replace(q, "*", "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, "+

@@ -83,9 +83,12 @@ func (db *DB) RunSummaries(ctx context.Context, q RunsQuery) ([]RunSummary, erro
 func (db *DB) EachRunSummary(ctx context.Context, q RunsQuery, fn func(r *RunSummary)) error {
 	var r RunSummary
 	cols := append(append([]string(nil), runSummaryColumns...), "baseline")
+	dec, err := newDecoder(runSummaryFields, cols)
+	if err != nil {
+		return err
+	}
 	return db.runsQuery(ctx, q, cols, func(v []driver.Value) {
-		decodeRunSummary(&r, v)
-		r.IsBaseline = vInt64(v[len(runSummaryColumns)]) != 0
+		dec.decode(&r, v)
 		fn(&r)
 	})
 }
@@ -93,21 +96,14 @@ func (db *DB) EachRunSummary(ctx context.Context, q RunsQuery, fn func(r *RunSum
 // RunDetails reads the run_detail rows q selects, in one query.
 func (db *DB) RunDetails(ctx context.Context, q RunsQuery) ([]RunDetail, error) {
 	cols := append(append([]string(nil), runSummaryColumns...), runDetailColumns...)
+	dec, err := newDecoder(runDetailFields, cols)
+	if err != nil {
+		return nil, err
+	}
 	var out []RunDetail
-	n := len(runSummaryColumns)
-	err := db.runsQuery(ctx, q, cols, func(v []driver.Value) {
+	err = db.runsQuery(ctx, q, cols, func(v []driver.Value) {
 		var r RunDetail
-		decodeRunSummary(&r.RunSummary, v)
-		d := v[n:]
-		r.RunID, r.PlanOrder, r.Baseline, r.Attempt = vInt64(d[0]), int(vInt64(d[1])), vInt64(d[2]) != 0, int(vInt64(d[3]))
-		r.IsBaseline = r.Baseline
-		f := make([]float64, 9) // one allocation for the row's figures
-		r.DurationS = vFloat(d[4], &f[0])
-		r.TotalInputTokens, r.TotalOutputTokens = vIntPtr(d[5]), vIntPtr(d[6])
-		r.InputTokS, r.TTFTMeanMs, r.ITLMeanMs = vFloat(d[7], &f[1]), vFloat(d[8], &f[2]), vFloat(d[9], &f[3])
-		r.TPOTMeanMs, r.TPOTP99Ms = vFloat(d[10], &f[4]), vFloat(d[11], &f[5])
-		r.E2EMeanMs, r.E2EP99Ms = vFloat(d[12], &f[6]), vFloat(d[13], &f[7])
-		r.Error = vString(d[14])
+		dec.decode(&r, v)
 		out = append(out, r)
 	})
 	if err != nil {
@@ -116,22 +112,67 @@ func (db *DB) RunDetails(ctx context.Context, q RunsQuery) ([]RunDetail, error) 
 	return out, nil
 }
 
-// decodeRunSummary fills r from values in runSummaryColumns' order.
-func decodeRunSummary(r *RunSummary, v []driver.Value) {
-	r.Sweep, r.SweepID, r.PointID, r.Host, r.Method = vString(v[0]), vInt64(v[1]), vString(v[2]), vString(v[3]), vString(v[4])
-	r.NumSteps, r.TopK, r.NumDraftTokens = vIntPtr(v[5]), vIntPtr(v[6]), vIntPtr(v[7])
-	r.TP, r.Concurrency, r.Repeat = int(vInt64(v[8])), int(vInt64(v[9])), int(vInt64(v[10]))
-	r.Status = RunStatus(vString(v[11]))
-	r.Requests, r.Completed, r.Failed = vIntPtr(v[12]), vIntPtr(v[13]), vIntPtr(v[14])
-	f := make([]float64, 10) // one allocation for the row's figures
-	r.OutputTokS, r.RequestS = vFloat(v[15], &f[0]), vFloat(v[16], &f[1])
-	r.TTFTP50Ms, r.TTFTP99Ms = vFloat(v[17], &f[2]), vFloat(v[18], &f[3])
-	r.ITLP50Ms, r.ITLP99Ms = vFloat(v[19], &f[4]), vFloat(v[20], &f[5])
-	r.TPOTP50Ms, r.E2EP50Ms = vFloat(v[21], &f[6]), vFloat(v[22], &f[7])
-	r.AcceptLength, r.Speedup = vFloat(v[23], &f[8]), vFloat(v[24], &f[9])
-	r.StartedAt, r.FinishedAt = vTime(v[25]), vTime(v[26])
-	r.AcceptLengthSource = vString(v[27])
+// runSummaryFields decode run_summary's columns (and run_detail's baseline) by name into a
+// RunSummary.
+var runSummaryFields = map[string]column[RunSummary]{
+	"sweep":                strCol(func(r *RunSummary) *string { return &r.Sweep }),
+	"sweep_id":             int64Col(func(r *RunSummary) *int64 { return &r.SweepID }),
+	"point_id":             strCol(func(r *RunSummary) *string { return &r.PointID }),
+	"host":                 strCol(func(r *RunSummary) *string { return &r.Host }),
+	"method":               strCol(func(r *RunSummary) *string { return &r.Method }),
+	"num_steps":            intPtrCol(func(r *RunSummary) **int { return &r.NumSteps }),
+	"topk":                 intPtrCol(func(r *RunSummary) **int { return &r.TopK }),
+	"num_draft_tokens":     intPtrCol(func(r *RunSummary) **int { return &r.NumDraftTokens }),
+	"tp":                   intCol(func(r *RunSummary) *int { return &r.TP }),
+	"concurrency":          intCol(func(r *RunSummary) *int { return &r.Concurrency }),
+	"repeat":               intCol(func(r *RunSummary) *int { return &r.Repeat }),
+	"status":               strCol(func(r *RunSummary) *RunStatus { return &r.Status }),
+	"requests":             intPtrCol(func(r *RunSummary) **int { return &r.Requests }),
+	"completed":            intPtrCol(func(r *RunSummary) **int { return &r.Completed }),
+	"failed":               intPtrCol(func(r *RunSummary) **int { return &r.Failed }),
+	"output_tok_s":         floatCol(func(r *RunSummary) **float64 { return &r.OutputTokS }),
+	"request_s":            floatCol(func(r *RunSummary) **float64 { return &r.RequestS }),
+	"ttft_p50_ms":          floatCol(func(r *RunSummary) **float64 { return &r.TTFTP50Ms }),
+	"ttft_p99_ms":          floatCol(func(r *RunSummary) **float64 { return &r.TTFTP99Ms }),
+	"itl_p50_ms":           floatCol(func(r *RunSummary) **float64 { return &r.ITLP50Ms }),
+	"itl_p99_ms":           floatCol(func(r *RunSummary) **float64 { return &r.ITLP99Ms }),
+	"tpot_p50_ms":          floatCol(func(r *RunSummary) **float64 { return &r.TPOTP50Ms }),
+	"e2e_p50_ms":           floatCol(func(r *RunSummary) **float64 { return &r.E2EP50Ms }),
+	"accept_length":        floatCol(func(r *RunSummary) **float64 { return &r.AcceptLength }),
+	"speedup":              floatCol(func(r *RunSummary) **float64 { return &r.Speedup }),
+	"started_at":           timeCol(func(r *RunSummary) *time.Time { return &r.StartedAt }),
+	"finished_at":          timeCol(func(r *RunSummary) *time.Time { return &r.FinishedAt }),
+	"accept_length_source": strCol(func(r *RunSummary) *string { return &r.AcceptLengthSource }),
+	"baseline":             boolCol(func(r *RunSummary) *bool { return &r.IsBaseline }),
 }
+
+// runDetailFields decode run_detail's columns by name into a RunDetail.
+var runDetailFields = func() map[string]column[RunDetail] {
+	m := lift(runSummaryFields, func(d *RunDetail) *RunSummary { return &d.RunSummary })
+	for name, c := range map[string]column[RunDetail]{
+		"run_id":     int64Col(func(r *RunDetail) *int64 { return &r.RunID }),
+		"plan_order": intCol(func(r *RunDetail) *int { return &r.PlanOrder }),
+		"baseline": {set: func(r *RunDetail, v driver.Value, _ *float64) {
+			r.Baseline = vInt64(v) != 0
+			r.IsBaseline = r.Baseline
+		}},
+		"attempt":             intCol(func(r *RunDetail) *int { return &r.Attempt }),
+		"duration_s":          floatCol(func(r *RunDetail) **float64 { return &r.DurationS }),
+		"total_input_tokens":  intPtrCol(func(r *RunDetail) **int { return &r.TotalInputTokens }),
+		"total_output_tokens": intPtrCol(func(r *RunDetail) **int { return &r.TotalOutputTokens }),
+		"input_tok_s":         floatCol(func(r *RunDetail) **float64 { return &r.InputTokS }),
+		"ttft_mean_ms":        floatCol(func(r *RunDetail) **float64 { return &r.TTFTMeanMs }),
+		"itl_mean_ms":         floatCol(func(r *RunDetail) **float64 { return &r.ITLMeanMs }),
+		"tpot_mean_ms":        floatCol(func(r *RunDetail) **float64 { return &r.TPOTMeanMs }),
+		"tpot_p99_ms":         floatCol(func(r *RunDetail) **float64 { return &r.TPOTP99Ms }),
+		"e2e_mean_ms":         floatCol(func(r *RunDetail) **float64 { return &r.E2EMeanMs }),
+		"e2e_p99_ms":          floatCol(func(r *RunDetail) **float64 { return &r.E2EP99Ms }),
+		"error":               strCol(func(r *RunDetail) *string { return &r.Error }),
+	} {
+		m[name] = c
+	}
+	return m
+}()
 
 // runsQuery builds the SELECT of cols from run_detail for q and hands each row to fn.
 func (db *DB) runsQuery(ctx context.Context, q RunsQuery, cols []string, fn func([]driver.Value)) error {
@@ -218,37 +259,152 @@ func (p PointSummary) Baseline() bool { return p.IsBaseline }
 
 // PointSummaries reads a sweep's point_summary rows, in plan order, in one query.
 func (db *DB) PointSummaries(ctx context.Context, sweepID int64) ([]PointSummary, error) {
+	cols := []string{"sweep", "sweep_id", "point_id", "host", "method", "num_steps", "topk", "num_draft_tokens", "tp",
+		"state", "attempts", "failure_class", "failure_detail", "load_s", "exec_start", "effective_args", "provenance",
+		"started_at", "finished_at", "effective_num_steps", "effective_topk", "effective_num_draft_tokens", "baseline",
+		"reason", "output_check", "output_agreement"}
+	dec, err := newDecoder(pointSummaryFields, cols)
+	if err != nil {
+		return nil, err
+	}
 	var out []PointSummary
-	err := db.scan(ctx, `SELECT sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp,
-		state, attempts, failure_class, failure_detail, load_s, exec_start, effective_args, provenance,
-		started_at, finished_at, effective_num_steps, effective_topk, effective_num_draft_tokens, baseline, reason,
-		output_check, output_agreement
-		FROM point_summary WHERE sweep_id = ?`, []any{sweepID}, func(_ []string, v []driver.Value) error {
-		p := PointSummary{Sweep: vString(v[0]), SweepID: vInt64(v[1]), PointID: vString(v[2]), Host: vString(v[3]),
-			Method: vString(v[4]), NumSteps: vIntPtr(v[5]), TopK: vIntPtr(v[6]), NumDraftTokens: vIntPtr(v[7]),
-			TP: int(vInt64(v[8])), State: PointState(vString(v[9])), Attempts: int(vInt64(v[10])),
-			FailureClass: FailureClass(vString(v[11])), FailureDetail: vString(v[12]), ExecStart: vString(v[14]),
-			StartedAt: vTime(v[17]), FinishedAt: vTime(v[18]),
-			EffectiveNumSteps: vIntPtr(v[19]), EffectiveTopK: vIntPtr(v[20]), EffectiveNumDraftTokens: vIntPtr(v[21]),
-			IsBaseline: vInt64(v[22]) != 0, Reason: vString(v[23]), OutputCheck: vString(v[24])}
-		f := make([]float64, 2) // one allocation for the row's figures
-		p.OutputAgreement = vFloat(v[25], &f[1])
-		if vFloat(v[13], &f[0]) != nil {
-			p.LoadS = f[0]
-		}
-		if s := vString(v[15]); s != "" {
-			p.EffectiveArgs = json.RawMessage(s)
-		}
-		if s := vString(v[16]); s != "" {
-			p.Provenance = json.RawMessage(s)
-		}
-		out = append(out, p)
-		return nil
-	})
+	err = db.scan(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM point_summary WHERE sweep_id = ?", []any{sweepID},
+		func(_ []string, v []driver.Value) error {
+			var p PointSummary
+			dec.decode(&p, v)
+			out = append(out, p)
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("store: point summaries of sweep %d: %w", sweepID, err)
 	}
 	return out, nil
+}
+
+// pointSummaryFields decode point_summary's columns by name into a PointSummary.
+var pointSummaryFields = map[string]column[PointSummary]{
+	"sweep":            strCol(func(p *PointSummary) *string { return &p.Sweep }),
+	"sweep_id":         int64Col(func(p *PointSummary) *int64 { return &p.SweepID }),
+	"point_id":         strCol(func(p *PointSummary) *string { return &p.PointID }),
+	"host":             strCol(func(p *PointSummary) *string { return &p.Host }),
+	"method":           strCol(func(p *PointSummary) *string { return &p.Method }),
+	"num_steps":        intPtrCol(func(p *PointSummary) **int { return &p.NumSteps }),
+	"topk":             intPtrCol(func(p *PointSummary) **int { return &p.TopK }),
+	"num_draft_tokens": intPtrCol(func(p *PointSummary) **int { return &p.NumDraftTokens }),
+	"tp":               intCol(func(p *PointSummary) *int { return &p.TP }),
+	"state":            strCol(func(p *PointSummary) *PointState { return &p.State }),
+	"attempts":         intCol(func(p *PointSummary) *int { return &p.Attempts }),
+	"failure_class":    strCol(func(p *PointSummary) *FailureClass { return &p.FailureClass }),
+	"failure_detail":   strCol(func(p *PointSummary) *string { return &p.FailureDetail }),
+	// 0 when never ready (NULL).
+	"load_s":                     {set: func(p *PointSummary, v driver.Value, _ *float64) { p.LoadS, _ = vNumber(v) }},
+	"exec_start":                 strCol(func(p *PointSummary) *string { return &p.ExecStart }),
+	"effective_args":             jsonCol(func(p *PointSummary) *json.RawMessage { return &p.EffectiveArgs }),
+	"provenance":                 jsonCol(func(p *PointSummary) *json.RawMessage { return &p.Provenance }),
+	"started_at":                 timeCol(func(p *PointSummary) *time.Time { return &p.StartedAt }),
+	"finished_at":                timeCol(func(p *PointSummary) *time.Time { return &p.FinishedAt }),
+	"effective_num_steps":        intPtrCol(func(p *PointSummary) **int { return &p.EffectiveNumSteps }),
+	"effective_topk":             intPtrCol(func(p *PointSummary) **int { return &p.EffectiveTopK }),
+	"effective_num_draft_tokens": intPtrCol(func(p *PointSummary) **int { return &p.EffectiveNumDraftTokens }),
+	"baseline":                   boolCol(func(p *PointSummary) *bool { return &p.IsBaseline }),
+	"reason":                     strCol(func(p *PointSummary) *string { return &p.Reason }),
+	"output_check":               strCol(func(p *PointSummary) *string { return &p.OutputCheck }),
+	"output_agreement":           floatCol(func(p *PointSummary) **float64 { return &p.OutputAgreement }),
+}
+
+// column is how one named column of a view fills a field of a row of type T, so a reader decodes
+// by the names it selects, never by position. A nullable figure (float) takes a slot of the row's
+// figures, allocated once per row.
+type column[T any] struct {
+	float bool
+	set   func(r *T, v driver.Value, slot *float64)
+}
+
+func strCol[T any, S ~string](p func(*T) *S) column[T] {
+	return column[T]{set: func(r *T, v driver.Value, _ *float64) { *p(r) = S(vString(v)) }}
+}
+
+func int64Col[T any](p func(*T) *int64) column[T] {
+	return column[T]{set: func(r *T, v driver.Value, _ *float64) { *p(r) = vInt64(v) }}
+}
+
+func intCol[T any](p func(*T) *int) column[T] {
+	return column[T]{set: func(r *T, v driver.Value, _ *float64) { *p(r) = int(vInt64(v)) }}
+}
+
+func intPtrCol[T any](p func(*T) **int) column[T] {
+	return column[T]{set: func(r *T, v driver.Value, _ *float64) { *p(r) = vIntPtr(v) }}
+}
+
+func boolCol[T any](p func(*T) *bool) column[T] {
+	return column[T]{set: func(r *T, v driver.Value, _ *float64) { *p(r) = vInt64(v) != 0 }}
+}
+
+func timeCol[T any](p func(*T) *time.Time) column[T] {
+	return column[T]{set: func(r *T, v driver.Value, _ *float64) { *p(r) = vTime(v) }}
+}
+
+// floatCol: nil for NULL.
+func floatCol[T any](p func(*T) **float64) column[T] {
+	return column[T]{float: true, set: func(r *T, v driver.Value, slot *float64) { *p(r) = vFloat(v, slot) }}
+}
+
+// jsonCol: nil for NULL or empty text.
+func jsonCol[T any](p func(*T) *json.RawMessage) column[T] {
+	return column[T]{set: func(r *T, v driver.Value, _ *float64) {
+		*p(r) = nil
+		if s := vString(v); s != "" {
+			*p(r) = json.RawMessage(s)
+		}
+	}}
+}
+
+// lift makes the columns of U the columns of a T that holds a U.
+func lift[T, U any](m map[string]column[U], inner func(*T) *U) map[string]column[T] {
+	out := make(map[string]column[T], len(m))
+	for name, c := range m {
+		out[name] = column[T]{float: c.float, set: func(r *T, v driver.Value, slot *float64) { c.set(inner(r), v, slot) }}
+	}
+	return out
+}
+
+// decoder fills a T from the rows of a query of named columns.
+type decoder[T any] struct {
+	cols   []column[T]
+	floats int
+}
+
+// newDecoder is the decoder of a query selecting names, in that order.
+func newDecoder[T any](fields map[string]column[T], names []string) (decoder[T], error) {
+	d := decoder[T]{cols: make([]column[T], len(names))}
+	for i, n := range names {
+		c, ok := fields[n]
+		if !ok {
+			return decoder[T]{}, fmt.Errorf("store: no %T field reads column %q", *new(T), n)
+		}
+		d.cols[i] = c
+		if c.float {
+			d.floats++
+		}
+	}
+	return d, nil
+}
+
+// decode fills r from one row v (in the order of newDecoder's names).
+func (d decoder[T]) decode(r *T, v []driver.Value) {
+	var f []float64
+	if d.floats > 0 {
+		f = make([]float64, d.floats) // one allocation for the row's figures
+	}
+	k := 0
+	for i, c := range d.cols {
+		var slot *float64
+		if c.float {
+			slot = &f[k]
+			k++
+		}
+		c.set(r, v[i], slot)
+	}
 }
 
 // PointStateCount is the number of points in one state with one failure class.
@@ -337,6 +493,12 @@ func vFloat(v driver.Value, dst *float64) *float64 {
 		return nil
 	}
 	return dst
+}
+
+// vNumber is a non-NULL number; false for NULL.
+func vNumber(v driver.Value) (float64, bool) {
+	var x float64
+	return x, vFloat(v, &x) != nil
 }
 
 func vTime(v driver.Value) time.Time {

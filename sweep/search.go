@@ -349,30 +349,11 @@ func (w *walk) gains(i int, among func(j int) bool) (bool, string) {
 	return improved, strings.Join(parts, ", ")
 }
 
-// clear applies the report's rule with repeats: every repeat of i beats every repeat of b.
+// clear applies the report's noise rule with repeats (NoiseOf): every repeat of i beats every
+// repeat of b; without repeats on both sides the noise is not measured and does not hold a gain back.
 func (w *walk) clear(i, b, level int) bool {
 	a, o := w.seen[i].Levels[level].OutputTokS, w.seen[b].Levels[level].OutputTokS
-	if len(a) < 2 || len(o) < 2 {
-		return true
-	}
-	return ClearlyAbove(a, o)
-}
-
-// ClearlyAbove is the report's "clear" rule for repeated measurements: the slowest of a beats the
-// fastest of b.
-func ClearlyAbove(a, b []float64) bool {
-	return len(a) > 0 && len(b) > 0 && slices.Min(a) > slices.Max(b)
-}
-
-// Median is the median of v (the mean of the middle two for an even count); v is not changed.
-func Median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return NoiseOf(NewStat(a), NewStat(o)) != NoiseWithin
 }
 
 func (w *walk) steps(i int) int { return w.c.steps[i] }

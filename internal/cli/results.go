@@ -16,8 +16,8 @@ import (
 
 // printResults writes a sweep's results: first, when points do not answer as the baseline does,
 // the output check's block (printMismatches); one row per point with output tok/s and speedup at
-// each concurrency level and the accept length, each the median over repeats of the ok runs as the
-// report aggregates them (report.LoadID), with a CHECK column when some point has an output check;
+// each concurrency level and the accept length, each the median over the repeats of a level that
+// counts, as the report aggregates them (report.LoadID, sweep.Repeats), with a CHECK column when some point has an output check;
 // then the failed points with their class and first line of evidence, then where the data is.
 func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64, dbFile string) error {
 	s, err := report.LoadID(ctx, st, sweepID)
