@@ -9,6 +9,7 @@ import (
 	"encoding/xml"
 	"flag"
 	"fmt"
+	"net"
 	"io"
 	"os"
 	"os/exec"
@@ -39,9 +40,9 @@ name: rep-a
 hosts: [{name: here, driver: local, gpus: 4}]
 server:
   command: [%[1]s]
-  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 127.0.0.1, --port, "31888", --enable-metrics]
+  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 127.0.0.1, --port, "%[2]d", --enable-metrics]
   env: {SGLANGSIM_TIME_SCALE: "0.05", SGLANGSIM_LOAD_SECONDS: "10", SGLANGSIM_WARMUP_SECONDS: "2", SGL_FORCE_SHUTDOWN: "1"}
-  port: 31888
+  port: %[2]d
   ready_timeout: 1m
   stop_timeout: 20s
 methods:
@@ -57,9 +58,9 @@ name: rep-b
 hosts: [{name: here, driver: local, gpus: 4}]
 server:
   command: [%[1]s]
-  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 127.0.0.1, --port, "31889", --enable-metrics]
+  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 127.0.0.1, --port, "%[2]d", --enable-metrics]
   env: {SGLANGSIM_TIME_SCALE: "0.05", SGLANGSIM_LOAD_SECONDS: "10", SGLANGSIM_WARMUP_SECONDS: "2", SGL_FORCE_SHUTDOWN: "1"}
-  port: 31889
+  port: %[2]d
   ready_timeout: 1m
   stop_timeout: 20s
 methods:
@@ -95,7 +96,12 @@ func recordSweeps(dir string) error {
 	dbFile = filepath.Join(dir, "sweeps.db")
 	for i, spec := range []string{specA, specB} {
 		f := filepath.Join(dir, fmt.Sprintf("spec%d.yaml", i))
-		if err := os.WriteFile(f, []byte(fmt.Sprintf(spec, filepath.Join(dir, "sglangsim"))), 0o644); err != nil {
+		// A port free now: another test process may hold any fixed one on this loopback.
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(f, []byte(fmt.Sprintf(spec, filepath.Join(dir, "sglangsim"), port)), 0o644); err != nil {
 			return err
 		}
 		cmd := exec.Command(filepath.Join(dir, "specsweep"), "run", "--db", dbFile, f)
@@ -104,6 +110,16 @@ func recordSweeps(dir string) error {
 		}
 	}
 	return nil
+}
+
+// freePort is a loopback TCP port nothing listens on now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func recorded(t *testing.T) (*store.DB, *sql.DB) {
