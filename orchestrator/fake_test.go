@@ -78,6 +78,14 @@ type fakeHost struct {
 
 func (h *fakeHost) Name() string { return h.name }
 
+// Slots: a fake host runs one point at a time (packMachine packs).
+func (h *fakeHost) Slots() hostctl.Slots { return hostctl.Slots{N: 1} }
+
+// Slot is never asked of a host that runs one point at a time: the host itself.
+func (h *fakeHost) Slot(int) hostctl.Host { return h }
+
+func (h *fakeHost) Close() error { return nil }
+
 func (h *fakeHost) Start(ctx context.Context, l hostctl.Launch) (hostctl.Instance, error) {
 	w := h.w
 	w.mu.Lock()
