@@ -101,6 +101,12 @@ func Open(ctx context.Context, h sweep.Host, o Options) (Driver, error) {
 	return nil, fmt.Errorf("host %s: unknown driver %q", h.Name, h.Driver)
 }
 
+var (
+	_ Driver = (*openLocal)(nil)
+	_ Driver = (*openSSH)(nil)
+	_ Driver = (*openSlurm)(nil)
+)
+
 func (o Options) event(host string) func(kind, detail string) {
 	return func(kind, detail string) {
 		if o.Event != nil {

@@ -131,6 +131,13 @@ type fakeInstance struct {
 
 func (i *fakeInstance) ID() string { return i.id }
 
+// A fake server offers no log to read the accept length from, and its host is never lost.
+func (i *fakeInstance) LogMark(context.Context) (int, error) { return 0, errors.New("fake: no log") }
+func (i *fakeInstance) LogsSince(context.Context, int) ([]string, error) {
+	return nil, errors.New("fake: no log")
+}
+func (i *fakeInstance) HostLost(context.Context) error { return nil }
+
 func (i *fakeInstance) WaitReady(ctx context.Context) (hostctl.Ready, error) {
 	i.h.w.mu.Lock()
 	defer i.h.w.mu.Unlock()

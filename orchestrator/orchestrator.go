@@ -31,6 +31,9 @@ type Host interface {
 	Slot(k int) hostctl.Host
 }
 
+// hostctl's drivers are the hosts the CLI and the daemon give the runner.
+var _ Host = hostctl.Driver(nil)
+
 // server runs one server at a time: a host, or one of its slots (hostctl.Host satisfies it).
 type server interface {
 	Name() string

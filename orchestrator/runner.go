@@ -545,9 +545,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 			cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
 				InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset, Prompts: sr.dataset,
 				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
-			if sl, ok := inst.(workload.ServerLog); ok {
-				cfg.ServerLog = sl // accept length from the Decode-batch lines where no verify counter exists
-			}
+			cfg.ServerLog = inst // accept length from the Decode-batch lines where no verify counter exists
 			a.update(r, PhaseLoad, fmt.Sprintf("concurrency %d, repeat %d (%d/%d)", c, rep, n, total))
 			started := r.cfg.Clock.Now()
 			res, fail, lerr := r.measure(ctx, a, cfg)
@@ -721,13 +719,6 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 	return res, nil, nil
 }
 
-// lostHost is an instance that can tell a server that does not answer from a host that is gone: a
-// Slurm job's node (the cluster notices a lost node only after its own timeout, and the login node,
-// which specsweep talks to, is still there).
-type lostHost interface {
-	HostLost(ctx context.Context) error
-}
-
 // probeLiveness asks the server for /health_generate, which runs a real generation in every
 // release (/health of newer ones answers 200 from a fast path even with the scheduler hung): no
 // answer within LivenessTimeout, or not 200, while the process still runs is a hang, a crash during
@@ -749,10 +740,9 @@ func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hos
 	detail := ""
 	switch {
 	case err != nil:
-		if lh, ok := a.inst.(lostHost); ok {
-			if lerr := lh.HostLost(ctx); lerr != nil {
-				return &hostctl.Failure{Class: hostctl.ClassHostUnreachable, Detail: why + ": " + lerr.Error(), Err: lerr}
-			}
+		// A Slurm job's node that is gone looks like a hung server from here: ask the driver.
+		if lerr := a.inst.HostLost(ctx); lerr != nil {
+			return &hostctl.Failure{Class: hostctl.ClassHostUnreachable, Detail: why + ": " + lerr.Error(), Err: lerr}
 		}
 		detail = fmt.Sprintf("server hung: %s and /health_generate did not answer within %s (%v)", why, r.cfg.LivenessTimeout, err)
 	case resp.StatusCode == http.StatusServiceUnavailable:
