@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/internal/testhost"
+	specsweep "github.com/specsweep/specsweep/sweep"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -25,6 +26,14 @@ type driver struct {
 	host   func(t *testing.T) Host
 	env    map[string]string // added to every launch (the SGLang release profile)
 	oldest bool              // runs the oldest SGLang release profile
+	// serverArgs are added to every launch's argv (a job's server listens on its node's address).
+	serverArgs []string
+	// refusedAtStart names the failure checks the driver classifies at Start, before a server
+	// exists, each with the reason: Start must return that failure.
+	refusedAtStart map[string]string
+	// stopTimeoutEvidence is the log line that shows a stop ended by the stop timeout (default
+	// systemd's and the local driver's "timed out").
+	stopTimeoutEvidence string
 }
 
 func launch(d driver, env map[string]string, args ...string) Launch {
@@ -38,7 +47,8 @@ func launch(d driver, env map[string]string, args ...string) Launch {
 	for k, v := range env {
 		e[k] = v
 	}
-	argv := append([]string{d.simBin, "--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--port", "30000"}, args...)
+	argv := append([]string{d.simBin, "--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--port", "30000"}, d.serverArgs...)
+	argv = append(argv, args...)
 	return Launch{Argv: argv, Env: e, Port: 30000, ReadyTimeout: 30 * time.Second, StopTimeout: 10 * time.Second}
 }
 
@@ -74,7 +84,48 @@ func contractDrivers(t *testing.T) []driver {
 	oldest := sshDriver(t)
 	oldest.name = "ssh-oldest"
 	oldest.env, oldest.oldest = map[string]string{"SGLANGSIM_VERSION": testhost.SimEras(t)[0]}, true
-	return append(ds, dbus, oldest)
+	return append(ds, dbus, oldest, slurmDriver(t))
+}
+
+// slurmDriver is a real Slurm cluster (slurmctld on a login node, one compute node of 4 GPUs) with
+// a cluster's slot as the Host: a job per launch, reached at its node's address.
+func slurmDriver(t *testing.T) driver {
+	return driver{name: "slurm", simBin: testhost.SimPath, serverArgs: []string{"--host", "0.0.0.0"},
+		refusedAtStart: map[string]string{
+			"bad_args_bad_value": "the job's --gres=gpu:N is read from --tp-size, so a value that is not a number is refused before sbatch",
+		},
+		// scancel's SIGTERM, then Slurm's KillWait (5 s on the test cluster), then SIGKILL: the
+		// job's output ends with slurmstepd's cancel line.
+		stopTimeoutEvidence: "CANCELLED AT",
+		host: func(t *testing.T) Host {
+			if msg := testhost.SlurmRequirements(); msg != "" {
+				t.Skip(msg)
+			}
+			hosts := testhost.BootCluster(t, 2, testhost.Options{Env: fastEnv, NoUnit: true})
+			c := testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Log(c.Logs())
+				}
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			login := SSHOptions{Address: c.Login.Addr, User: "root", IdentityFile: c.Login.KeyFile, KnownHosts: c.Login.KnownHosts,
+				ConfigFile: "none", noAgent: true}
+			d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
+				Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, OutputDir: testhost.SharedPath + "/specsweep"}},
+				Options{Sweep: "contract", ssh: &login})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = d.Restore(ctx)
+				d.Close()
+			})
+			return d
+		}}
 }
 
 func sshDriver(t *testing.T) driver {
@@ -126,7 +177,10 @@ func wantFailure(t *testing.T, err error, class Class, evidence string) *Failure
 }
 
 // TestContract runs the same behaviour checks against every driver: the
-// local child process and systemd over SSH on a real test host.
+// local child process, systemd over SSH on a real test host (also over
+// D-Bus, and with the oldest release profile) and a job on a real Slurm
+// cluster. Every check applies to every driver; where a driver classifies
+// earlier or words its evidence otherwise, its entry says so, with why.
 func TestContract(t *testing.T) {
 	for _, d := range contractDrivers(t) {
 		t.Run(d.name, func(t *testing.T) {
@@ -236,6 +290,11 @@ func TestContract(t *testing.T) {
 			} {
 				t.Run(c.name, func(t *testing.T) {
 					in, err := h.Start(ctx, launch(d, c.env, c.args...))
+					if why, ok := d.refusedAtStart[c.name]; ok {
+						t.Logf("%s classifies it at Start: %s", d.name, why)
+						wantFailure(t, err, c.class, "")
+						return
+					}
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -335,7 +394,11 @@ func TestContract(t *testing.T) {
 				if res.Class != ClassStopTimeoutSIGKILL || res.Clean || !res.SIGKILL {
 					t.Fatalf("want stop_timeout_sigkill: %+v", res)
 				}
-				if !strings.Contains(strings.Join(res.Evidence, "\n"), "timed out") {
+				want := "timed out"
+				if d.stopTimeoutEvidence != "" {
+					want = d.stopTimeoutEvidence
+				}
+				if !strings.Contains(strings.Join(res.Evidence, "\n"), want) {
 					t.Fatalf("evidence lacks the timeout line: %q", res.Evidence)
 				}
 				if res.Duration < 900*time.Millisecond {

@@ -33,10 +33,9 @@ type Check struct {
 	Detail string
 }
 
-// DoctorTarget is one host to check.
+// DoctorTarget is one host to check (a driver's Doctor makes it from the spec's host).
 type DoctorTarget struct {
 	Name    string
-	Driver  string // "ssh" or "local"
 	SSH     SSHOptions
 	Unit    string
 	Port    int
@@ -49,29 +48,28 @@ type DoctorTarget struct {
 // DoctorTimeout bounds an unreachable host's checks.
 const DoctorTimeout = 10 * time.Second
 
-// Doctor checks one host: reachable, host key, login, root/sudo, systemctl,
-// the unit, the server port, GPUs, disk. An unreachable host fails within
-// DoctorTimeout.
-func Doctor(ctx context.Context, t DoctorTarget) []Check {
+func (t DoctorTarget) withDefaults() DoctorTarget {
 	if t.Unit == "" {
 		t.Unit = defaults.Unit
 	}
 	if t.Port == 0 {
 		t.Port = defaults.Port
 	}
+	return t
+}
+
+// doctorTail is a driver's checks once its SSH login works: the unit's for ssh, the cluster's for
+// slurm.
+type doctorTail func(ctx context.Context, c *Conn, t DoctorTarget, add func(string, CheckStatus, string, ...any)) []Check
+
+// doctorSSH checks a host reached over SSH: reachable, host key, login, then the driver's tail. An
+// unreachable host fails within DoctorTimeout.
+func doctorSSH(ctx context.Context, t DoctorTarget, tail doctorTail) []Check {
 	var out []Check
 	add := func(name string, st CheckStatus, format string, a ...any) {
 		out = append(out, Check{Host: t.Name, Name: name, Status: st, Detail: fmt.Sprintf(format, a...)})
 	}
-	if t.Driver == "local" {
-		return doctorLocal(ctx, t)
-	}
-	if t.Driver == "slurm" && t.Slurm != nil && t.Slurm.Local {
-		dctx, cancel := context.WithTimeout(ctx, DoctorTimeout)
-		defer cancel()
-		return doctorSlurm(dctx, localShell{}, t)
-	}
-	if t.Driver != "slurm" {
+	if t.Slurm == nil {
 		if err := checkUnitName(t.Unit); err != nil {
 			add("unit", CheckFail, "%v", err)
 			return out
@@ -115,12 +113,16 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	defer c.Close()
 	add("host key", CheckOK, "known and matching")
 	add("login", CheckOK, "as %s", c.User())
+	more := tail(dctx, c, t, add) // first: a tail may add through add
+	return append(out, more...)
+}
+
+// doctorUnit is the ssh driver's checks after login: root/sudo, systemctl, the unit, leftovers,
+// the port, GPUs, disk. Its lines go through add (after the login's).
+func doctorUnit(dctx context.Context, c *Conn, t DoctorTarget, add func(string, CheckStatus, string, ...any)) []Check {
 	run := func(script string) (string, error) {
 		res, err := c.Run(dctx, Cmd{Args: []string{"sh", "-c", script}, Timeout: 8 * time.Second})
 		return strings.TrimSpace(string(res.Stdout)), err
-	}
-	if t.Driver == "slurm" {
-		return append(out, doctorSlurm(dctx, sshShell{c}, t)...)
 	}
 	if c.User() == "root" {
 		add("root/sudo", CheckOK, "root login")
@@ -192,7 +194,7 @@ func Doctor(ctx context.Context, t DoctorTarget) []Check {
 	doctorGPUs(gpus, err, add)
 	disk, err := run("df -Pk /var/log | tail -n1")
 	doctorDisk(disk, err, add)
-	return out
+	return nil
 }
 
 // unitOfCgroup finds the systemd unit in /proc/PID/cgroup text.

@@ -1,6 +1,7 @@
 // Package hostctl drives the SGLang server of one GPU host: over SSH/SFTP and
-// systemd for a remote host (driver "ssh"), or as a child process of
-// specsweep (driver "local"), behind one interface.
+// systemd for a remote host (driver "ssh"), as a child process of specsweep
+// (driver "local"), or as a job of a Slurm cluster (driver "slurm"), behind
+// one interface; Open (open.go) makes a spec's host into its Driver.
 //
 // A remote launch never edits the operator's unit: it writes a drop-in
 // (/etc/systemd/system/<unit>.d/50-specsweep.conf), reloads systemd and
@@ -75,6 +76,17 @@ type Instance interface {
 	// (for the load generator), when the server listens on a non-loopback
 	// address of a remote host or locally; "" when only the tunnel works.
 	Address() string
+	// LogMark is the position of the instance's log now, LogsSince the lines
+	// logged after a mark (a load level's, for its accept length: they
+	// satisfy workload.ServerLog); an error where the driver does not offer
+	// its log as a sequence while the server runs (a Slurm job).
+	LogMark(ctx context.Context) (int, error)
+	LogsSince(ctx context.Context, mark int) ([]string, error)
+	// HostLost reports an error when the machine the server ran on is gone,
+	// not only the server: a Slurm job's node (the cluster notices a lost node
+	// only after its own timeout, and the login node is still there). nil when
+	// it is there, or when the driver's own errors already say so (SSH).
+	HostLost(ctx context.Context) error
 }
 
 // Launch is what one point runs.

@@ -142,6 +142,10 @@ func (in *instance) LogsSince(ctx context.Context, mark int) ([]string, error) {
 	return in.snapshot(mark), err
 }
 
+// HostLost implements Instance: a local child's or a unit's host is lost when its SSH connection is
+// (a host_unreachable failure of Check), nothing more to ask.
+func (in *instance) HostLost(ctx context.Context) error { return nil }
+
 func unreachable(err error, st State) *Failure {
 	return &Failure{Class: ClassHostUnreachable, Detail: err.Error(), Err: err, State: st}
 }

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/specsweep/specsweep/internal/defaults"
+	"github.com/specsweep/specsweep/sweep"
 )
 
 // LocalOptions configure the local driver.
@@ -388,7 +389,7 @@ func resolveCommand(cmd string) (string, error) {
 
 // Provenance implements Host.
 func (l *Local) Provenance(ctx context.Context) (Provenance, error) {
-	p := Provenance{Driver: "local"}
+	p := Provenance{Driver: sweep.DriverLocal}
 	p.Hostname, _ = os.Hostname()
 	var u syscall.Utsname
 	if syscall.Uname(&u) == nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/specsweep/specsweep/internal/defaults"
+	"github.com/specsweep/specsweep/sweep"
 	"net"
 	"net/http"
 	"os"
@@ -409,7 +410,7 @@ func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 		"systemctl show -p ExecStart --value -- " + u + " | head -c 8192; echo; " +
 		"command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits; true"
 	out, err := r.run(ctx, script, 30*time.Second)
-	p := Provenance{Driver: "ssh", Unit: r.o.Unit}
+	p := Provenance{Driver: sweep.DriverSSH, Unit: r.o.Unit}
 	if err != nil {
 		return p, err
 	}

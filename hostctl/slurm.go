@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/specsweep/specsweep/sweep"
 )
 
 // SlurmOptions configure a cluster.
@@ -399,7 +401,7 @@ func (s *Slurm) Leftovers(ctx context.Context) ([]string, error) {
 
 // Provenance implements Host: the cluster's Slurm version.
 func (s *Slurm) Provenance(ctx context.Context) (Provenance, error) {
-	p := Provenance{Driver: "slurm"}
+	p := Provenance{Driver: sweep.DriverSlurm}
 	out, err := s.sh(ctx, "scontrol --version", nil, 15*time.Second)
 	if err != nil {
 		return p, err
@@ -1005,6 +1007,16 @@ func (j *jobInstance) HostLost(ctx context.Context) error {
 	}
 	return &UnreachableError{Addr: addr, Err: fmt.Errorf("the node of job %s does not answer: %w", j.proc.id, err)}
 }
+
+// errJobLog: a job's output file is read at the job's polls, not offered as a sequence during load
+// (the accept length comes from the server's metrics).
+var errJobLog = errors.New("slurm: a job's log is not followed during load")
+
+// LogMark implements Instance: not offered (errJobLog).
+func (j *jobInstance) LogMark(context.Context) (int, error) { return 0, errJobLog }
+
+// LogsSince implements Instance: not offered (errJobLog).
+func (j *jobInstance) LogsSince(context.Context, int) ([]string, error) { return nil, errJobLog }
 
 func (j *jobInstance) Check(ctx context.Context) (*Failure, error) {
 	if in := j.getInner(); in != nil {

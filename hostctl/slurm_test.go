@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/internal/testhost"
+	specsweep "github.com/specsweep/specsweep/sweep"
 )
 
 // TestJobStatesReadAsUnitStates: each job state as the classification reads it (docs/slurm.md).
@@ -221,8 +222,12 @@ func TestSlurmSweepsOfPrefixNamesAreKeptApart(t *testing.T) {
 		t.Errorf("a's leftovers %q (%v), want %q", left, err, want)
 	}
 	doctorLeftovers := func(sweep string) Check {
-		for _, ch := range Doctor(ctx, DoctorTarget{Name: "cluster", Driver: "slurm", SSH: ssh, GPUs: 1,
-			Slurm: &SlurmOptions{Sweep: sweep, Partition: c.Partition, OutputDir: testhost.SharedPath + "/specsweep"}}) {
+		d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: ssh.Address, GPUs: 1,
+			Slurm: &specsweep.Slurm{Partition: c.Partition, OutputDir: testhost.SharedPath + "/specsweep"}}, Options{Sweep: sweep, ssh: &ssh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range d.Doctor(ctx) {
 			if ch.Name == "leftovers" {
 				return ch
 			}

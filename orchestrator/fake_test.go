@@ -78,6 +78,14 @@ type fakeHost struct {
 
 func (h *fakeHost) Name() string { return h.name }
 
+// Slots: a fake host runs one point at a time (packMachine packs).
+func (h *fakeHost) Slots() hostctl.Slots { return hostctl.Slots{N: 1} }
+
+// Slot is never asked of a host that runs one point at a time: the host itself.
+func (h *fakeHost) Slot(int) hostctl.Host { return h }
+
+func (h *fakeHost) Close() error { return nil }
+
 func (h *fakeHost) Start(ctx context.Context, l hostctl.Launch) (hostctl.Instance, error) {
 	w := h.w
 	w.mu.Lock()
@@ -122,6 +130,13 @@ type fakeInstance struct {
 }
 
 func (i *fakeInstance) ID() string { return i.id }
+
+// A fake server offers no log to read the accept length from, and its host is never lost.
+func (i *fakeInstance) LogMark(context.Context) (int, error) { return 0, errors.New("fake: no log") }
+func (i *fakeInstance) LogsSince(context.Context, int) ([]string, error) {
+	return nil, errors.New("fake: no log")
+}
+func (i *fakeInstance) HostLost(context.Context) error { return nil }
 
 func (i *fakeInstance) WaitReady(ctx context.Context) (hostctl.Ready, error) {
 	i.h.w.mu.Lock()

@@ -20,8 +20,22 @@ import (
 	"github.com/specsweep/specsweep/workload"
 )
 
-// Host is one machine that runs one server at a time (hostctl.Host satisfies it).
+// Host is one spec host (hostctl.Driver satisfies it, as hostctl.Open makes it): a server of its
+// own, and Slots() handles of the points it runs at once.
 type Host interface {
+	server
+	// Slots says how many points the host runs at once and whether the runner shares its GPUs
+	// out among them (packing) or the host places them itself (a Slurm cluster).
+	Slots() hostctl.Slots
+	// Slot is the handle of the k-th point in flight, 0 <= k < Slots().N.
+	Slot(k int) hostctl.Host
+}
+
+// hostctl's drivers are the hosts the CLI and the daemon give the runner.
+var _ Host = hostctl.Driver(nil)
+
+// server runs one server at a time: a host, or one of its slots (hostctl.Host satisfies it).
+type server interface {
 	Name() string
 	Start(ctx context.Context, l hostctl.Launch) (hostctl.Instance, error)
 	Restore(ctx context.Context) error
@@ -34,6 +48,8 @@ type Store interface {
 	SetSweepState(ctx context.Context, id int64, to store.SweepState, detail string) error
 	Points(ctx context.Context, sweepID int64) ([]store.Point, error)
 	ClaimNextPoint(ctx context.Context, sweepID int64, host string) (store.Point, error)
+	// ClaimNextPointUpTo claims what fits the GPUs free on a packing host.
+	ClaimNextPointUpTo(ctx context.Context, sweepID int64, host string, maxTP int) (store.Point, error)
 	FinishPoint(ctx context.Context, sweepID int64, pointID string, attempt int, f store.PointFinish) error
 	ReleasePoint(ctx context.Context, sweepID int64, pointID string, attempt int, reason string) error
 	CancelPoints(ctx context.Context, sweepID int64, reason string) (int, error)

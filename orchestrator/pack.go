@@ -10,31 +10,12 @@ import (
 
 	"github.com/specsweep/specsweep/internal/argparse"
 	"github.com/specsweep/specsweep/store"
-	"github.com/specsweep/specsweep/sweep"
 )
 
 // Packing (docs/spec.md, hosts[].pack): a host runs floor(free GPUs / tp) points at once, each
 // server on its own GPUs (CUDA_VISIBLE_DEVICES) and port (the spec's port plus its slot), through a
-// handle of its own (Slot). One slot worker per GPU claims what fits the GPUs free at the moment.
-
-// packer is a host that runs several servers at once: Slot(k) is the handle of its k-th concurrent
-// server (hostctl.Local satisfies it).
-type packer interface {
-	Slot(k int) Host
-}
-
-// parallel is a host that runs several points at once and places them itself (a Slurm cluster:
-// Slurm picks the node and the GPUs). Slot(k) is the handle of its k-th point in flight; each gets
-// the spec's port plus k (two jobs may land on one node).
-type parallel interface {
-	Parallel() int
-	Slot(k int) Host
-}
-
-// packStore claims what fits the GPUs free on a packing host (*store.DB satisfies it).
-type packStore interface {
-	ClaimNextPointUpTo(ctx context.Context, sweepID int64, host string, maxTP int) (store.Point, error)
-}
+// handle of its own (Host.Slot; a host says it packs by Slots().GPUs). One slot worker per GPU
+// claims what fits the GPUs free at the moment.
 
 // gpuPool hands out the GPUs of one packing host to its running points.
 type gpuPool struct {
@@ -181,7 +162,7 @@ type slot struct {
 
 // claim claims the next pending point that fits the GPUs free now and gives it GPUs, in one step
 // under the pool's lock (two slots never count the same free GPUs). ok false: no GPU is free.
-func (s *slot) claim(ctx context.Context, st packStore, sweepID int64, host string) (store.Point, bool, error) {
+func (s *slot) claim(ctx context.Context, st Store, sweepID int64, host string) (store.Point, bool, error) {
 	s.pool.mu.Lock()
 	defer s.pool.mu.Unlock()
 	free := s.pool.freeLocked()
@@ -239,14 +220,4 @@ func idList(ids []string) string {
 		return ""
 	}
 	return ": " + strings.Join(ids, ", ")
-}
-
-// specHost is the spec's host of that name.
-func specHost(spec *sweep.Spec, name string) (sweep.Host, bool) {
-	for _, h := range spec.Hosts {
-		if h.Name == name {
-			return h, true
-		}
-	}
-	return sweep.Host{}, false
 }

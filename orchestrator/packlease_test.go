@@ -67,7 +67,10 @@ func (h *packHandle) Restore(ctx context.Context) error { return h.m.restored(ct
 func (h *packHandle) Provenance(ctx context.Context) (hostctl.Provenance, error) {
 	return h.m.host.Provenance(ctx)
 }
-func (h *packHandle) Slot(k int) Host { return &packSlot{m: h.m, sweep: h.sweep, k: k} }
+func (h *packHandle) Slot(k int) hostctl.Host { return &packSlot{m: h.m, sweep: h.sweep, k: k} }
+
+// Slots: one per GPU, shared out by the runner.
+func (h *packHandle) Slots() hostctl.Slots { return hostctl.Slots{N: len(h.m.slots), GPUs: true} }
 
 // packSlot is a slot's handle: named after its machine, as the runner's slot workers are.
 type packSlot struct {
@@ -77,6 +80,8 @@ type packSlot struct {
 }
 
 func (s *packSlot) Name() string { return s.m.name }
+
+func (s *packSlot) Close() error { return nil }
 
 func (s *packSlot) Start(ctx context.Context, l hostctl.Launch) (hostctl.Instance, error) {
 	m := s.m
@@ -492,7 +497,7 @@ type clusterHandle struct {
 	n int
 }
 
-func (c *clusterHandle) Parallel() int { return c.n }
+func (c *clusterHandle) Slots() hostctl.Slots { return hostctl.Slots{N: c.n} }
 
 // TestParallelHostRunsItsSlotsWithoutAGPUPool: a parallel host's slots run points side by side,
 // whatever their tp, each with its own port and the point's id as the launch's tag; no GPU is set

@@ -112,8 +112,8 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		mu       sync.Mutex
 		firstErr error
 	)
-	var slots []Host // the packing hosts' slot handles, restored with the hosts
-	run := func(h Host, sl *slot) {
+	var slots []server // the slots' handles, restored with the hosts
+	run := func(h server, sl *slot) {
 		wg.Go(func() {
 			if err := r.worker(wctx, sr, h, sl); err != nil {
 				mu.Lock()
@@ -126,26 +126,19 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		})
 	}
 	for _, h := range r.cfg.Hosts {
-		sh, _ := specHost(spec, h.Name())
-		pk, canPack := h.(packer)
-		_, storePacks := unwrapStore(st).(packStore)
-		if par, ok := h.(parallel); ok && par.Parallel() > 1 {
-			// A host that places its points itself (a Slurm cluster): one worker per point in flight.
-			for k := range par.Parallel() {
-				sh := par.Slot(k)
-				slots = append(slots, sh)
-				run(sh, &slot{k: k})
-			}
-			continue
-		}
-		if !sh.Pack || !canPack || !storePacks {
+		n := h.Slots()
+		if n.N <= 1 && !n.GPUs {
 			run(h, nil)
 			continue
 		}
-		// One slot worker per GPU: a host runs as many points at once as its free GPUs hold.
-		pool := newGPUPool(sh.GPUs)
-		for k := range sh.GPUs {
-			sh := pk.Slot(k)
+		// One worker per point in flight: a packing host shares its GPUs out among its slots (one
+		// per GPU); a host that places its points itself (a Slurm cluster) has no pool.
+		var pool *gpuPool
+		if n.GPUs {
+			pool = newGPUPool(n.N)
+		}
+		for k := range n.N {
+			sh := h.Slot(k)
 			slots = append(slots, sh)
 			run(sh, &slot{pool: pool, k: k})
 		}
@@ -165,7 +158,7 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		// Restore the operators' units whatever happened, with a context that survives the interruption.
 		// The slots first: a host's own Restore brings the operator's server back on its GPUs, which
 		// must wait until every slot's server there has stopped.
-		r.RestoreHosts(rctx, sweepID, slots)
+		restoreAll(r, rctx, sweepID, slots)
 		r.RestoreHosts(rctx, sweepID, r.cfg.Hosts)
 	}
 
@@ -253,6 +246,11 @@ func (r *Runner) watchCancel(ctx context.Context, id int64, done <-chan struct{}
 // RestoreHosts restores the units of hosts in parallel, recording each outcome as an event of the
 // sweep.
 func (r *Runner) RestoreHosts(ctx context.Context, sweepID int64, hosts []Host) {
+	restoreAll(r, ctx, sweepID, hosts)
+}
+
+// restoreAll restores hosts or slots in parallel (RestoreHosts).
+func restoreAll[S server](r *Runner, ctx context.Context, sweepID int64, hosts []S) {
 	var restores sync.WaitGroup
 	for _, h := range hosts {
 		restores.Go(func() {
@@ -276,7 +274,7 @@ func (r *Runner) finishSweep(ctx context.Context, id int64, to store.SweepState,
 
 // worker takes points for one host until none fits it. It returns an error only when the store
 // fails: then nothing more can be recorded and the sweep must stop.
-func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) error {
+func (r *Runner) worker(ctx context.Context, sr *sweepRun, h server, sl *slot) error {
 	backoff := r.cfg.RetryBackoff
 	idle := 0 // polls in a row with points left to decide and none running
 	for ctx.Err() == nil {
@@ -314,7 +312,7 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h Host, sl *slot) err
 		)
 		if sl != nil && sl.pool != nil {
 			var anyFree bool
-			p, anyFree, err = sl.claim(ctx, unwrapStore(r.cfg.Store).(packStore), sr.id, h.Name())
+			p, anyFree, err = sl.claim(ctx, r.cfg.Store, sr.id, h.Name())
 			// No GPU free, or none of the pending points fits the free ones: wait for a point of
 			// this host to end (the search's decisions wake the waits below too).
 			if (!anyFree || errors.Is(err, store.ErrNotFound)) && sl.pool.busy() {
@@ -422,7 +420,7 @@ func (r *Runner) decide(ctx context.Context, sr *sweepRun) (searchState, error) 
 // attempt is one claimed attempt of a point on a host.
 type attempt struct {
 	sr    *sweepRun
-	h     Host
+	h     server
 	p     store.Point
 	label string
 	began time.Time
@@ -459,7 +457,7 @@ func (a *attempt) update(r *Runner, phase Phase, detail string) {
 
 // runPoint runs one claimed attempt to its end. retry reports transient host trouble (the point went
 // back to pending: wait, then claim again); err is a store failure.
-func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Point, sl *slot) (retry bool, err error) {
+func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.Point, sl *slot) (retry bool, err error) {
 	a := &attempt{sr: sr, h: h, p: p, label: pointLabel(p), began: r.cfg.Clock.Now(), sl: sl}
 	spec := sr.spec
 	a.update(r, PhaseStarting, fmt.Sprintf("attempt %d", p.Attempts))
@@ -546,9 +544,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h Host, p store.Poi
 			cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
 				InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset, Prompts: sr.dataset,
 				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
-			if sl, ok := inst.(workload.ServerLog); ok {
-				cfg.ServerLog = sl // accept length from the Decode-batch lines where no verify counter exists
-			}
+			cfg.ServerLog = inst // accept length from the Decode-batch lines where no verify counter exists
 			a.update(r, PhaseLoad, fmt.Sprintf("concurrency %d, repeat %d (%d/%d)", c, rep, n, total))
 			started := r.cfg.Clock.Now()
 			res, fail, lerr := r.measure(ctx, a, cfg)
@@ -722,13 +718,6 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 	return res, nil, nil
 }
 
-// lostHost is an instance that can tell a server that does not answer from a host that is gone: a
-// Slurm job's node (the cluster notices a lost node only after its own timeout, and the login node,
-// which specsweep talks to, is still there).
-type lostHost interface {
-	HostLost(ctx context.Context) error
-}
-
 // probeLiveness asks the server for /health_generate, which runs a real generation in every
 // release (/health of newer ones answers 200 from a fast path even with the scheduler hung): no
 // answer within LivenessTimeout, or not 200, while the process still runs is a hang, a crash during
@@ -750,10 +739,9 @@ func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hos
 	detail := ""
 	switch {
 	case err != nil:
-		if lh, ok := a.inst.(lostHost); ok {
-			if lerr := lh.HostLost(ctx); lerr != nil {
-				return &hostctl.Failure{Class: hostctl.ClassHostUnreachable, Detail: why + ": " + lerr.Error(), Err: lerr}
-			}
+		// A Slurm job's node that is gone looks like a hung server from here: ask the driver.
+		if lerr := a.inst.HostLost(ctx); lerr != nil {
+			return &hostctl.Failure{Class: hostctl.ClassHostUnreachable, Detail: why + ": " + lerr.Error(), Err: lerr}
 		}
 		detail = fmt.Sprintf("server hung: %s and /health_generate did not answer within %s (%v)", why, r.cfg.LivenessTimeout, err)
 	case resp.StatusCode == http.StatusServiceUnavailable:

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/specsweep/specsweep/hostctl"
-	"github.com/specsweep/specsweep/sweep"
 )
 
 func doctorCmd() command {
@@ -28,10 +27,14 @@ func doctorCmd() command {
 				if err != nil {
 					return err
 				}
-				results := make([][]hostctl.Check, len(spec.Hosts))
+				hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: *acceptNew, getenv: env.Getenv})
+				if err != nil {
+					return err
+				}
+				results := make([][]hostctl.Check, len(hosts))
 				var wg sync.WaitGroup
-				for i, h := range spec.Hosts {
-					wg.Go(func() { results[i] = hostctl.Doctor(ctx, doctorTarget(env, spec, h, *acceptNew)) })
+				for i, h := range hosts {
+					wg.Go(func() { results[i] = h.Doctor(ctx) })
 				}
 				wg.Wait()
 				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
@@ -55,17 +58,4 @@ func doctorCmd() command {
 			}
 		},
 	}
-}
-
-func doctorTarget(env Env, spec *sweep.Spec, h sweep.Host, acceptNew bool) hostctl.DoctorTarget {
-	t := hostctl.DoctorTarget{Name: h.Name, Driver: h.Driver, Unit: h.Unit, Port: spec.Server.Port,
-		SSH: sshOptions(h, acceptNew, env.Getenv)}
-	if len(spec.Server.Command) > 0 {
-		t.Command = spec.Server.Command[0]
-	}
-	if h.Slurm != nil {
-		t.GPUs = h.GPUs
-		t.Slurm = &hostctl.SlurmOptions{Sweep: spec.Name, Partition: h.Slurm.Partition, OutputDir: h.Slurm.OutputDir, Local: h.Address == ""}
-	}
-	return t
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,14 +11,7 @@ import (
 
 	"github.com/specsweep/specsweep/hostctl"
 	"github.com/specsweep/specsweep/store"
-	"github.com/specsweep/specsweep/sweep"
 )
-
-// leftoverHost is a host that can say what specsweep left on it (the ssh driver).
-type leftoverHost interface {
-	Leftovers(ctx context.Context) ([]string, error)
-	UnitState(ctx context.Context) (hostctl.State, error)
-}
 
 func restoreCmd() command {
 	return command{
@@ -43,7 +35,10 @@ func restoreCmd() command {
 					return err
 				}
 				defer unlock()
-				hosts := newHosts(spec, hostOptions{acceptNewHostKeys: *acceptNew})
+				hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: *acceptNew})
+				if err != nil {
+					return err
+				}
 				type outcome struct{ status, detail string }
 				res := make([]outcome, len(hosts))
 				var wg sync.WaitGroup
@@ -121,66 +116,25 @@ func runningSweepOf(ctx context.Context, dbFile, name string) error {
 	return nil
 }
 
-// restoreCluster cancels the jobs of the spec's sweep still in a Slurm cluster's queue.
-func restoreCluster(ctx context.Context, c *hostctl.Slurm) (status, detail string, err error) {
-	before, err := c.Leftovers(ctx)
-	if err != nil {
+// restoreHost restores one host and words what its driver found and did.
+func restoreHost(ctx context.Context, h hostctl.Driver) (status, detail string, err error) {
+	c, err := h.Clean(ctx)
+	switch {
+	case err != nil:
 		return "", "", err
-	}
-	if err := c.Restore(ctx); err != nil {
-		return "", "", err
-	}
-	if after, err := c.Leftovers(ctx); err != nil {
-		return "", "", err
-	} else if len(after) > 0 {
-		return "", "", fmt.Errorf("still in the queue after scancel: %s", strings.Join(after, ", "))
-	}
-	if len(before) == 0 {
-		return "ok", "no job of the sweep in the queue", nil
-	}
-	return "restored", "cancelled " + strings.Join(before, ", "), nil
-}
-
-// restoreHost restores one host and says what it found and did.
-func restoreHost(ctx context.Context, h *specHost) (status, detail string, err error) {
-	if h.h.Driver == sweep.DriverLocal {
+	case c.Ephemeral:
 		return "ok", "local driver: servers end with the specsweep process that started them; nothing stays behind", nil
+	case c.Jobs && len(c.Removed) == 0:
+		return "ok", "no job of the sweep in the queue", nil
+	case c.Jobs:
+		return "restored", "cancelled " + strings.Join(c.Removed, ", "), nil
 	}
-	impl, err := h.get(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	if c, ok := impl.(*hostctl.Slurm); ok {
-		return restoreCluster(ctx, c)
-	}
-	lh, ok := impl.(leftoverHost)
-	if !ok {
-		return "", "", errors.New("this driver cannot list what it left")
-	}
-	before, err := lh.Leftovers(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	if err := impl.Restore(ctx); err != nil {
-		return "", "", err
-	}
-	after, err := lh.Leftovers(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	if len(after) > 0 {
-		return "", "", fmt.Errorf("still there after the restore: %s", strings.Join(after, ", "))
-	}
-	st, err := lh.UnitState(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	unit := h.h.Unit
+	unit := c.Unit
 	if unit == "" {
 		unit = "the unit"
 	}
-	if len(before) == 0 {
-		return "ok", fmt.Sprintf("nothing of specsweep there; %s is %s", unit, st.ActiveState), nil
+	if len(c.Removed) == 0 {
+		return "ok", fmt.Sprintf("nothing of specsweep there; %s is %s", unit, c.UnitState), nil
 	}
-	return "restored", fmt.Sprintf("removed %s; %s is %s", strings.Join(before, ", "), unit, st.ActiveState), nil
+	return "restored", fmt.Sprintf("removed %s; %s is %s", strings.Join(c.Removed, ", "), unit, c.UnitState), nil
 }

@@ -85,7 +85,7 @@ func runCmd() command {
 				}
 
 				hosts := sweepHosts(ctx, st, spec, prep.SweepID, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir, getenv: env.Getenv})
-				var ohosts []orchestrator.Host
+				ohosts := make([]orchestrator.Host, 0, len(hosts))
 				for _, h := range hosts {
 					defer h.Close()
 					ohosts = append(ohosts, h)
