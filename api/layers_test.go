@@ -18,7 +18,9 @@ var layers = []struct {
 	dirs []string // a directory, or a prefix ending in "/" for all below it
 }{
 	{"small utilities", []string{"internal/argparse", "internal/defaults", "internal/textdist", "internal/refusals", "internal/tabular", "migrations"}},
-	{"parts", []string{"store", "sweep", "hostctl", "workload", "sim", "internal/testhost"}},
+	// The spec is below the drivers: hostctl.Open turns a spec's host into a driver.
+	{"the spec and the store", []string{"store", "sweep"}},
+	{"parts", []string{"hostctl", "workload", "sim", "internal/testhost"}},
 	{"domain", []string{"orchestrator", "report"}},
 	{"servers", []string{"api", "web"}},
 	{"commands", []string{"internal/cli"}},
