@@ -75,7 +75,7 @@ func TestRefusalsBeyondTheTrackedAddressesShareOneCount(t *testing.T) {
 	now := time.Unix(1000, 0)
 	l := New(slog.New(slog.NewTextHandler(&buf, nil)), func() time.Time { return now }, timers.after)
 	for i := 0; i < maxAddrs+500; i++ {
-		l.Refused("refused", fmt.Sprintf("10.0.%d.%d:1", i/256, i%256), "GET", "/", 401, "r")
+		l.Refused("refused", fmt.Sprintf("10.231.%d.%d:1", i/256, i%256), "GET", "/", 401, "r")
 	}
 	if n := len(l.addrs); n > maxAddrs+1 {
 		t.Fatalf("%d addresses tracked", n)
