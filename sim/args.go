@@ -575,16 +575,7 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 	case era.Rules == "v044":
 		// 0.4.4's __post_init__: NEXTN runs as EAGLE, max_running_requests 32 when
 		// unset, the dataclass defaults (5, 4, 8), nothing forced.
-		a.Steps, a.TopK, a.DraftTokens = 5, 4, 8
-		if hs {
-			a.Steps = steps
-		}
-		if hk {
-			a.TopK = topk
-		}
-		if hn {
-			a.DraftTokens = draft
-		}
+		a.Steps, a.TopK, a.DraftTokens = given(steps, hs, 5), given(topk, hk, 4), given(draft, hn, 8)
 		if a.SpecAlgo == "NEXTN" {
 			a.SpecAlgo = "EAGLE"
 		}
@@ -596,16 +587,7 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 
 	case era.Rules == "v041":
 		// Defaults come from argparse (5, 8, 64); no auto choice, no forcing.
-		a.Steps, a.TopK, a.DraftTokens = 5, 8, 64
-		if hs {
-			a.Steps = steps
-		}
-		if hk {
-			a.TopK = topk
-		}
-		if hn {
-			a.DraftTokens = draft
-		}
+		a.Steps, a.TopK, a.DraftTokens = given(steps, hs, 5), given(topk, hk, 8), given(draft, hn, 64)
 		warnings = append(warnings, "The radix cache, chunked prefill, and overlap scheduler are disabled because of using eagle speculative decoding.")
 		return warnings, a.checkPositive()
 
@@ -924,3 +906,11 @@ const serverArgsTraceHead = "Traceback (most recent call last):\n" +
 	"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 3871, in from_cli_args\n" +
 	"    return cls(**{attr: getattr(args, attr) for attr in attrs})\n" +
 	"  File \"<string>\", line 301, in __init__\n"
+
+// given is v when the command line gave it, else the release's default def.
+func given(v int, ok bool, def int) int {
+	if ok {
+		return v
+	}
+	return def
+}
