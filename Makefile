@@ -7,19 +7,40 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    = -X github.com/specsweep/specsweep/internal/cli.version=$(VERSION)
 TESTFLAGS ?= -count=1 -timeout 30m
 
+# SQLite: link the system's library when its headers are there (Debian's libsqlite3-dev) and it is new
+# enough for the store (3.33: sqlite_schema; store's TestLinkedSQLite checks every feature it uses),
+# which skips compiling SQLite's C amalgamation (about a minute of cgo on 2 cores, once per build
+# cache). Otherwise go-sqlite3 compiles the amalgamation. SQLITE=bundled forces the amalgamation (a
+# binary that needs no libsqlite3 where it is installed); SQLITE=system insists on the library.
+SQLITE_PROBE = printf '\043include <sqlite3.h>\n\043if SQLITE_VERSION_NUMBER < 3033000\n\043error old\n\043endif\nint main(void){return sqlite3_libversion_number() < 3033000;}\n' | $(CC) -x c - -lsqlite3 -o /dev/null >/dev/null 2>&1
+SQLITE ?= $(shell $(SQLITE_PROBE) && echo system || echo bundled)
+ifeq ($(SQLITE),system)
+export GOFLAGS := $(strip $(GOFLAGS) -tags=libsqlite3)
+else ifneq ($(SQLITE),bundled)
+$(error SQLITE=$(SQLITE): want system or bundled)
+endif
+
 # staticcheck, pinned (release 2026.2.2, the latest when pinned; it supports go 1.26). make tools
 # installs it where go install puts binaries; make lint takes the one on PATH, else that one.
 STATICCHECK_VERSION = v0.8.2
 TOOLBIN      = $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 STATICCHECK ?= $(or $(shell command -v staticcheck 2>/dev/null),$(TOOLBIN)/staticcheck)
 
-.PHONY: all build run test unit lint tools bench fuzz clean
+.PHONY: all build sqlite-note run test unit lint tools bench fuzz clean
 
 all: build
 
-build:
+build: sqlite-note
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/specsweep ./cmd/specsweep
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/sglangsim ./cmd/sglangsim
+
+# Says, on a cold build cache only, what the slow part of the first build is and how to skip it.
+sqlite-note:
+	@if [ "$$($(GO) list -f '{{.Stale}}' github.com/mattn/go-sqlite3 2>/dev/null)" = true ]; then \
+		if [ '$(SQLITE)' = system ]; then echo "first build: linking the system's SQLite (libsqlite3-dev)"; \
+		else echo "first build: compiling SQLite's C amalgamation (go-sqlite3, cgo; about a minute on 2 cores, once)." \
+			"Install libsqlite3-dev to link the system's SQLite instead."; fi; \
+	fi
 
 # The main job on the embedded default spec: a real sweep of sglangsim child processes. Running it
 # again shows the finished sweep's results; RUNFLAGS=--new starts another one.
