@@ -134,9 +134,26 @@ type Sweep struct {
 	// DaemonDeaths counts the daemons that died while running this sweep since it was submitted or
 	// last resumed (RequeueRunning); at the daemon's limit the sweep is held.
 	DaemonDeaths int
+	// Holder is the last process that held the sweep (zero when none ever did).
+	Holder Holder
 	// Points is the number of points; PointCounts splits it by state.
 	Points int
 	PointCounts
+}
+
+// Holder kinds: how a process runs a sweep.
+const (
+	HolderRun    = "run"    // specsweep run, in the foreground
+	HolderDaemon = "daemon" // specsweep daemon
+)
+
+// Holder is the process that runs (or last ran) a sweep, and its last sign of life.
+type Holder struct {
+	Kind string // HolderRun or HolderDaemon
+	PID  int
+	Host string // the holder's host name (os.Hostname)
+	// Heartbeat is when the holder last said it still runs the sweep.
+	Heartbeat time.Time
 }
 
 // CreateSweep stores a sweep with its hosts and its points (in the given plan
@@ -239,6 +256,7 @@ func nullInt(p *int) sql.NullInt64 {
 
 const sweepSelect = `SELECT s.id, s.name, s.spec_hash, s.spec_text, s.schedule, s.state,
 	s.not_before, s.created_at, s.started_at, s.finished_at, coalesce(s.schedule_id, 0), s.daemon_deaths,
+	s.holder_kind, coalesce(s.holder_pid, 0), s.holder_host, s.heartbeat_at,
 	coalesce(sum(p.state = 'pending'), 0), coalesce(sum(p.state = 'running'), 0),
 	coalesce(sum(p.state = 'done'), 0), coalesce(sum(p.state = 'failed'), 0),
 	coalesce(sum(p.state = 'cancelled'), 0), coalesce(sum(p.state = 'waiting'), 0),
@@ -247,13 +265,49 @@ const sweepSelect = `SELECT s.id, s.name, s.spec_hash, s.spec_text, s.schedule, 
 
 func scanSweep(sc interface{ Scan(...any) error }) (Sweep, error) {
 	var s Sweep
-	var notBefore, created, started, finished sql.NullInt64
+	var notBefore, created, started, finished, heartbeat sql.NullInt64
 	err := sc.Scan(&s.ID, &s.Name, &s.SpecHash, &s.SpecText, &s.Schedule, &s.State,
 		&notBefore, &created, &started, &finished, &s.ScheduleID, &s.DaemonDeaths,
+		&s.Holder.Kind, &s.Holder.PID, &s.Holder.Host, &heartbeat,
 		&s.Pending, &s.Running, &s.Done, &s.Failed, &s.Cancelled, &s.Waiting, &s.Pruned)
 	s.Points = s.Total()
 	s.NotBefore, s.CreatedAt, s.StartedAt, s.FinishedAt = fromMS(notBefore), fromMS(created), fromMS(started), fromMS(finished)
+	s.Holder.Heartbeat = fromMS(heartbeat)
 	return s, err
+}
+
+// HoldSweep records h (its kind, pid and host) as the process that runs sweep id, with a heartbeat
+// now. The holder's Heartbeat field is ignored.
+func (db *DB) HoldSweep(ctx context.Context, id int64, h Holder) error {
+	if h.Kind != HolderRun && h.Kind != HolderDaemon {
+		return fmt.Errorf("store: hold sweep %d: unknown holder kind %q", id, h.Kind)
+	}
+	if h.PID <= 0 {
+		return fmt.Errorf("store: hold sweep %d: pid %d", id, h.PID)
+	}
+	return db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sweeps SET holder_kind = ?, holder_pid = ?, holder_host = ?,
+			heartbeat_at = ? WHERE id = ?`, h.Kind, h.PID, h.Host, db.nowMS(), id)
+		if err != nil {
+			return fmt.Errorf("store: hold sweep %d: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("store: hold sweep %d: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// Heartbeat says that the process pid still runs sweep id. It changes nothing when another process
+// holds the sweep now (a resume elsewhere took it over).
+func (db *DB) Heartbeat(ctx context.Context, id int64, pid int) error {
+	return db.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE sweeps SET heartbeat_at = ? WHERE id = ? AND holder_pid = ?`,
+			db.nowMS(), id, pid); err != nil {
+			return fmt.Errorf("store: heartbeat of sweep %d: %w", id, err)
+		}
+		return nil
+	})
 }
 
 func (db *DB) sweepWhere(ctx context.Context, where string, args ...any) (Sweep, error) {
