@@ -240,6 +240,7 @@ func (d *Daemon) recover(ctx context.Context) error {
 func (d *Daemon) runnerConfig(id int64, hosts []Host, before func(context.Context, string) (func(), error)) Config {
 	c := d.cfg.Runner
 	c.Store, c.Hosts, c.BeforePoint, c.KeepUnits = d.cfg.Store, hosts, before, true
+	c.Holder = store.HolderDaemon
 	c.Observe = func(u Update) {
 		d.mu.Lock()
 		if d.activity[id] == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -183,6 +184,9 @@ func TestDaemonRunsSweepsSharingAMachineOneAfterTheOther(t *testing.T) {
 	c, _ := Submit(ctx, h.db, daemonSpec(t, "c", "m2.example", ""), SubmitOptions{})
 	for _, sw := range []store.Sweep{a, b, c} {
 		h.waitState(sw.ID, store.SweepDone)
+		if got, _ := h.db.Sweep(ctx, sw.ID); got.Holder.Kind != store.HolderDaemon || got.Holder.PID != os.Getpid() {
+			t.Errorf("sweep %s: holder %+v, want this daemon", sw.Name, got.Holder)
+		}
 	}
 	// The fake world fails the test on any Start while the machine's server still runs; on top, a's
 	// points all come before b's on the shared machine.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/specsweep/specsweep/hostctl"
@@ -56,6 +57,9 @@ type Store interface {
 	SetPointInfo(ctx context.Context, sweepID int64, pointID string, attempt int, info store.PointInfo) error
 	RecordRunAndFinish(ctx context.Context, run store.Run, finish *store.PointFinish) error
 	AddEvent(ctx context.Context, e store.Event) error
+	// HoldSweep and Heartbeat record which process runs a sweep and that it still does.
+	HoldSweep(ctx context.Context, id int64, h store.Holder) error
+	Heartbeat(ctx context.Context, id int64, pid int) error
 }
 
 // LoadFunc measures one load level (workload.Run).
@@ -118,6 +122,16 @@ type Config struct {
 	// WatchInterval is how often Run reads its sweep's state, so a `specsweep cancel` from another
 	// process stops it. Default 1 s.
 	WatchInterval time.Duration
+	// Holder is how this process runs sweeps (store.HolderRun or store.HolderDaemon): Run records
+	// it, with PID and HostName, as the sweep's holder and writes its heartbeat every Heartbeat while
+	// it runs the sweep, so a reader tells a sweep whose process died from one that runs (Orphaned).
+	// "" records nothing.
+	Holder string
+	// PID and HostName name this process; defaults os.Getpid() and os.Hostname().
+	PID      int
+	HostName string
+	// Heartbeat is how often the holder's heartbeat is written. Default 5 s.
+	Heartbeat time.Duration
 }
 
 // Update is one happening of a running sweep, for progress displays.
@@ -171,6 +185,7 @@ const (
 	DefaultLivenessTimeout = 15 * time.Second
 	DefaultWatchInterval   = time.Second
 	DefaultCleanupTimeout  = 30 * time.Second
+	DefaultHeartbeat       = 5 * time.Second
 )
 
 func (c *Config) defaults() error {
@@ -222,6 +237,18 @@ func (c *Config) defaults() error {
 	}
 	if c.CleanupTimeout <= 0 {
 		c.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.PID <= 0 {
+		c.PID = os.Getpid()
+	}
+	if c.HostName == "" {
+		c.HostName, _ = os.Hostname() // "" when unknown: the pid check then never applies
+	}
+	if c.Holder != "" && c.Holder != store.HolderRun && c.Holder != store.HolderDaemon {
+		return fmt.Errorf("orchestrator: unknown holder kind %q", c.Holder)
 	}
 	return nil
 }

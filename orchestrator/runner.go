@@ -71,6 +71,18 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 			return Outcome{}, fmt.Errorf("orchestrator: run sweep %d: %w", sweepID, err)
 		}
 	}
+	if r.cfg.Holder != "" {
+		h := store.Holder{Kind: r.cfg.Holder, PID: r.cfg.PID, Host: r.cfg.HostName}
+		if err := st.HoldSweep(ctx, sweepID, h); err != nil {
+			return Outcome{}, fmt.Errorf("orchestrator: run sweep %d: %w", sweepID, err)
+		}
+		// The heartbeat lasts until Run returns: restoring the hosts after an interruption (up to
+		// the stop timeout) is still this process holding the sweep.
+		done := make(chan struct{})
+		var hb sync.WaitGroup
+		hb.Go(func() { r.heartbeat(context.WithoutCancel(ctx), sweepID, done) })
+		defer func() { close(done); hb.Wait() }()
+	}
 	sr := &sweepRun{id: sweepID, spec: spec}
 	if p := spec.Workload.DatasetPath(); p != "" {
 		// Load a ShareGPT file once for every point, and fail before touching any host if it is bad.
@@ -239,6 +251,20 @@ func (r *Runner) watchCancel(ctx context.Context, id int64, done <-chan struct{}
 			r.cfg.Log.Info("sweep cancelled: stopping its points", "sweep", id)
 			cancel(ErrCancelled)
 			return
+		}
+	}
+}
+
+// heartbeat says every Heartbeat that this process still runs sweep id, until done is closed.
+func (r *Runner) heartbeat(ctx context.Context, id int64, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-r.cfg.Clock.After(r.cfg.Heartbeat):
+		}
+		if err := r.cfg.Store.Heartbeat(ctx, id, r.cfg.PID); err != nil {
+			r.cfg.Log.Warn("cannot write the sweep's heartbeat", "sweep", id, "err", err)
 		}
 	}
 }
