@@ -443,6 +443,20 @@ type SweepJSON struct {
 	// DaemonDeaths counts the daemons that died running the sweep since it was submitted or
 	// resumed; at DefaultHoldAfterDeaths it is held (interrupted) until resumed.
 	DaemonDeaths int `json:"daemon_deaths,omitempty"`
+	// Holder is the process that holds (or last held) the sweep; absent when none ever did.
+	Holder *HolderJSON `json:"holder,omitempty"`
+	// OrphanedSince: the sweep is stored as running but its process died (orchestrator.Liveness):
+	// its holder's last heartbeat, unix ms. Such a sweep has no ETA.
+	OrphanedSince *int64 `json:"orphaned_since,omitempty"`
+}
+
+// HolderJSON is the process that runs a sweep: how ("run" or "daemon"), its pid and host name,
+// and its last heartbeat (unix ms).
+type HolderJSON struct {
+	Kind      string `json:"kind"`
+	PID       int    `json:"pid"`
+	Host      string `json:"host,omitempty"`
+	Heartbeat *int64 `json:"heartbeat,omitempty"`
 }
 
 // nextFire sets a scheduled template's next firing time from its cron expression.
@@ -499,8 +513,22 @@ func msPtr(t time.Time) *int64 {
 	return &v
 }
 
-// SweepToJSON renders a sweep (and its ETA) for the API and `status --json`.
+// SweepToJSON renders a sweep (and its ETA) for the API and `status --json`; a running sweep whose
+// process died, as seen from this process now, gets OrphanedSince and no ETA.
 func SweepToJSON(s store.Sweep, eta time.Duration) SweepJSON {
+	j := sweepToJSON(s, eta)
+	if s.Holder.Kind != "" {
+		j.Holder = &HolderJSON{Kind: s.Holder.Kind, PID: s.Holder.PID, Host: s.Holder.Host, Heartbeat: msPtr(s.Holder.Heartbeat)}
+	}
+	if s.State == store.SweepRunning {
+		if orphan, since := orchestrator.LocalLiveness(time.Now()).Orphaned(s); orphan {
+			j.OrphanedSince, j.ETASeconds = msPtr(since), 0
+		}
+	}
+	return j
+}
+
+func sweepToJSON(s store.Sweep, eta time.Duration) SweepJSON {
 	return SweepJSON{ID: s.ID, Name: s.Name, State: string(s.State), Schedule: s.Schedule, ScheduleID: s.ScheduleID,
 		SpecHash: s.SpecHash, Points: s.Points, Done: s.Done, Failed: s.Failed, Pending: s.Pending, Running: s.Running,
 		Cancelled: s.Cancelled, Waiting: s.Waiting, Pruned: s.Pruned, CreatedAt: s.CreatedAt.UnixMilli(), StartedAt: msPtr(s.StartedAt),
