@@ -103,6 +103,17 @@ function dur(s) {
   if (m) return m + "m" + String(x).padStart(2, "0") + "s";
   return x + "s";
 }
+// orphanText says that no process holds a running sweep any more, since when, and how to resume it.
+function orphanText(s) {
+  const h = s.holder || {};
+  const how = h.kind === "daemon"
+    ? "start the daemon again (it resumes the sweeps it was running)"
+    : "run the same `specsweep run` command again to resume it";
+  return "Interrupted: no process has held it since " + when(s.orphaned_since) +
+    (h.pid ? " (" + (h.kind === "daemon" ? "daemon" : "specsweep run") + ", pid " + h.pid + (h.host ? " on " + h.host : "") + ")" : "") +
+    "; " + how + ".";
+}
+
 function when(ms) {
   if (!ms) return "";
   const d = new Date(ms);
@@ -249,9 +260,11 @@ function fillCard(c, id) {
   const s = Object.assign({}, state.sweeps.find(x => x.id === id) || {}, state.detail[id] || {});
   c.querySelector(".name").textContent = s.name || "";
   c.querySelector(".sid").textContent = "#" + id;
+  // A running sweep whose process died is interrupted in all but the store's word (api: orphaned_since).
+  const shown = s.orphaned_since ? "interrupted" : (s.state || "");
   const badge = c.querySelector(".state");
-  badge.textContent = s.state || "";
-  badge.className = "badge state " + (s.state || "");
+  badge.textContent = shown;
+  badge.className = "badge state " + shown;
   ticketLink(c.querySelector(".report"), "/sweeps/" + id + "/report", true);
   ticketLink(c.querySelector(".export"), "/sweeps/" + id + "/export", false);
   c.querySelector(".cancel").hidden = !["running", "queued", "scheduled"].includes(s.state);
@@ -265,6 +278,8 @@ function fillCard(c, id) {
   if (s.started_at) facts.push("elapsed " + (s.finished_at ? dur((s.finished_at - s.started_at) / 1000) : ago(s.started_at)));
   if (s.state === "running" && s.eta_s) facts.push("ETA " + dur(s.eta_s));
   c.querySelector(".facts").textContent = facts.join(" · ");
+  c.querySelector(".orphan").hidden = !s.orphaned_since;
+  if (s.orphaned_since) c.querySelector(".orphan").textContent = orphanText(s);
   fillHosts(c, s);
   const res = state.results[id];
   if (res) {
