@@ -162,7 +162,9 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 			{"driver", false, func(v *yaml.Node) {
 				x, ok := p.oneOf(v, at+".driver", DriverSSH, DriverLocal, DriverSlurm)
 				if !ok {
-					good, driverOK = false, false
+					// No driver rather than the default: the checks of what a driver needs (an
+					// address, an absolute command) would add errors that are not the user's.
+					good, driverOK, h.Driver = false, false, ""
 					return
 				}
 				h.Driver = x

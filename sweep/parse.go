@@ -476,8 +476,26 @@ func (p *parser) oneOf(n *yaml.Node, path string, allowed ...string) (string, bo
 			return s, true
 		}
 	}
-	p.errf(resolve(n), "%s: must be %s, got %q", path, strings.Join(allowed, " or "), clip(s))
+	want := strings.Join(allowed, " or ")
+	if len(allowed) > 2 {
+		want = "one of " + strings.Join(allowed, ", ")
+	}
+	p.errf(resolve(n), "%s: must be %s, got %q%s", path, want, clip(s), closestOf(s, allowed))
 	return "", false
+}
+
+// closestOf is "; did you mean X?" for the allowed value nearest to s (an edit or two away), else "".
+func closestOf(s string, allowed []string) string {
+	best, bestD := "", 3
+	for _, a := range allowed {
+		if d := textdist.Distance(strings.ToLower(s), a); d < bestD {
+			best, bestD = a, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
 }
 
 // env decodes an environment mapping; keys must be shell identifiers, the
