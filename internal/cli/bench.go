@@ -18,147 +18,174 @@ import (
 )
 
 func benchCmd() command {
-	return command{
-		name:    "bench",
-		args:    "",
-		summary: "One load test against a running server, like sglang.bench_serving: a table, or --json lines per level.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			url := fs.String("url", "", "server base URL, e.g. http://127.0.0.1:30000 (required)")
-			api := fs.String("api", "chat", "endpoint: chat (/v1/chat/completions) or completions (/v1/completions)")
-			model := fs.String("model", "", "model name sent with each request (default: the first id of /v1/models)")
-			conc := fs.String("concurrency", "1", "comma-separated levels of requests in flight, e.g. 1,4,16 (with --request-rate: caps on requests in flight; unset there: no cap)")
-			rate := fs.Float64("request-rate", 0, "open loop: Poisson arrivals at this many requests per second (0: closed loop)")
-			requests := fs.Int("requests", 64, "measured requests per level")
-			duration := fs.Duration("duration", 0, "instead of --requests: send requests for this long per level, e.g. 60s")
-			warmup := fs.Int("warmup", 4, "warmup requests before each level, excluded from every figure")
-			in := fs.Int("input-tokens", 1024, "prompt length of random prompts, in tokens")
-			out := fs.Int("output-tokens", 512, "max_tokens of every request (sent with ignore_eos)")
-			temperature := fs.Float64("temperature", 0, "sampling temperature of every request (0: greedy; speculative acceptance is lower when sampling)")
-			dataset := fs.String("dataset", "random", "prompts: random, or sharegpt:PATH (a ShareGPT JSON file)")
-			seed := fs.Uint64("seed", 1, "seed of prompts and arrival times")
-			asJSON := fs.Bool("json", false, "one JSON object per level (bench_serving's field names) instead of a table")
-			save := fs.String("save-requests", "", "write one JSON line per measured request to FILE")
-			timeout := fs.Duration("timeout", 0, fmt.Sprintf("per-request timeout; 0: %v + %v per output token", workload.DefaultTimeoutBase, workload.DefaultTimeoutPerToken))
-			stall := fs.Duration("stall-timeout", workload.DefaultStallTimeout, "fail a request after this long without response headers or, once streaming, without data")
-			apiKey := fs.String("api-key", "", "bearer token for a server started with --api-key (default $SPECSWEEP_API_KEY)")
-			return func(ctx context.Context, env Env, pos []string) error {
-				if len(pos) > 0 {
-					return usagef("unexpected argument %q", pos[0])
-				}
-				set := map[string]bool{}
-				fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-				if *url == "" {
-					return usagef("--url is required")
-				}
-				if *api != workload.APIChat && *api != workload.APICompletions {
-					return usagef("unknown --api %q (want chat or completions)", *api)
-				}
-				if *rate < 0 {
-					return usagef("--request-rate must not be negative")
-				}
-				levels, err := parseLevels(*conc)
-				if err != nil {
-					return err
-				}
-				if *rate > 0 && !set["concurrency"] {
-					levels = []int{0}
-				}
-				if set["duration"] && set["requests"] {
-					return usagef("give --requests or --duration, not both")
-				}
-				n := *requests
-				if set["duration"] {
-					n = 0
-					if *duration <= 0 {
-						return usagef("--duration must be positive")
-					}
-				} else if n < 1 {
-					return usagef("--requests must be positive")
-				}
-				switch {
-				case *warmup < 0:
-					return usagef("--warmup must not be negative")
-				case *in < 1 || *out < 1:
-					return usagef("--input-tokens and --output-tokens must be positive")
-				case *timeout < 0 || *stall < 0:
-					return usagef("timeouts must not be negative")
-				case *dataset != "random" && !strings.HasPrefix(*dataset, "sharegpt:"):
-					return usagef("unknown --dataset %q (want random or sharegpt:PATH)", *dataset)
-				}
-				prompts, err := workload.ParseDataset(*dataset, *in, *seed)
-				if err != nil {
-					return err
-				}
-				key := *apiKey
-				if key == "" {
-					key = env.Getenv("SPECSWEEP_API_KEY")
-				}
-				var saveW io.Writer
-				if *save != "" {
-					f, err := os.Create(*save)
-					if err != nil {
-						return err
-					}
-					defer f.Close()
-					saveW = f
-				}
-				maxC := 1
-				for _, c := range levels {
-					maxC = max(maxC, c)
-				}
-				client := workload.NewHTTPClient(maxC)
-				defer client.CloseIdleConnections()
-				prog := newBenchProgress(env.Stderr)
+	return newCommand("bench", "",
+		"One load test against a running server, like sglang.bench_serving: a table, or --json lines per level.", benchRun)
+}
 
-				var results []*workload.Result
-				var bad []string
-				for _, c := range levels {
-					cfg := workload.Config{URL: *url, API: *api, Model: *model, APIKey: key, Concurrency: c, RequestRate: *rate,
-						Requests: n, Duration: *duration, Warmup: *warmup, InputTokens: *in, OutputTokens: *out,
-						Prompts: prompts, Seed: *seed, RequestTimeout: *timeout, StallTimeout: *stall, Temperature: *temperature,
-						HTTPClient: client, SaveRequests: saveW}
-					if prog != nil {
-						cfg.Progress = prog.start(levelName(c, *rate), n)
-					}
-					res, err := workload.Run(ctx, cfg)
-					prog.stop()
-					if err != nil {
-						if res != nil && errors.Is(err, ctx.Err()) {
-							return exitError{ExitFailure, fmt.Errorf("specsweep bench: interrupted during level %s: %d completed, %d failed", levelName(c, *rate), res.Completed, res.Failed)}
-						}
-						return err
-					}
-					*model = res.Model // resolve /v1/models once
-					results = append(results, res)
-					reportFailures(env.Stderr, res, levelName(c, *rate))
-					if res.Aborted != "" || res.Completed == 0 {
-						bad = append(bad, levelName(c, *rate))
-					}
-					if *asJSON {
-						b, err := json.Marshal(res.BenchServing())
-						if err != nil {
-							return err
-						}
-						if _, err := fmt.Fprintf(env.Stdout, "%s\n", b); err != nil {
-							return err
-						}
-					}
-					if res.Aborted != "" {
-						break // the server is failing: further levels would only fail too
-					}
-				}
-				if !*asJSON {
-					if err := writeBenchTable(env.Stdout, results, *rate); err != nil {
-						return err
-					}
-				}
-				if len(bad) > 0 {
-					return exitError{ExitFailure, fmt.Errorf("specsweep bench: level %s failed (see above)", strings.Join(bad, ", "))}
-				}
-				return nil
-			}
-		},
+type benchOptions struct {
+	URL          string        // --url
+	API          string        // --api: workload.APIChat or workload.APICompletions
+	Model        string        // --model: "" for the first id of /v1/models
+	Concurrency  string        // --concurrency: comma-separated levels
+	RequestRate  float64       // --request-rate: 0 for a closed loop
+	Requests     int           // --requests
+	Duration     time.Duration // --duration
+	Warmup       int           // --warmup
+	InputTokens  int           // --input-tokens
+	OutputTokens int           // --output-tokens
+	Temperature  float64       // --temperature
+	Dataset      string        // --dataset: random or sharegpt:PATH
+	Seed         uint64        // --seed
+	JSON         bool          // --json
+	SaveRequests string        // --save-requests: a file
+	Timeout      time.Duration // --timeout
+	StallTimeout time.Duration // --stall-timeout
+	APIKey       string        // --api-key: "" for $SPECSWEEP_API_KEY
+
+	// Which of --concurrency, --requests and --duration the command line gave (their meaning
+	// depends on it, not only on their values).
+	ConcurrencyGiven, RequestsGiven, DurationGiven bool
+}
+
+func (o *benchOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.URL, "url", "", "server base URL, e.g. http://127.0.0.1:30000 (required)")
+	fs.StringVar(&o.API, "api", "chat", "endpoint: chat (/v1/chat/completions) or completions (/v1/completions)")
+	fs.StringVar(&o.Model, "model", "", "model name sent with each request (default: the first id of /v1/models)")
+	fs.StringVar(&o.Concurrency, "concurrency", "1", "comma-separated levels of requests in flight, e.g. 1,4,16 (with --request-rate: caps on requests in flight; unset there: no cap)")
+	fs.Float64Var(&o.RequestRate, "request-rate", 0, "open loop: Poisson arrivals at this many requests per second (0: closed loop)")
+	fs.IntVar(&o.Requests, "requests", 64, "measured requests per level")
+	fs.DurationVar(&o.Duration, "duration", 0, "instead of --requests: send requests for this long per level, e.g. 60s")
+	fs.IntVar(&o.Warmup, "warmup", 4, "warmup requests before each level, excluded from every figure")
+	fs.IntVar(&o.InputTokens, "input-tokens", 1024, "prompt length of random prompts, in tokens")
+	fs.IntVar(&o.OutputTokens, "output-tokens", 512, "max_tokens of every request (sent with ignore_eos)")
+	fs.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature of every request (0: greedy; speculative acceptance is lower when sampling)")
+	fs.StringVar(&o.Dataset, "dataset", "random", "prompts: random, or sharegpt:PATH (a ShareGPT JSON file)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of prompts and arrival times")
+	fs.BoolVar(&o.JSON, "json", false, "one JSON object per level (bench_serving's field names) instead of a table")
+	fs.StringVar(&o.SaveRequests, "save-requests", "", "write one JSON line per measured request to FILE")
+	fs.DurationVar(&o.Timeout, "timeout", 0, fmt.Sprintf("per-request timeout; 0: %v + %v per output token", workload.DefaultTimeoutBase, workload.DefaultTimeoutPerToken))
+	fs.DurationVar(&o.StallTimeout, "stall-timeout", workload.DefaultStallTimeout, "fail a request after this long without response headers or, once streaming, without data")
+	fs.StringVar(&o.APIKey, "api-key", "", "bearer token for a server started with --api-key (default $SPECSWEEP_API_KEY)")
+}
+
+func (o *benchOptions) given(set map[string]bool) {
+	o.ConcurrencyGiven, o.RequestsGiven, o.DurationGiven = set["concurrency"], set["requests"], set["duration"]
+}
+
+func (o *benchOptions) args(pos []string) error { return noArgs(pos) }
+
+// benchRun runs the load test of o against a server, level by level.
+func benchRun(ctx context.Context, env Env, o *benchOptions) error {
+	if o.URL == "" {
+		return usagef("--url is required")
 	}
+	if o.API != workload.APIChat && o.API != workload.APICompletions {
+		return usagef("unknown --api %q (want chat or completions)", o.API)
+	}
+	if o.RequestRate < 0 {
+		return usagef("--request-rate must not be negative")
+	}
+	levels, err := parseLevels(o.Concurrency)
+	if err != nil {
+		return err
+	}
+	if o.RequestRate > 0 && !o.ConcurrencyGiven {
+		levels = []int{0}
+	}
+	if o.DurationGiven && o.RequestsGiven {
+		return usagef("give --requests or --duration, not both")
+	}
+	n := o.Requests
+	if o.DurationGiven {
+		n = 0
+		if o.Duration <= 0 {
+			return usagef("--duration must be positive")
+		}
+	} else if n < 1 {
+		return usagef("--requests must be positive")
+	}
+	switch {
+	case o.Warmup < 0:
+		return usagef("--warmup must not be negative")
+	case o.InputTokens < 1 || o.OutputTokens < 1:
+		return usagef("--input-tokens and --output-tokens must be positive")
+	case o.Timeout < 0 || o.StallTimeout < 0:
+		return usagef("timeouts must not be negative")
+	case o.Dataset != "random" && !strings.HasPrefix(o.Dataset, "sharegpt:"):
+		return usagef("unknown --dataset %q (want random or sharegpt:PATH)", o.Dataset)
+	}
+	prompts, err := workload.ParseDataset(o.Dataset, o.InputTokens, o.Seed)
+	if err != nil {
+		return err
+	}
+	key := o.APIKey
+	if key == "" {
+		key = env.Getenv("SPECSWEEP_API_KEY")
+	}
+	var saveW io.Writer
+	if o.SaveRequests != "" {
+		f, err := os.Create(o.SaveRequests)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		saveW = f
+	}
+	model := o.Model
+	maxC := 1
+	for _, c := range levels {
+		maxC = max(maxC, c)
+	}
+	client := workload.NewHTTPClient(maxC)
+	defer client.CloseIdleConnections()
+	prog := newBenchProgress(env.Stderr)
+
+	var results []*workload.Result
+	var bad []string
+	for _, c := range levels {
+		cfg := workload.Config{URL: o.URL, API: o.API, Model: model, APIKey: key, Concurrency: c, RequestRate: o.RequestRate,
+			Requests: n, Duration: o.Duration, Warmup: o.Warmup, InputTokens: o.InputTokens, OutputTokens: o.OutputTokens,
+			Prompts: prompts, Seed: o.Seed, RequestTimeout: o.Timeout, StallTimeout: o.StallTimeout, Temperature: o.Temperature,
+			HTTPClient: client, SaveRequests: saveW}
+		if prog != nil {
+			cfg.Progress = prog.start(levelName(c, o.RequestRate), n)
+		}
+		res, err := workload.Run(ctx, cfg)
+		prog.stop()
+		if err != nil {
+			if res != nil && errors.Is(err, ctx.Err()) {
+				return exitError{ExitFailure, fmt.Errorf("specsweep bench: interrupted during level %s: %d completed, %d failed", levelName(c, o.RequestRate), res.Completed, res.Failed)}
+			}
+			return err
+		}
+		model = res.Model // resolve /v1/models once
+		results = append(results, res)
+		reportFailures(env.Stderr, res, levelName(c, o.RequestRate))
+		if res.Aborted != "" || res.Completed == 0 {
+			bad = append(bad, levelName(c, o.RequestRate))
+		}
+		if o.JSON {
+			b, err := json.Marshal(res.BenchServing())
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(env.Stdout, "%s\n", b); err != nil {
+				return err
+			}
+		}
+		if res.Aborted != "" {
+			break // the server is failing: further levels would only fail too
+		}
+	}
+	if !o.JSON {
+		if err := writeBenchTable(env.Stdout, results, o.RequestRate); err != nil {
+			return err
+		}
+	}
+	if len(bad) > 0 {
+		return exitError{ExitFailure, fmt.Errorf("specsweep bench: level %s failed (see above)", strings.Join(bad, ", "))}
+	}
+	return nil
 }
 
 func parseLevels(s string) ([]int, error) {

@@ -29,12 +29,51 @@ type Env struct {
 	Getenv         func(string) string
 }
 
-// command is one subcommand: its flags are declared in setup, run receives the positional arguments.
+// command is one subcommand: an options struct that holds its flags and positional arguments, and
+// a plain run function of that struct (gh's pattern). Main makes a new struct (opts), binds the
+// flags to its fields (flags), parses the command line, stores the positional arguments (args) and
+// calls run; a test may fill the struct itself and call the run function directly.
 type command struct {
 	name    string
 	args    string // positional synopsis for the usage line
 	summary string
-	setup   func(fs *flag.FlagSet) func(ctx context.Context, env Env, pos []string) error
+	opts    func() options
+	run     func(ctx context.Context, env Env, o options) error
+}
+
+// options is a command's options struct.
+type options interface {
+	// flags declares the command's flags on fs, each bound to a field of the struct (its default
+	// set there).
+	flags(fs *flag.FlagSet)
+	// args checks the positional arguments (a usageError when they do not fit) and stores them.
+	args(pos []string) error
+}
+
+// givenFlags is implemented by options whose meaning depends on which flags the command line gave,
+// not only on their values (bench's --concurrency with --request-rate): Main calls given with the
+// names of the flags set, before args.
+type givenFlags interface {
+	given(set map[string]bool)
+}
+
+// newCommand makes the command whose options struct is O and whose run function is run.
+func newCommand[O any, P interface {
+	*O
+	options
+}](name, args, summary string, run func(ctx context.Context, env Env, o P) error) command {
+	return command{name: name, args: args, summary: summary,
+		opts: func() options { return P(new(O)) },
+		run:  func(ctx context.Context, env Env, o options) error { return run(ctx, env, o.(P)) },
+	}
+}
+
+// noArgs is the args step of a command without positional arguments.
+func noArgs(pos []string) error {
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	return nil
 }
 
 // usageError marks an error that should exit 2 and print the command's usage.
@@ -53,6 +92,9 @@ type exitError struct {
 func (e exitError) Error() string { return e.err.Error() }
 func (e exitError) Unwrap() error { return e.err }
 
+// commands are specsweep's commands, in the order of the top usage. A new one is a NAMECmd in its
+// file (newCommand with the name, the synopsis, the summary and the run function), its options
+// struct NAMEOptions (flags, args) and its run function NAMERun, and a line here.
 func commands() []command {
 	return []command{
 		validateCmd(),
@@ -107,7 +149,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	fs := flag.NewFlagSet("specsweep "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	run := cmd.setup(fs)
+	o := cmd.opts()
+	o.flags(fs)
 	pos, err := parseInterleaved(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		printCmdUsage(env.Stdout, cmd, fs)
@@ -118,7 +161,15 @@ func Main(ctx context.Context, args []string, env Env) int {
 		printCmdUsage(env.Stderr, cmd, fs)
 		return ExitUsage
 	}
-	err = run(ctx, env, pos)
+	if g, ok := o.(givenFlags); ok {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		g.given(set)
+	}
+	err = o.args(pos)
+	if err == nil {
+		err = cmd.run(ctx, env, o)
+	}
 	var ue usageError
 	var ee exitError
 	switch {
@@ -195,6 +246,9 @@ func printCmdUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "  %-22s %s%s\n", head, usage, def)
 	}
 }
+
+// dbUsage is the text of most commands' --db.
+const dbUsage = "database file (default $SPECSWEEP_DB or ./specsweep.db)"
 
 // dbPath resolves --db: the flag, then $SPECSWEEP_DB, then ./specsweep.db.
 func dbPath(env Env, flagValue string) string {

@@ -143,15 +143,15 @@ func dialAddr(listen string) string {
 
 // daemonFlags are the flags by which a command finds the daemon and its token.
 type daemonFlags struct {
-	db, listen, tokenFile *string
+	DB        string // --db: the daemon's database, beside which its token file and address record lie
+	Listen    string // --listen: [https://]HOST:PORT, "" for the recorded address
+	TokenFile string // --token-file
 }
 
-func addDaemonFlags(fs *flag.FlagSet) daemonFlags {
-	return daemonFlags{
-		db:        fs.String("db", "", "the daemon's database file, for its token file DB.token and address record DB.daemon (default $SPECSWEEP_DB or ./specsweep.db)"),
-		listen:    fs.String("listen", "", "the daemon's address, [https://]HOST:PORT (default: the address the daemon recorded in DB.daemon)"),
-		tokenFile: fs.String("token-file", "", "the daemon's --token-file, if it runs with one"),
-	}
+func (d *daemonFlags) flags(fs *flag.FlagSet) {
+	fs.StringVar(&d.DB, "db", "", "the daemon's database file, for its token file DB.token and address record DB.daemon (default $SPECSWEEP_DB or ./specsweep.db)")
+	fs.StringVar(&d.Listen, "listen", "", "the daemon's address, [https://]HOST:PORT (default: the address the daemon recorded in DB.daemon)")
+	fs.StringVar(&d.TokenFile, "token-file", "", "the daemon's --token-file, if it runs with one")
 }
 
 // daemonConn is one connection to a daemon that proved it knows the token; requests on it carry
@@ -173,8 +173,8 @@ const notDaemonHint = "the token was not sent"
 // connectDaemon finds the daemon (the --listen override, else its address record), reads the
 // token and makes the daemon prove it knows it (GET /api/hello) before anything carries the token.
 func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, error) {
-	dbFile := dbPath(env, *df.db)
-	tokenPath := *df.tokenFile
+	dbFile := dbPath(env, df.DB)
+	tokenPath := df.TokenFile
 	if tokenPath == "" {
 		tokenPath = dbFile + ".token"
 	}
@@ -187,16 +187,16 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 	var addr, scheme, serverName string
 	fromRecord := false
 	switch {
-	case *df.listen != "":
-		addr, scheme = *df.listen, ""
+	case df.Listen != "":
+		addr, scheme = df.Listen, ""
 		if s, rest, ok := strings.Cut(addr, "://"); ok {
 			addr, scheme = rest, s
 		}
 		if scheme != "" && scheme != "http" && scheme != "https" {
-			return nil, usagef("--listen %q: the scheme is http or https", *df.listen)
+			return nil, usagef("--listen %q: the scheme is http or https", df.Listen)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, usagef("--listen %q: want the daemon's [https://]HOST:PORT", *df.listen)
+			return nil, usagef("--listen %q: want the daemon's [https://]HOST:PORT", df.Listen)
 		}
 		if scheme == "" {
 			scheme = "http"
@@ -415,53 +415,64 @@ func (o *oneConn) remoteAddr() string {
 }
 
 func apiCmd() command {
-	return command{
-		name:    "api",
-		args:    "METHOD PATH",
-		summary: "Send one request to the daemon's HTTP API with its token, once the daemon proved it knows the token; print the answer.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			df := addDaemonFlags(fs)
-			data := fs.String("data", "", "the request's body: a file (\"-\": stdin), sent as application/json when it starts with {, else application/yaml")
-			return func(ctx context.Context, env Env, pos []string) error {
-				if len(pos) != 2 {
-					return usagef("want METHOD PATH (e.g. GET /api/sweeps), got %d arguments", len(pos))
-				}
-				method, path := strings.ToUpper(pos[0]), pos[1]
-				if !strings.HasPrefix(path, "/") {
-					return usagef("PATH %q: want a path on the daemon such as /api/sweeps", path)
-				}
-				var body []byte
-				ctype := "application/yaml"
-				if *data != "" {
-					var err error
-					if *data == "-" && env.Stdin == nil {
-						err = errors.New("no standard input")
-					} else if *data == "-" {
-						body, err = io.ReadAll(io.LimitReader(env.Stdin, api.MaxBodyBytes+1))
-					} else {
-						body, err = os.ReadFile(*data)
-					}
-					if err != nil {
-						return fmt.Errorf("api: reading --data: %w", err)
-					}
-					if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
-						ctype = "application/json"
-					}
-				}
-				c, err := connectDaemon(ctx, env, df)
-				if err != nil {
-					return fmt.Errorf("api: %w", err)
-				}
-				code, out, err := c.send(ctx, method, path, ctype, body)
-				if err != nil {
-					return fmt.Errorf("api: %w", err)
-				}
-				if code < 200 || code > 299 {
-					return fmt.Errorf("api: %s %s: %s", method, path, apiError(code, out))
-				}
-				_, err = env.Stdout.Write(out)
-				return err
-			}
-		},
+	return newCommand("api", "METHOD PATH",
+		"Send one request to the daemon's HTTP API with its token, once the daemon proved it knows the token; print the answer.", apiRun)
+}
+
+type apiOptions struct {
+	Daemon daemonFlags // --db, --listen, --token-file
+	Data   string      // --data: a file, "-" for stdin
+	Method string      // METHOD, upper case
+	Path   string      // PATH: starts with /
+}
+
+func (o *apiOptions) flags(fs *flag.FlagSet) {
+	o.Daemon.flags(fs)
+	fs.StringVar(&o.Data, "data", "", "the request's body: a file (\"-\": stdin), sent as application/json when it starts with {, else application/yaml")
+}
+
+func (o *apiOptions) args(pos []string) error {
+	if len(pos) != 2 {
+		return usagef("want METHOD PATH (e.g. GET /api/sweeps), got %d arguments", len(pos))
 	}
+	o.Method, o.Path = strings.ToUpper(pos[0]), pos[1]
+	if !strings.HasPrefix(o.Path, "/") {
+		return usagef("PATH %q: want a path on the daemon such as /api/sweeps", o.Path)
+	}
+	return nil
+}
+
+// apiRun sends one request to the daemon, once it proved it knows the token, and prints the answer.
+func apiRun(ctx context.Context, env Env, o *apiOptions) error {
+	var body []byte
+	ctype := "application/yaml"
+	if o.Data != "" {
+		var err error
+		if o.Data == "-" && env.Stdin == nil {
+			err = errors.New("no standard input")
+		} else if o.Data == "-" {
+			body, err = io.ReadAll(io.LimitReader(env.Stdin, api.MaxBodyBytes+1))
+		} else {
+			body, err = os.ReadFile(o.Data)
+		}
+		if err != nil {
+			return fmt.Errorf("api: reading --data: %w", err)
+		}
+		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+			ctype = "application/json"
+		}
+	}
+	c, err := connectDaemon(ctx, env, o.Daemon)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	code, out, err := c.send(ctx, o.Method, o.Path, ctype, body)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	if code < 200 || code > 299 {
+		return fmt.Errorf("api: %s %s: %s", o.Method, o.Path, apiError(code, out))
+	}
+	_, err = env.Stdout.Write(out)
+	return err
 }

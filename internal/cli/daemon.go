@@ -27,185 +27,199 @@ import (
 )
 
 func daemonCmd() command {
-	return command{
-		name:    "daemon",
-		args:    "",
-		summary: "Run queued and scheduled sweeps until stopped; status API and /metrics on --listen.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			listen := fs.String("listen", "127.0.0.1:8377", "HTTP address of the status API and /metrics (\"\" for none)")
-			tokenFile := fs.String("token-file", "", "file holding the bearer token the HTTP API requires (mode 0600; default DB.token, created at the first start)")
-			allowLocal := fs.Bool("allow-local-driver", false, "accept specs with driver: local over the HTTP API (they run commands here as the daemon's user)")
-			allowAnyKey := fs.Bool("allow-any-key-path", false, "accept identity_file and known_hosts paths outside the daemon's ~/.ssh over the HTTP API")
-			datasetDir := fs.String("dataset-dir", "", "directory that workload.dataset files of specs submitted over the HTTP API must lie in (none: refused)")
-			acceptKeys := fs.Bool("accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
-			logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
-			logDir := fs.String("log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
-			tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain) file (with --tls-key)")
-			tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
-			minEvery := fs.Duration("min-every", sweep.MinEvery, "the shortest @every of a schedule the daemon fires (a shorter one is logged and skipped; the API always holds specs to the default)")
-			insecureListen := fs.Bool("insecure-listen", false, "allow plain HTTP on a --listen address that is not loopback (the token and sessions cross the network in clear)")
-			return func(ctx context.Context, env Env, pos []string) error {
-				if len(pos) > 0 {
-					return usagef("unexpected argument %q", pos[0])
-				}
-				if *logFormat != "text" && *logFormat != "json" {
-					return usagef("unknown --log-format %q (want text or json)", *logFormat)
-				}
-				listenHost, err := checkListen(*listen)
-				if err != nil {
-					return err
-				}
-				tlsConf, err := listenTLS(*listen, *tlsCert, *tlsKey, *insecureListen)
-				if err != nil {
-					return err
-				}
-				var log *slog.Logger
-				if *logFormat == "json" {
-					log = slog.New(slog.NewJSONHandler(env.Stderr, nil))
-				} else {
-					log = slog.New(slog.NewTextHandler(env.Stderr, nil))
-				}
-				dbFile := dbPath(env, *db)
-				st, err := store.Open(ctx, dbFile)
-				if err != nil {
-					return err
-				}
-				defer st.Close()
+	return newCommand("daemon", "",
+		"Run queued and scheduled sweeps until stopped; status API and /metrics on --listen.", daemonRun)
+}
 
-				metrics := api.NewMetrics(st)
-				// The dashboard (docs/daemon.md): its event stream hears the daemon's updates at once.
-				sessions := web.NewSessions(nil)
-				dash, err := web.New(web.Config{Store: st, Sessions: sessions, Log: log})
-				if err != nil {
-					return err
-				}
-				observe := func(id int64, u orchestrator.Update) {
-					metrics.Observe(id, u)
-					dash.Notify(id, u.ActivityKey(), api.ActivityToJSON(u))
-				}
-				if *minEvery <= 0 {
-					return usagef("--min-every %s: want a positive duration", *minEvery)
-				}
-				d, err := orchestrator.NewDaemon(orchestrator.DaemonConfig{
-					Store: st, Log: log, Observe: observe, MinEvery: *minEvery,
-					LockSweep: func(sw store.Sweep) (func(), error) {
-						if sw.ScheduleID != 0 {
-							return func() {}, nil // a schedule's sweep: `specsweep run` never resumes it
-						}
-						return lockSweep(dbFile, sw.Name)
-					},
-					Runner: orchestrator.Config{Log: log},
-					Hosts: func(spec *sweep.Spec, sweepID int64) []orchestrator.Host {
-						hs := sweepHosts(ctx, st, spec, sweepID, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir, getenv: env.Getenv})
-						out := make([]orchestrator.Host, len(hs))
-						for i, h := range hs {
-							out[i] = h
-						}
-						return out
-					},
-				})
-				if err != nil {
-					return err
-				}
-				var srv *http.Server
-				if *listen != "" {
-					token, tokenPath, err := apiToken(dbFile, *tokenFile)
-					if err != nil {
-						return fmt.Errorf("daemon: %w", err)
-					}
-					if len(token) < 2*tokenBytes {
-						// GET /api/hello answers a MAC under a key derived from the token: a guessable
-						// token can be found offline from one answer.
-						log.Warn("the token is short: use at least 32 random bytes (the generated token has them)",
-							"token_file", tokenPath, "length", len(token))
-					}
-					home, err := os.UserHomeDir()
-					if err != nil && !*allowAnyKey {
-						log.Warn("no home directory: specs over the API may not name identity_file or known_hosts", "err", err)
-					}
-					h, err := api.NewAPI(api.APIConfig{Store: st, Daemon: d, Metrics: metrics,
-						Token: token, ListenHost: listenHost, Log: log, Sessions: sessions, Routes: dashboardRoutes(dash.Routes()),
-						Policy: api.SpecPolicy{AllowLocalDriver: *allowLocal, AllowAnyKeyPath: *allowAnyKey, Home: home, DatasetDir: *datasetDir}})
-					if err != nil {
-						return fmt.Errorf("daemon: %w", err)
-					}
-					ln, err := net.Listen("tcp", *listen)
-					if err != nil {
-						return listenError(*listen, err)
-					}
-					scheme := "http"
-					srv = api.NewAPIServer(h, api.ServerTimeouts{}, log)
-					if tlsConf != nil {
-						scheme, srv.TLSConfig = "https", tlsConf
-					}
-					go func() {
-						var err error
-						if tlsConf != nil {
-							err = srv.ServeTLS(ln, "", "")
-						} else {
-							err = srv.Serve(ln)
-						}
-						if err != nil && !errors.Is(err, http.ErrServerClosed) {
-							log.Error("HTTP server stopped", "err", err)
-						}
-					}()
-					// Where the CLI finds this daemon (client.go), once the address is ours.
-					rec := daemonRecord{Addr: ln.Addr().String(), Scheme: scheme, PID: os.Getpid(), StartedAt: time.Now().UTC()}
-					if tlsConf != nil {
-						rec.Cert = tlsConf.Certificates[0].Certificate[0]
-						if net.ParseIP(listenHost) == nil && listenHost != "" {
-							rec.ServerName = listenHost
-						}
-					}
-					recPath := daemonRecordPath(dbFile)
-					if err := writeDaemonRecord(recPath, rec); err != nil {
-						log.Warn("the CLI will need --listen to find this daemon", "err", err)
-					}
-					defer removeDaemonRecord(recPath)
-					// The path, never the token.
-					log.Info("status API listening", "addr", ln.Addr().String(), "scheme", scheme, "token_file", tokenPath,
-						"address_record", recPath, "allow_local_driver", *allowLocal, "allow_any_key_path", *allowAnyKey)
-					go dash.Run(ctx)
-					// A login URL is a credential: printed for a person at a terminal, never into a log
-					// (a journal other users may read); `specsweep dashboard` makes one with the token.
-					if isTerminal(env.Stderr) {
-						code, until, err := sessions.LoginCode()
-						if err == nil {
-							fmt.Fprintf(env.Stderr, "dashboard: %s (one-time, until %s)\n",
-								daemonURL(scheme, ln.Addr().String(), web.LoginPath(code)), until.UTC().Format(time.RFC3339))
-						}
-					} else {
-						log.Info("dashboard served: `specsweep dashboard` prints a login URL", "url", daemonURL(scheme, ln.Addr().String(), "/"))
-					}
-				}
-				hup := make(chan os.Signal, 1)
-				signal.Notify(hup, syscall.SIGHUP)
-				defer signal.Stop(hup)
-				go func() {
-					for range hup {
-						d.Reload()
-					}
-				}()
-				wctx, stopWatchdog := context.WithCancel(ctx)
-				defer stopWatchdog()
-				log.Info("daemon starting", "db", dbFile)
-				err = d.Run(ctx, func() {
-					_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
-					go watchdog(wctx)
-					log.Info("daemon ready")
-				})
-				_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
-				if srv != nil {
-					sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-					_ = srv.Shutdown(sctx)
-					cancel()
-				}
-				log.Info("daemon stopped")
-				return err
-			}
-		},
+type daemonOptions struct {
+	DB                string        // --db
+	Listen            string        // --listen: the API's address, "" for none
+	TokenFile         string        // --token-file
+	AllowLocalDriver  bool          // --allow-local-driver
+	AllowAnyKeyPath   bool          // --allow-any-key-path
+	DatasetDir        string        // --dataset-dir
+	AcceptNewHostKeys bool          // --accept-new-host-keys
+	LogFormat         string        // --log-format: text or json
+	LogDir            string        // --log-dir
+	TLSCert, TLSKey   string        // --tls-cert, --tls-key
+	MinEvery          time.Duration // --min-every
+	InsecureListen    bool          // --insecure-listen
+}
+
+func (o *daemonOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8377", "HTTP address of the status API and /metrics (\"\" for none)")
+	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token the HTTP API requires (mode 0600; default DB.token, created at the first start)")
+	fs.BoolVar(&o.AllowLocalDriver, "allow-local-driver", false, "accept specs with driver: local over the HTTP API (they run commands here as the daemon's user)")
+	fs.BoolVar(&o.AllowAnyKeyPath, "allow-any-key-path", false, "accept identity_file and known_hosts paths outside the daemon's ~/.ssh over the HTTP API")
+	fs.StringVar(&o.DatasetDir, "dataset-dir", "", "directory that workload.dataset files of specs submitted over the HTTP API must lie in (none: refused)")
+	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
+	fs.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) file (with --tls-key)")
+	fs.StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
+	fs.DurationVar(&o.MinEvery, "min-every", sweep.MinEvery, "the shortest @every of a schedule the daemon fires (a shorter one is logged and skipped; the API always holds specs to the default)")
+	fs.BoolVar(&o.InsecureListen, "insecure-listen", false, "allow plain HTTP on a --listen address that is not loopback (the token and sessions cross the network in clear)")
+}
+
+func (o *daemonOptions) args(pos []string) error { return noArgs(pos) }
+
+// daemonRun runs the daemon until ctx ends.
+func daemonRun(ctx context.Context, env Env, o *daemonOptions) error {
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		return usagef("unknown --log-format %q (want text or json)", o.LogFormat)
 	}
+	listenHost, err := checkListen(o.Listen)
+	if err != nil {
+		return err
+	}
+	tlsConf, err := listenTLS(o.Listen, o.TLSCert, o.TLSKey, o.InsecureListen)
+	if err != nil {
+		return err
+	}
+	var log *slog.Logger
+	if o.LogFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(env.Stderr, nil))
+	} else {
+		log = slog.New(slog.NewTextHandler(env.Stderr, nil))
+	}
+	dbFile := dbPath(env, o.DB)
+	st, err := store.Open(ctx, dbFile)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	metrics := api.NewMetrics(st)
+	// The dashboard (docs/daemon.md): its event stream hears the daemon's updates at once.
+	sessions := web.NewSessions(nil)
+	dash, err := web.New(web.Config{Store: st, Sessions: sessions, Log: log})
+	if err != nil {
+		return err
+	}
+	observe := func(id int64, u orchestrator.Update) {
+		metrics.Observe(id, u)
+		dash.Notify(id, u.ActivityKey(), api.ActivityToJSON(u))
+	}
+	if o.MinEvery <= 0 {
+		return usagef("--min-every %s: want a positive duration", o.MinEvery)
+	}
+	d, err := orchestrator.NewDaemon(orchestrator.DaemonConfig{
+		Store: st, Log: log, Observe: observe, MinEvery: o.MinEvery,
+		LockSweep: func(sw store.Sweep) (func(), error) {
+			if sw.ScheduleID != 0 {
+				return func() {}, nil // a schedule's sweep: `specsweep run` never resumes it
+			}
+			return lockSweep(dbFile, sw.Name)
+		},
+		Runner: orchestrator.Config{Log: log},
+		Hosts: func(spec *sweep.Spec, sweepID int64) []orchestrator.Host {
+			hs := sweepHosts(ctx, st, spec, sweepID, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, logDir: o.LogDir, getenv: env.Getenv})
+			out := make([]orchestrator.Host, len(hs))
+			for i, h := range hs {
+				out[i] = h
+			}
+			return out
+		},
+	})
+	if err != nil {
+		return err
+	}
+	var srv *http.Server
+	if o.Listen != "" {
+		token, tokenPath, err := apiToken(dbFile, o.TokenFile)
+		if err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+		if len(token) < 2*tokenBytes {
+			// GET /api/hello answers a MAC under a key derived from the token: a guessable
+			// token can be found offline from one answer.
+			log.Warn("the token is short: use at least 32 random bytes (the generated token has them)",
+				"token_file", tokenPath, "length", len(token))
+		}
+		home, err := os.UserHomeDir()
+		if err != nil && !o.AllowAnyKeyPath {
+			log.Warn("no home directory: specs over the API may not name identity_file or known_hosts", "err", err)
+		}
+		h, err := api.NewAPI(api.APIConfig{Store: st, Daemon: d, Metrics: metrics,
+			Token: token, ListenHost: listenHost, Log: log, Sessions: sessions, Routes: dashboardRoutes(dash.Routes()),
+			Policy: api.SpecPolicy{AllowLocalDriver: o.AllowLocalDriver, AllowAnyKeyPath: o.AllowAnyKeyPath, Home: home, DatasetDir: o.DatasetDir}})
+		if err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return listenError(o.Listen, err)
+		}
+		scheme := "http"
+		srv = api.NewAPIServer(h, api.ServerTimeouts{}, log)
+		if tlsConf != nil {
+			scheme, srv.TLSConfig = "https", tlsConf
+		}
+		go func() {
+			var err error
+			if tlsConf != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("HTTP server stopped", "err", err)
+			}
+		}()
+		// Where the CLI finds this daemon (client.go), once the address is ours.
+		rec := daemonRecord{Addr: ln.Addr().String(), Scheme: scheme, PID: os.Getpid(), StartedAt: time.Now().UTC()}
+		if tlsConf != nil {
+			rec.Cert = tlsConf.Certificates[0].Certificate[0]
+			if net.ParseIP(listenHost) == nil && listenHost != "" {
+				rec.ServerName = listenHost
+			}
+		}
+		recPath := daemonRecordPath(dbFile)
+		if err := writeDaemonRecord(recPath, rec); err != nil {
+			log.Warn("the CLI will need --listen to find this daemon", "err", err)
+		}
+		defer removeDaemonRecord(recPath)
+		// The path, never the token.
+		log.Info("status API listening", "addr", ln.Addr().String(), "scheme", scheme, "token_file", tokenPath,
+			"address_record", recPath, "allow_local_driver", o.AllowLocalDriver, "allow_any_key_path", o.AllowAnyKeyPath)
+		go dash.Run(ctx)
+		// A login URL is a credential: printed for a person at a terminal, never into a log
+		// (a journal other users may read); `specsweep dashboard` makes one with the token.
+		if isTerminal(env.Stderr) {
+			code, until, err := sessions.LoginCode()
+			if err == nil {
+				fmt.Fprintf(env.Stderr, "dashboard: %s (one-time, until %s)\n",
+					daemonURL(scheme, ln.Addr().String(), web.LoginPath(code)), until.UTC().Format(time.RFC3339))
+			}
+		} else {
+			log.Info("dashboard served: `specsweep dashboard` prints a login URL", "url", daemonURL(scheme, ln.Addr().String(), "/"))
+		}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			d.Reload()
+		}
+	}()
+	wctx, stopWatchdog := context.WithCancel(ctx)
+	defer stopWatchdog()
+	log.Info("daemon starting", "db", dbFile)
+	err = d.Run(ctx, func() {
+		_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+		go watchdog(wctx)
+		log.Info("daemon ready")
+	})
+	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	log.Info("daemon stopped")
+	return err
 }
 
 // watchdog pings systemd at half the WatchdogSec interval, when the unit sets one.
@@ -293,110 +307,134 @@ func listenError(listen string, err error) error {
 }
 
 func submitCmd() command {
-	return command{
-		name:    "submit",
-		args:    "SPEC",
-		summary: "Queue a sweep for the daemon: now, once at a time (--at), or on a cron schedule (--cron or the spec's schedule.cron).",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			cronExpr := fs.String("cron", "", "cron schedule, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
-			at := fs.String("at", "", "start no earlier than this time (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
-			minEvery := fs.Duration("min-every", sweep.MinEvery, "the shortest @every accepted for --cron (the daemon fires it only with a --min-every as short)")
-			return func(ctx context.Context, env Env, pos []string) error {
-				path, err := oneArg(pos, "SPEC")
-				if err != nil {
-					return err
-				}
-				if *minEvery <= 0 {
-					return usagef("--min-every %s: want a positive duration", *minEvery)
-				}
-				opts := orchestrator.SubmitOptions{Cron: *cronExpr, MinEvery: *minEvery}
-				if *at != "" {
-					if opts.At, err = time.Parse(time.RFC3339, *at); err != nil {
-						return usagef("--at %q: want an RFC 3339 time such as 2026-12-01T22:00:00Z", *at)
-					}
-				}
-				spec, err := loadSpec(path)
-				if err != nil {
-					return err
-				}
-				st, err := store.Open(ctx, dbPath(env, *db))
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				sw, err := orchestrator.Submit(ctx, st, spec, opts)
-				if err != nil {
-					return submitWords(err)
-				}
-				switch sw.State {
-				case store.SweepScheduled:
-					fmt.Fprintf(env.Stdout, "%d\nscheduled sweep %s (id %d) on %q: the daemon fires a new sweep %s@TIME at each time\n",
-						sw.ID, sw.Name, sw.ID, sw.Schedule, sw.Name)
-				default:
-					when := "as soon as its hosts are free"
-					if !sw.NotBefore.IsZero() {
-						when = "not before " + sw.NotBefore.UTC().Format(time.RFC3339)
-					}
-					fmt.Fprintf(env.Stdout, "%d\nqueued sweep %s (id %d, %d points): the daemon runs it %s\n",
-						sw.ID, sw.Name, sw.ID, sw.Points, when)
-				}
-				return nil
-			}
-		},
+	return newCommand("submit", "SPEC",
+		"Queue a sweep for the daemon: now, once at a time (--at), or on a cron schedule (--cron or the spec's schedule.cron).", submitRun)
+}
+
+type submitOptions struct {
+	DB       string        // --db
+	Cron     string        // --cron
+	At       string        // --at: an RFC 3339 time
+	MinEvery time.Duration // --min-every
+	Spec     string        // SPEC
+}
+
+func (o *submitOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.StringVar(&o.Cron, "cron", "", "cron schedule, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
+	fs.StringVar(&o.At, "at", "", "start no earlier than this time (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
+	fs.DurationVar(&o.MinEvery, "min-every", sweep.MinEvery, "the shortest @every accepted for --cron (the daemon fires it only with a --min-every as short)")
+}
+
+func (o *submitOptions) args(pos []string) (err error) {
+	o.Spec, err = oneArg(pos, "SPEC")
+	return err
+}
+
+// submitRun queues the sweep of o.Spec, or its schedule, in the database.
+func submitRun(ctx context.Context, env Env, o *submitOptions) error {
+	if o.MinEvery <= 0 {
+		return usagef("--min-every %s: want a positive duration", o.MinEvery)
 	}
+	opts := orchestrator.SubmitOptions{Cron: o.Cron, MinEvery: o.MinEvery}
+	if o.At != "" {
+		at, err := time.Parse(time.RFC3339, o.At)
+		if err != nil {
+			return usagef("--at %q: want an RFC 3339 time such as 2026-12-01T22:00:00Z", o.At)
+		}
+		opts.At = at
+	}
+	spec, err := loadSpec(o.Spec)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, dbPath(env, o.DB))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	sw, err := orchestrator.Submit(ctx, st, spec, opts)
+	if err != nil {
+		return submitWords(err)
+	}
+	switch sw.State {
+	case store.SweepScheduled:
+		fmt.Fprintf(env.Stdout, "%d\nscheduled sweep %s (id %d) on %q: the daemon fires a new sweep %s@TIME at each time\n",
+			sw.ID, sw.Name, sw.ID, sw.Schedule, sw.Name)
+	default:
+		when := "as soon as its hosts are free"
+		if !sw.NotBefore.IsZero() {
+			when = "not before " + sw.NotBefore.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(env.Stdout, "%d\nqueued sweep %s (id %d, %d points): the daemon runs it %s\n",
+			sw.ID, sw.Name, sw.ID, sw.Points, when)
+	}
+	return nil
 }
 
 func statusCmd() command {
-	return command{
-		name:    "status",
-		args:    "[SWEEP]",
-		summary: "Sweeps with state, points done/failed/pending and ETA; one sweep in detail.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, env Env, pos []string) error {
-				if len(pos) > 1 {
-					return usagef("expected at most one SWEEP, got %d arguments", len(pos))
-				}
-				st, err := store.OpenReadOnly(ctx, dbPath(env, *db))
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				if len(pos) == 0 {
-					return statusList(ctx, env, st, *asJSON)
-				}
-				sw, err := st.FindSweep(ctx, pos[0])
-				if err != nil {
-					return err
-				}
-				s, err := orchestrator.Status(ctx, st, sw.ID)
-				if err != nil {
-					return err
-				}
-				if *asJSON {
-					out := api.SweepDetailJSON{SweepJSON: api.SweepToJSON(s.Sweep, s.ETA)}
-					for _, p := range s.Points {
-						out.Points = append(out.Points, api.PointToJSON(p))
-					}
-					return writeIndentedJSON(env.Stdout, out)
-				}
-				outs, err := st.OutputChecks(ctx, sw.ID)
-				if err != nil {
-					return err
-				}
-				checks := map[string]store.PointOutputs{}
-				for _, o := range outs {
-					if o.Check != "" {
-						checks[o.PointID] = o
-					}
-				}
-				printStatus(env, s, checks)
-				return nil
-			}
-		},
+	return newCommand("status", "[SWEEP]",
+		"Sweeps with state, points done/failed/pending and ETA; one sweep in detail.", statusRun)
+}
+
+type statusOptions struct {
+	DB    string  // --db
+	JSON  bool    // --json
+	Sweep *string // [SWEEP]: nil lists every sweep
+}
+
+func (o *statusOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.BoolVar(&o.JSON, "json", false, "print JSON")
+}
+
+func (o *statusOptions) args(pos []string) error {
+	if len(pos) > 1 {
+		return usagef("expected at most one SWEEP, got %d arguments", len(pos))
 	}
+	if len(pos) == 1 {
+		o.Sweep = &pos[0]
+	}
+	return nil
+}
+
+// statusRun prints every sweep, or one in detail.
+func statusRun(ctx context.Context, env Env, o *statusOptions) error {
+	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if o.Sweep == nil {
+		return statusList(ctx, env, st, o.JSON)
+	}
+	sw, err := st.FindSweep(ctx, *o.Sweep)
+	if err != nil {
+		return err
+	}
+	s, err := orchestrator.Status(ctx, st, sw.ID)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		out := api.SweepDetailJSON{SweepJSON: api.SweepToJSON(s.Sweep, s.ETA)}
+		for _, p := range s.Points {
+			out.Points = append(out.Points, api.PointToJSON(p))
+		}
+		return writeIndentedJSON(env.Stdout, out)
+	}
+	outs, err := st.OutputChecks(ctx, sw.ID)
+	if err != nil {
+		return err
+	}
+	checks := map[string]store.PointOutputs{}
+	for _, oc := range outs {
+		if oc.Check != "" {
+			checks[oc.PointID] = oc
+		}
+	}
+	printStatus(env, s, checks)
+	return nil
 }
 
 func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
@@ -504,68 +542,78 @@ func etaText(d time.Duration) string {
 	return roundDuration(d)
 }
 
-// sweepCmd is a command acting on one stored sweep: SWEEP is resolved in the read-write store
-// and handed to act.
-func sweepCmd(name, summary string, act func(ctx context.Context, env Env, st *store.DB, sw store.Sweep) error) command {
-	return command{
-		name:    name,
-		args:    "SWEEP",
-		summary: summary,
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			return func(ctx context.Context, env Env, pos []string) error {
-				ref, err := oneArg(pos, "SWEEP")
-				if err != nil {
-					return err
-				}
-				st, err := store.Open(ctx, dbPath(env, *db))
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				sw, err := st.FindSweep(ctx, ref)
-				if err != nil {
-					return err
-				}
-				return act(ctx, env, st, sw)
-			}
-		},
+// sweepOptions are the options of a command acting on one stored sweep (cancel, resume).
+type sweepOptions struct {
+	DB    string // --db
+	Sweep string // SWEEP: an id or a name
+}
+
+func (o *sweepOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", dbUsage)
+}
+
+func (o *sweepOptions) args(pos []string) (err error) {
+	o.Sweep, err = oneArg(pos, "SWEEP")
+	return err
+}
+
+// onSweep resolves o.Sweep in the read-write store and hands it to act.
+func onSweep(ctx context.Context, env Env, o *sweepOptions, act func(st *store.DB, sw store.Sweep) error) error {
+	st, err := store.Open(ctx, dbPath(env, o.DB))
+	if err != nil {
+		return err
 	}
+	defer st.Close()
+	sw, err := st.FindSweep(ctx, o.Sweep)
+	if err != nil {
+		return err
+	}
+	return act(st, sw)
 }
 
 func cancelCmd() command {
-	return sweepCmd("cancel", "Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.",
-		func(ctx context.Context, env Env, st *store.DB, sw store.Sweep) error {
-			if err := st.CancelSweep(ctx, sw.ID, "cancelled by specsweep cancel"); err != nil {
-				if errors.Is(err, store.ErrTransition) {
-					return fmt.Errorf("sweep %s (id %d) is %s and cannot be cancelled", sw.Name, sw.ID, sw.State)
-				}
-				return err
+	return newCommand("cancel", "SWEEP",
+		"Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.", cancelRun)
+}
+
+// cancelRun cancels the sweep o.Sweep.
+func cancelRun(ctx context.Context, env Env, o *sweepOptions) error {
+	return onSweep(ctx, env, o, func(st *store.DB, sw store.Sweep) error {
+		if err := st.CancelSweep(ctx, sw.ID, "cancelled by specsweep cancel"); err != nil {
+			if errors.Is(err, store.ErrTransition) {
+				return fmt.Errorf("sweep %s (id %d) is %s and cannot be cancelled", sw.Name, sw.ID, sw.State)
 			}
-			msg := "no point was running"
-			if sw.Running > 0 {
-				msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them)", sw.Running)
-			}
-			fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; `specsweep resume %d` queues it again\n", sw.Name, sw.ID, msg, sw.ID)
-			return nil
-		})
+			return err
+		}
+		msg := "no point was running"
+		if sw.Running > 0 {
+			msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them)", sw.Running)
+		}
+		fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; `specsweep resume %d` queues it again\n", sw.Name, sw.ID, msg, sw.ID)
+		return nil
+	})
 }
 
 func resumeCmd() command {
-	return sweepCmd("resume", "Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).",
-		func(ctx context.Context, env Env, st *store.DB, sw store.Sweep) error {
-			got, err := st.ResumeSweep(ctx, sw.ID, "resumed by specsweep resume")
-			if errors.Is(err, store.ErrNotResumable) {
-				return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
-			}
-			if err != nil {
-				return err
-			}
-			more := ""
-			if got.Waiting > 0 {
-				more = fmt.Sprintf(", %d for the search to decide", got.Waiting)
-			}
-			fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run%s\n", got.Name, got.ID, got.State, got.Pending, more)
-			return nil
-		})
+	return newCommand("resume", "SWEEP",
+		"Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).", resumeRun)
+}
+
+// resumeRun puts the sweep o.Sweep back in the daemon's queue.
+func resumeRun(ctx context.Context, env Env, o *sweepOptions) error {
+	return onSweep(ctx, env, o, func(st *store.DB, sw store.Sweep) error {
+		got, err := st.ResumeSweep(ctx, sw.ID, "resumed by specsweep resume")
+		if errors.Is(err, store.ErrNotResumable) {
+			return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
+		}
+		if err != nil {
+			return err
+		}
+		more := ""
+		if got.Waiting > 0 {
+			more = fmt.Sprintf(", %d for the search to decide", got.Waiting)
+		}
+		fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run%s\n", got.Name, got.ID, got.State, got.Pending, more)
+		return nil
+	})
 }

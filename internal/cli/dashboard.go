@@ -23,39 +23,43 @@ func dashboardRoutes(rs []web.Route) []api.Route {
 }
 
 func dashboardCmd() command {
-	return command{
-		name:    "dashboard",
-		args:    "",
-		summary: "Print a one-time login URL for the daemon's web dashboard (reads the daemon's token file); --revoke ends every session.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			df := addDaemonFlags(fs)
-			revoke := fs.Bool("revoke", false, "end every dashboard session (their pages and streams) and unused login URL, instead of printing a URL")
-			return func(ctx context.Context, env Env, pos []string) error {
-				if len(pos) > 0 {
-					return usagef("unexpected argument %q", pos[0])
-				}
-				if *revoke {
-					return revokeSessions(ctx, env, df)
-				}
-				// The daemon proves itself before the token is sent (client.go).
-				c, code, body, err := daemonRequest(ctx, env, df, http.MethodPost, "/api/login-codes", nil)
-				if err != nil {
-					return fmt.Errorf("dashboard: %w", err)
-				}
-				if code != http.StatusOK {
-					return fmt.Errorf("dashboard: the daemon refused a login code: %s", apiError(code, body))
-				}
-				var lc api.LoginCodeJSON
-				if err := json.Unmarshal(body, &lc); err != nil {
-					return fmt.Errorf("dashboard: the daemon's answer: %w", err)
-				}
-				fmt.Fprintln(env.Stdout, c.Base()+lc.Path)
-				fmt.Fprintf(env.Stderr, "one-time login URL, valid until %s; over SSH: ssh -L %s:127.0.0.1:%s HOST, then open it here\n",
-					time.UnixMilli(lc.ExpiresAt).UTC().Format(time.RFC3339), portOf(c.addr), portOf(c.addr))
-				return nil
-			}
-		},
+	return newCommand("dashboard", "",
+		"Print a one-time login URL for the daemon's web dashboard (reads the daemon's token file); --revoke ends every session.", dashboardRun)
+}
+
+type dashboardOptions struct {
+	Daemon daemonFlags // --db, --listen, --token-file
+	Revoke bool        // --revoke
+}
+
+func (o *dashboardOptions) flags(fs *flag.FlagSet) {
+	o.Daemon.flags(fs)
+	fs.BoolVar(&o.Revoke, "revoke", false, "end every dashboard session (their pages and streams) and unused login URL, instead of printing a URL")
+}
+
+func (o *dashboardOptions) args(pos []string) error { return noArgs(pos) }
+
+// dashboardRun prints a one-time login URL of the daemon's dashboard, or ends every session.
+func dashboardRun(ctx context.Context, env Env, o *dashboardOptions) error {
+	if o.Revoke {
+		return revokeSessions(ctx, env, o.Daemon)
 	}
+	// The daemon proves itself before the token is sent (client.go).
+	c, code, body, err := daemonRequest(ctx, env, o.Daemon, http.MethodPost, "/api/login-codes", nil)
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("dashboard: the daemon refused a login code: %s", apiError(code, body))
+	}
+	var lc api.LoginCodeJSON
+	if err := json.Unmarshal(body, &lc); err != nil {
+		return fmt.Errorf("dashboard: the daemon's answer: %w", err)
+	}
+	fmt.Fprintln(env.Stdout, c.Base()+lc.Path)
+	fmt.Fprintf(env.Stderr, "one-time login URL, valid until %s; over SSH: ssh -L %s:127.0.0.1:%s HOST, then open it here\n",
+		time.UnixMilli(lc.ExpiresAt).UTC().Format(time.RFC3339), portOf(c.addr), portOf(c.addr))
+	return nil
 }
 
 // revokeSessions asks the daemon to end every dashboard session (POST /api/sessions/revoke, the

@@ -12,58 +12,68 @@ import (
 )
 
 func reportCmd() command {
-	return command{
-		name:    "report",
-		args:    "SWEEP",
-		summary: "A report of a sweep with charts: best configuration per concurrency, Pareto front, failures, provenance (HTML, Markdown or LaTeX).",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			format := fs.String("format", "html", "report format: "+strings.Join(report.Formats, ", "))
-			out := fs.String("o", "", "output directory (default report-NAME-ID)")
-			cmp := fs.String("compare", "", "a second sweep (id or name) to compare against SWEEP, point by point and best by best")
-			fragment := fs.Bool("fragment", false, "tex: write a fragment to \\input into a paper instead of a whole document")
-			return func(ctx context.Context, env Env, pos []string) error {
-				ref, err := oneArg(pos, "SWEEP")
-				if err != nil {
-					return err
-				}
-				if !isReportFormat(*format) {
-					return usagef("unknown --format %q (want one of %s)", *format, strings.Join(report.Formats, ", "))
-				}
-				if *fragment && *format != "tex" {
-					return usagef("--fragment needs --format tex")
-				}
-				st, err := store.OpenReadOnly(ctx, dbPath(env, *db))
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				s, err := report.Load(ctx, st, ref)
-				if err != nil {
-					return err
-				}
-				opt := report.Options{Format: *format, Dir: *out, Fragment: *fragment, Generator: "specsweep " + Version()}
-				if opt.Dir == "" {
-					opt.Dir = fmt.Sprintf("report-%s-%d", s.Name, s.ID)
-				}
-				if *cmp != "" {
-					if opt.Compare, err = report.Load(ctx, st, *cmp); err != nil {
-						return err
-					}
-				}
-				files, err := report.Write(s, opt)
-				if err != nil {
-					return err
-				}
-				if len(files) > 1 {
-					fmt.Fprintf(env.Stdout, "%s (and %d chart files in %s)\n", files[0], len(files)-1, filepath.Join(opt.Dir, "charts"))
-				} else {
-					fmt.Fprintln(env.Stdout, files[0])
-				}
-				return nil
-			}
-		},
+	return newCommand("report", "SWEEP",
+		"A report of a sweep with charts: best configuration per concurrency, Pareto front, failures, provenance (HTML, Markdown or LaTeX).", reportRun)
+}
+
+type reportOptions struct {
+	DB       string // --db
+	Format   string // --format: one of report.Formats
+	Out      string // -o: the output directory, "" for report-NAME-ID
+	Compare  string // --compare: a second sweep
+	Fragment bool   // --fragment
+	Sweep    string // SWEEP
+}
+
+func (o *reportOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.StringVar(&o.Format, "format", "html", "report format: "+strings.Join(report.Formats, ", "))
+	fs.StringVar(&o.Out, "o", "", "output directory (default report-NAME-ID)")
+	fs.StringVar(&o.Compare, "compare", "", "a second sweep (id or name) to compare against SWEEP, point by point and best by best")
+	fs.BoolVar(&o.Fragment, "fragment", false, "tex: write a fragment to \\input into a paper instead of a whole document")
+}
+
+func (o *reportOptions) args(pos []string) (err error) {
+	o.Sweep, err = oneArg(pos, "SWEEP")
+	return err
+}
+
+// reportRun writes the report of o.Sweep and prints its main file's path.
+func reportRun(ctx context.Context, env Env, o *reportOptions) error {
+	if !isReportFormat(o.Format) {
+		return usagef("unknown --format %q (want one of %s)", o.Format, strings.Join(report.Formats, ", "))
 	}
+	if o.Fragment && o.Format != "tex" {
+		return usagef("--fragment needs --format tex")
+	}
+	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	s, err := report.Load(ctx, st, o.Sweep)
+	if err != nil {
+		return err
+	}
+	opt := report.Options{Format: o.Format, Dir: o.Out, Fragment: o.Fragment, Generator: "specsweep " + Version()}
+	if opt.Dir == "" {
+		opt.Dir = fmt.Sprintf("report-%s-%d", s.Name, s.ID)
+	}
+	if o.Compare != "" {
+		if opt.Compare, err = report.Load(ctx, st, o.Compare); err != nil {
+			return err
+		}
+	}
+	files, err := report.Write(s, opt)
+	if err != nil {
+		return err
+	}
+	if len(files) > 1 {
+		fmt.Fprintf(env.Stdout, "%s (and %d chart files in %s)\n", files[0], len(files)-1, filepath.Join(opt.Dir, "charts"))
+	} else {
+		fmt.Fprintln(env.Stdout, files[0])
+	}
+	return nil
 }
 
 func isReportFormat(f string) bool {

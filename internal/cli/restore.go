@@ -14,62 +14,69 @@ import (
 )
 
 func restoreCmd() command {
-	return command{
-		name:    "restore",
-		args:    "SPEC",
-		summary: "Put every host of a spec back as the operator left it (drop-in, environment file and marker removed, the unit running again if it ran).",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file checked for a running sweep of the spec (default $SPECSWEEP_DB or ./specsweep.db)")
-			acceptNew := fs.Bool("accept-new-host-keys", false, "add unknown host keys to known_hosts (a changed key is always refused)")
-			return func(ctx context.Context, env Env, pos []string) error {
-				path, err := oneArg(pos, "SPEC")
-				if err != nil {
-					return err
-				}
-				spec, err := loadSpec(path)
-				if err != nil {
-					return err
-				}
-				unlock, err := restoreGuard(ctx, dbPath(env, *db), spec.Name)
-				if err != nil {
-					return err
-				}
-				defer unlock()
-				hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: *acceptNew})
-				if err != nil {
-					return err
-				}
-				type outcome struct{ status, detail string }
-				res := make([]outcome, len(hosts))
-				var wg sync.WaitGroup
-				for i, h := range hosts {
-					wg.Go(func() {
-						defer h.Close()
-						status, detail, err := restoreHost(ctx, h)
-						if err != nil {
-							status, detail = "FAILED", err.Error()
-						}
-						res[i] = outcome{status, detail}
-					})
-				}
-				wg.Wait()
-				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "HOST\tSTATUS\tDETAIL")
-				failed := 0
-				for i, h := range hosts {
-					if res[i].status == "FAILED" {
-						failed++
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", h.Name(), res[i].status, res[i].detail)
-				}
-				tw.Flush()
-				if failed > 0 {
-					return exitError{code: ExitFailure, err: fmt.Errorf("restore: %d of %d host(s) not restored", failed, len(hosts))}
-				}
-				return nil
-			}
-		},
+	return newCommand("restore", "SPEC",
+		"Put every host of a spec back as the operator left it (drop-in, environment file and marker removed, the unit running again if it ran).", restoreRun)
+}
+
+type restoreOptions struct {
+	DB                string // --db: checked for a running sweep of the spec
+	AcceptNewHostKeys bool   // --accept-new-host-keys
+	Spec              string // SPEC
+}
+
+func (o *restoreOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", "database file checked for a running sweep of the spec (default $SPECSWEEP_DB or ./specsweep.db)")
+	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown host keys to known_hosts (a changed key is always refused)")
+}
+
+func (o *restoreOptions) args(pos []string) (err error) {
+	o.Spec, err = oneArg(pos, "SPEC")
+	return err
+}
+
+// restoreRun restores every host of the spec and prints one line per host.
+func restoreRun(ctx context.Context, env Env, o *restoreOptions) error {
+	spec, err := loadSpec(o.Spec)
+	if err != nil {
+		return err
 	}
+	unlock, err := restoreGuard(ctx, dbPath(env, o.DB), spec.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys})
+	if err != nil {
+		return err
+	}
+	type outcome struct{ status, detail string }
+	res := make([]outcome, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() {
+			defer h.Close()
+			status, detail, err := restoreHost(ctx, h)
+			if err != nil {
+				status, detail = "FAILED", err.Error()
+			}
+			res[i] = outcome{status, detail}
+		})
+	}
+	wg.Wait()
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tSTATUS\tDETAIL")
+	failed := 0
+	for i, h := range hosts {
+		if res[i].status == "FAILED" {
+			failed++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", h.Name(), res[i].status, res[i].detail)
+	}
+	tw.Flush()
+	if failed > 0 {
+		return exitError{code: ExitFailure, err: fmt.Errorf("restore: %d of %d host(s) not restored", failed, len(hosts))}
+	}
+	return nil
 }
 
 // restoreGuard refuses to restore the hosts of a sweep that a process is running now (its points

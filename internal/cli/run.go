@@ -17,112 +17,122 @@ import (
 )
 
 func runCmd() command {
-	return command{
-		name:    "run",
-		args:    "SPEC",
-		summary: "Run a sweep now, in the foreground; re-running an unfinished sweep of the same spec resumes it.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			fresh := fs.Bool("new", false, "start a new sweep even if one of this name exists (a changed spec, or a rerun)")
-			acceptKeys := fs.Bool("accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
-			logDir := fs.String("log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
-			logFormat := fs.String("log-format", "text", "log lines on stderr when it is not a terminal: text or json")
-			return func(ctx context.Context, env Env, pos []string) error {
-				path, err := oneArg(pos, "SPEC")
-				if err != nil {
-					return err
-				}
-				if *logFormat != "text" && *logFormat != "json" {
-					return usagef("unknown --log-format %q (want text or json)", *logFormat)
-				}
-				spec, err := loadSpec(path)
-				if err != nil {
-					return err
-				}
-				dbFile := dbPath(env, *db)
-				st, err := store.Open(ctx, dbFile)
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				unlock, err := lockSweep(dbFile, spec.Name)
-				if err != nil {
-					return err
-				}
-				defer unlock()
+	return newCommand("run", "SPEC",
+		"Run a sweep now, in the foreground; re-running an unfinished sweep of the same spec resumes it.", runRun)
+}
 
-				prep, err := orchestrator.Prepare(ctx, st, spec, *fresh)
-				err = prepareWords(err)
-				if errors.Is(err, orchestrator.ErrFinished) {
-					fmt.Fprintf(env.Stdout, "%v\n\n", err)
-					return printResults(ctx, env.Stdout, st, prep.SweepID, dbFile)
-				}
-				if err != nil {
-					return err
-				}
-				if *logDir != "" {
-					if err := os.MkdirAll(*logDir, 0o700); err != nil {
-						return fmt.Errorf("log dir: %w", err)
-					}
-				}
+type runOptions struct {
+	DB                string // --db
+	New               bool   // --new
+	AcceptNewHostKeys bool   // --accept-new-host-keys
+	LogDir            string // --log-dir
+	LogFormat         string // --log-format: text or json
+	Spec              string // SPEC
+}
 
-				tty := isTerminal(env.Stderr)
-				log := newLogger(env.Stderr, *logFormat, tty)
-				prog := newProgress(env.Stderr, tty, spec, spec.Hosts)
-				if prep.Resumed {
-					prog.printf("resuming sweep %s (id %d): %d interrupted point(s) will re-run from the start\n",
-						spec.Name, prep.SweepID, prep.Recovered)
-				} else {
-					searched := ""
-					if spec.Searched() {
-						searched = " (the search decides which run)"
-					}
-					prog.printf("sweep %s (id %d): %d points%s on %d host(s), database %s\n",
-						spec.Name, prep.SweepID, len(spec.Plan().Points), searched, len(spec.Hosts), dbFile)
-				}
-				if err := prog.load(ctx, st, prep.SweepID); err != nil {
-					return err
-				}
+func (o *runOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.BoolVar(&o.New, "new", false, "start a new sweep even if one of this name exists (a changed spec, or a rerun)")
+	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
+	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "log lines on stderr when it is not a terminal: text or json")
+}
 
-				hosts := sweepHosts(ctx, st, spec, prep.SweepID, hostOptions{acceptNewHostKeys: *acceptKeys, logDir: *logDir, getenv: env.Getenv})
-				ohosts := make([]orchestrator.Host, 0, len(hosts))
-				for _, h := range hosts {
-					defer h.Close()
-					ohosts = append(ohosts, h)
-				}
-				runner, err := orchestrator.New(orchestrator.Config{Store: st, Hosts: ohosts, Log: log, Observe: prog.update})
-				if err != nil {
-					return err
-				}
-				out, runErr := runner.Run(ctx, prep.SweepID, spec)
-				prog.finish()
-				if out.Interrupted {
-					fmt.Fprintf(env.Stdout, "sweep %s (id %d) interrupted: %d done, %d failed, %d pending%s; units restored. "+
-						"Run the same command again to resume.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Pending, searchCounts(out.PointCounts))
-					if runErr != nil {
-						return runErr
-					}
-					return nil
-				}
-				if out.State == store.SweepCancelled {
-					fmt.Fprintf(env.Stdout, "sweep %s (id %d) was cancelled: %d done, %d failed, %d cancelled%s; units restored. "+
-						"`specsweep resume %d` queues it again.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Cancelled,
-						searchCounts(out.PointCounts), prep.SweepID)
-					return runErr
-				}
-				if err := printResults(ctx, env.Stdout, st, prep.SweepID, dbFile); err != nil {
-					return err
-				}
-				if runErr != nil {
-					return runErr
-				}
-				if out.State != store.SweepDone {
-					return exitError{code: ExitFailure, err: fmt.Errorf("sweep %s ended %s", spec.Name, out.State)}
-				}
-				return nil
-			}
-		},
+func (o *runOptions) args(pos []string) (err error) {
+	o.Spec, err = oneArg(pos, "SPEC")
+	return err
+}
+
+// runRun runs the sweep of o.Spec in the foreground, or resumes it.
+func runRun(ctx context.Context, env Env, o *runOptions) error {
+	if o.LogFormat != "text" && o.LogFormat != "json" {
+		return usagef("unknown --log-format %q (want text or json)", o.LogFormat)
 	}
+	spec, err := loadSpec(o.Spec)
+	if err != nil {
+		return err
+	}
+	dbFile := dbPath(env, o.DB)
+	st, err := store.Open(ctx, dbFile)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	unlock, err := lockSweep(dbFile, spec.Name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	prep, err := orchestrator.Prepare(ctx, st, spec, o.New)
+	err = prepareWords(err)
+	if errors.Is(err, orchestrator.ErrFinished) {
+		fmt.Fprintf(env.Stdout, "%v\n\n", err)
+		return printResults(ctx, env.Stdout, st, prep.SweepID, dbFile)
+	}
+	if err != nil {
+		return err
+	}
+	if o.LogDir != "" {
+		if err := os.MkdirAll(o.LogDir, 0o700); err != nil {
+			return fmt.Errorf("log dir: %w", err)
+		}
+	}
+
+	tty := isTerminal(env.Stderr)
+	log := newLogger(env.Stderr, o.LogFormat, tty)
+	prog := newProgress(env.Stderr, tty, spec, spec.Hosts)
+	if prep.Resumed {
+		prog.printf("resuming sweep %s (id %d): %d interrupted point(s) will re-run from the start\n",
+			spec.Name, prep.SweepID, prep.Recovered)
+	} else {
+		searched := ""
+		if spec.Searched() {
+			searched = " (the search decides which run)"
+		}
+		prog.printf("sweep %s (id %d): %d points%s on %d host(s), database %s\n",
+			spec.Name, prep.SweepID, len(spec.Plan().Points), searched, len(spec.Hosts), dbFile)
+	}
+	if err := prog.load(ctx, st, prep.SweepID); err != nil {
+		return err
+	}
+
+	hosts := sweepHosts(ctx, st, spec, prep.SweepID, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, logDir: o.LogDir, getenv: env.Getenv})
+	ohosts := make([]orchestrator.Host, 0, len(hosts))
+	for _, h := range hosts {
+		defer h.Close()
+		ohosts = append(ohosts, h)
+	}
+	runner, err := orchestrator.New(orchestrator.Config{Store: st, Hosts: ohosts, Log: log, Observe: prog.update})
+	if err != nil {
+		return err
+	}
+	out, runErr := runner.Run(ctx, prep.SweepID, spec)
+	prog.finish()
+	if out.Interrupted {
+		fmt.Fprintf(env.Stdout, "sweep %s (id %d) interrupted: %d done, %d failed, %d pending%s; units restored. "+
+			"Run the same command again to resume.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Pending, searchCounts(out.PointCounts))
+		if runErr != nil {
+			return runErr
+		}
+		return nil
+	}
+	if out.State == store.SweepCancelled {
+		fmt.Fprintf(env.Stdout, "sweep %s (id %d) was cancelled: %d done, %d failed, %d cancelled%s; units restored. "+
+			"`specsweep resume %d` queues it again.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Cancelled,
+			searchCounts(out.PointCounts), prep.SweepID)
+		return runErr
+	}
+	if err := printResults(ctx, env.Stdout, st, prep.SweepID, dbFile); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if out.State != store.SweepDone {
+		return exitError{code: ExitFailure, err: fmt.Errorf("sweep %s ended %s", spec.Name, out.State)}
+	}
+	return nil
 }
 
 // lockSweep keeps two processes from running the same sweep of one database at once (each would

@@ -14,80 +14,95 @@ import (
 )
 
 func runsCmd() command {
-	return command{
-		name:    "runs",
-		args:    "",
-		summary: "Past runs from the store (the run_summary view), filtered with a SQL expression.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			sw := fs.String("sweep", "", "only this sweep: its id, or its name (the latest sweep of that name)")
-			where := fs.String("where", "", "SQL expression over run_summary's columns, e.g. \"concurrency = 16 AND tp = 4\"")
-			format := fs.String("format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
-			sortBy := fs.String("sort", "", "SQL ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
-			limit := fs.Int("limit", 0, "at most this many rows (0: all)")
-			best := fs.Bool("best", false, "one row per sweep, tp and concurrency: the configuration with the best median output tok/s over the repeats of the ok runs --where selects, with speedup, runner-up, margin and noise verdict")
-			columns := fs.String("columns", "", "comma-separated columns to show, in this order (default: all of the view's, or of --best's)")
-			return func(ctx context.Context, env Env, pos []string) error {
-				if len(pos) > 0 {
-					return usagef("unexpected argument %q (use --sweep or --where)", pos[0])
-				}
-				if *best && *sortBy != "" {
-					return usagef("--sort does not apply to --best (its rows come by sweep, tp and concurrency)")
-				}
-				if err := checkFormat(*format); err != nil {
-					return err
-				}
-				if *limit < 0 {
-					return usagef("--limit must not be negative")
-				}
-				st, err := store.OpenReadOnly(ctx, dbPath(env, *db))
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				q := store.RunsQuery{Sweep: *sw, Where: *where, OrderBy: *sortBy, Limit: *limit}
-				var cols []string
-				var vals [][]any
-				var skipped []string // mismatching points --best left out
-				if *best {
-					q.Limit = 0
-					sweeps, err := report.FromRuns(ctx, st, q)
-					if err != nil {
-						return err
-					}
-					cols, vals = bestRows(sweeps)
-					skipped = measuredMismatches(sweeps)
-					if *limit > 0 && len(vals) > *limit {
-						vals = vals[:*limit]
-					}
-				} else {
-					rows, err := st.QueryRuns(ctx, q)
-					if err != nil {
-						return err
-					}
-					cols, vals = rows.Columns, rows.Values
-				}
-				if *columns != "" {
-					if cols, vals, err = selectColumns(cols, vals, *columns); err != nil {
-						return err
-					}
-				}
-				if err := tabular.Write(env.Stdout, *format, cols, vals); err != nil {
-					return err
-				}
-				if len(skipped) > 0 {
-					// A note for people: under the table, or on stderr beside CSV and JSON.
-					note := env.Stdout
-					if *format != "table" {
-						note = env.Stderr
-					}
-					fmt.Fprintf(note, "note: skipped %d mismatching point(s) (their outputs differ from the baseline's: the lossless output check failed; `specsweep status SWEEP` shows where): %s\n",
-						len(skipped), strings.Join(skipped, ", "))
-				}
-				return nil
-			}
-		},
+	return newCommand("runs", "",
+		"Past runs from the store (the run_summary view), filtered with a SQL expression.", runsRun)
+}
+
+type runsOptions struct {
+	DB      string // --db
+	Sweep   string // --sweep: an id or a name
+	Where   string // --where: an SQL expression over run_summary
+	Format  string // --format: one of tabular.Formats
+	Sort    string // --sort: an SQL ORDER BY list
+	Limit   int    // --limit: 0 for all
+	Best    bool   // --best
+	Columns string // --columns: comma-separated
+}
+
+func (o *runsOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.StringVar(&o.Sweep, "sweep", "", "only this sweep: its id, or its name (the latest sweep of that name)")
+	fs.StringVar(&o.Where, "where", "", "SQL expression over run_summary's columns, e.g. \"concurrency = 16 AND tp = 4\"")
+	fs.StringVar(&o.Format, "format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
+	fs.StringVar(&o.Sort, "sort", "", "SQL ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
+	fs.IntVar(&o.Limit, "limit", 0, "at most this many rows (0: all)")
+	fs.BoolVar(&o.Best, "best", false, "one row per sweep, tp and concurrency: the configuration with the best median output tok/s over the repeats of the ok runs --where selects, with speedup, runner-up, margin and noise verdict")
+	fs.StringVar(&o.Columns, "columns", "", "comma-separated columns to show, in this order (default: all of the view's, or of --best's)")
+}
+
+func (o *runsOptions) args(pos []string) error {
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q (use --sweep or --where)", pos[0])
 	}
+	return nil
+}
+
+// runsRun prints the runs o selects, or with o.Best the best configuration of each level.
+func runsRun(ctx context.Context, env Env, o *runsOptions) error {
+	if o.Best && o.Sort != "" {
+		return usagef("--sort does not apply to --best (its rows come by sweep, tp and concurrency)")
+	}
+	if err := checkFormat(o.Format); err != nil {
+		return err
+	}
+	if o.Limit < 0 {
+		return usagef("--limit must not be negative")
+	}
+	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	q := store.RunsQuery{Sweep: o.Sweep, Where: o.Where, OrderBy: o.Sort, Limit: o.Limit}
+	var cols []string
+	var vals [][]any
+	var skipped []string // mismatching points --best left out
+	if o.Best {
+		q.Limit = 0
+		sweeps, err := report.FromRuns(ctx, st, q)
+		if err != nil {
+			return err
+		}
+		cols, vals = bestRows(sweeps)
+		skipped = measuredMismatches(sweeps)
+		if o.Limit > 0 && len(vals) > o.Limit {
+			vals = vals[:o.Limit]
+		}
+	} else {
+		rows, err := st.QueryRuns(ctx, q)
+		if err != nil {
+			return err
+		}
+		cols, vals = rows.Columns, rows.Values
+	}
+	if o.Columns != "" {
+		if cols, vals, err = selectColumns(cols, vals, o.Columns); err != nil {
+			return err
+		}
+	}
+	if err := tabular.Write(env.Stdout, o.Format, cols, vals); err != nil {
+		return err
+	}
+	if len(skipped) > 0 {
+		// A note for people: under the table, or on stderr beside CSV and JSON.
+		note := env.Stdout
+		if o.Format != "table" {
+			note = env.Stderr
+		}
+		fmt.Fprintf(note, "note: skipped %d mismatching point(s) (their outputs differ from the baseline's: the lossless output check failed; `specsweep status SWEEP` shows where): %s\n",
+			len(skipped), strings.Join(skipped, ", "))
+	}
+	return nil
 }
 
 // measuredMismatches names the points report.BestPerLevel leaves out of the sweeps' ranking because
@@ -173,48 +188,52 @@ func selectColumns(cols []string, vals [][]any, list string) ([]string, [][]any,
 }
 
 func sweepsCmd() command {
-	return command{
-		name:    "sweeps",
-		args:    "",
-		summary: "List the sweeps in the store with their state and point counts.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			db := fs.String("db", "", "database file (default $SPECSWEEP_DB or ./specsweep.db)")
-			format := fs.String("format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
-			return func(ctx context.Context, env Env, pos []string) error {
-				if len(pos) > 0 {
-					return usagef("unexpected argument %q", pos[0])
-				}
-				if err := checkFormat(*format); err != nil {
-					return err
-				}
-				st, err := store.OpenReadOnly(ctx, dbPath(env, *db))
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				list, err := st.ListSweeps(ctx)
-				if err != nil {
-					return err
-				}
-				// waiting and pruned only a search gives: their columns appear when some sweep has them.
-				searched := slices.ContainsFunc(list, func(s store.Sweep) bool { return s.Waiting+s.Pruned > 0 })
-				cols := []string{"id", "name", "state", "points", "done", "failed", "pending", "running", "cancelled"}
-				if searched {
-					cols = append(cols, "waiting", "pruned")
-				}
-				cols = append(cols, "spec_hash", "created_at")
-				vals := make([][]any, 0, len(list))
-				for _, s := range list {
-					row := []any{s.ID, s.Name, string(s.State), s.Points, s.Done, s.Failed, s.Pending, s.Running, s.Cancelled}
-					if searched {
-						row = append(row, s.Waiting, s.Pruned)
-					}
-					vals = append(vals, append(row, shortHash(s.SpecHash), formatTime(s.CreatedAt, *format)))
-				}
-				return tabular.Write(env.Stdout, *format, cols, vals)
-			}
-		},
+	return newCommand("sweeps", "",
+		"List the sweeps in the store with their state and point counts.", sweepsRun)
+}
+
+type sweepsOptions struct {
+	DB     string // --db
+	Format string // --format: one of tabular.Formats
+}
+
+func (o *sweepsOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.StringVar(&o.Format, "format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
+}
+
+func (o *sweepsOptions) args(pos []string) error { return noArgs(pos) }
+
+// sweepsRun lists the sweeps of the store.
+func sweepsRun(ctx context.Context, env Env, o *sweepsOptions) error {
+	if err := checkFormat(o.Format); err != nil {
+		return err
 	}
+	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	list, err := st.ListSweeps(ctx)
+	if err != nil {
+		return err
+	}
+	// waiting and pruned only a search gives: their columns appear when some sweep has them.
+	searched := slices.ContainsFunc(list, func(s store.Sweep) bool { return s.Waiting+s.Pruned > 0 })
+	cols := []string{"id", "name", "state", "points", "done", "failed", "pending", "running", "cancelled"}
+	if searched {
+		cols = append(cols, "waiting", "pruned")
+	}
+	cols = append(cols, "spec_hash", "created_at")
+	vals := make([][]any, 0, len(list))
+	for _, s := range list {
+		row := []any{s.ID, s.Name, string(s.State), s.Points, s.Done, s.Failed, s.Pending, s.Running, s.Cancelled}
+		if searched {
+			row = append(row, s.Waiting, s.Pruned)
+		}
+		vals = append(vals, append(row, shortHash(s.SpecHash), formatTime(s.CreatedAt, o.Format)))
+	}
+	return tabular.Write(env.Stdout, o.Format, cols, vals)
 }
 
 func checkFormat(f string) error {

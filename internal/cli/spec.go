@@ -14,61 +14,71 @@ import (
 )
 
 func validateCmd() command {
-	return command{
-		name:    "validate",
-		args:    "SPEC",
-		summary: "Parse and validate a sweep spec; print every error (and warning) as SPEC:LINE:COL: message.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			return func(ctx context.Context, env Env, pos []string) error {
-				path, err := oneArg(pos, "SPEC")
-				if err != nil {
-					return err
-				}
-				spec, err := loadSpec(path)
-				if err != nil {
-					return err
-				}
-				// Warnings (an option given twice) do not fail validation: the spec runs as
-				// SGLang reads it, which each warning spells out.
-				for _, w := range spec.Warnings {
-					fmt.Fprintln(env.Stderr, w)
-				}
-				p := spec.Plan()
-				fmt.Fprintf(env.Stdout, "%s: ok: sweep %q, %d points (%d skipped), %d runs\n",
-					path, spec.Name, len(p.Points), len(p.Skipped), p.Runs)
-				return nil
-			}
-		},
+	return newCommand("validate", "SPEC",
+		"Parse and validate a sweep spec; print every error (and warning) as SPEC:LINE:COL: message.", validateRun)
+}
+
+type validateOptions struct {
+	Spec string // SPEC
+}
+
+func (o *validateOptions) flags(fs *flag.FlagSet) {}
+
+func (o *validateOptions) args(pos []string) (err error) {
+	o.Spec, err = oneArg(pos, "SPEC")
+	return err
+}
+
+// validateRun validates the spec, printing its warnings and a line with its counts.
+func validateRun(ctx context.Context, env Env, o *validateOptions) error {
+	spec, err := loadSpec(o.Spec)
+	if err != nil {
+		return err
 	}
+	// Warnings (an option given twice) do not fail validation: the spec runs as SGLang reads it,
+	// which each warning spells out.
+	for _, w := range spec.Warnings {
+		fmt.Fprintln(env.Stderr, w)
+	}
+	p := spec.Plan()
+	fmt.Fprintf(env.Stdout, "%s: ok: sweep %q, %d points (%d skipped), %d runs\n",
+		o.Spec, spec.Name, len(p.Points), len(p.Skipped), p.Runs)
+	return nil
 }
 
 func planCmd() command {
-	return command{
-		name:    "plan",
-		args:    "SPEC",
-		summary: "Print the expanded plan: points in run order, skipped combinations with reasons, run count, rough duration.",
-		setup: func(fs *flag.FlagSet) func(context.Context, Env, []string) error {
-			asJSON := fs.Bool("json", false, "print the plan as one JSON object")
-			return func(ctx context.Context, env Env, pos []string) error {
-				path, err := oneArg(pos, "SPEC")
-				if err != nil {
-					return err
-				}
-				spec, err := loadSpec(path)
-				if err != nil {
-					return err
-				}
-				p := spec.Plan()
-				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(p)
-				}
-				printPlan(env, spec, p)
-				return nil
-			}
-		},
+	return newCommand("plan", "SPEC",
+		"Print the expanded plan: points in run order, skipped combinations with reasons, run count, rough duration.", planRun)
+}
+
+type planOptions struct {
+	JSON bool   // --json
+	Spec string // SPEC
+}
+
+func (o *planOptions) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.JSON, "json", false, "print the plan as one JSON object")
+}
+
+func (o *planOptions) args(pos []string) (err error) {
+	o.Spec, err = oneArg(pos, "SPEC")
+	return err
+}
+
+// planRun prints the expanded plan of the spec.
+func planRun(ctx context.Context, env Env, o *planOptions) error {
+	spec, err := loadSpec(o.Spec)
+	if err != nil {
+		return err
 	}
+	p := spec.Plan()
+	if o.JSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	printPlan(env, spec, p)
+	return nil
 }
 
 // loadSpec loads and validates a spec; validation problems become exit 1 with every error printed.
