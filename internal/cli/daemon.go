@@ -452,9 +452,11 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 		}
 		fmt.Fprintln(tw, head+"\tETA\tCREATED")
 	}
+	live := orchestrator.LocalLiveness(time.Now())
 	for _, s := range sws {
 		var e time.Duration
-		if s.State == store.SweepRunning {
+		shown, note := shownState(s, live)
+		if s.State == store.SweepRunning && note == "" {
 			if full, err := orchestrator.Status(ctx, st, s.ID); err == nil {
 				e = full.ETA
 			}
@@ -463,7 +465,10 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 			out = append(out, api.SweepToJSON(s, e))
 			continue
 		}
-		state := string(s.State)
+		state := shown
+		if note != "" {
+			state += " (no process since " + s.Holder.Heartbeat.UTC().Format("15:04Z") + ")"
+		}
 		if s.Schedule != "" {
 			state += " (" + s.Schedule + ")"
 		}
@@ -489,12 +494,20 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 func printStatus(env Env, s orchestrator.SweepStatus, checks map[string]store.PointOutputs) {
 	w := env.Stdout
 	sw := s.Sweep
-	fmt.Fprintf(w, "sweep %s (id %d): %s", sw.Name, sw.ID, sw.State)
+	shown, note := shownState(sw, orchestrator.LocalLiveness(time.Now()))
+	fmt.Fprintf(w, "sweep %s (id %d): %s", sw.Name, sw.ID, shown)
+	if note != "" {
+		fmt.Fprintf(w, ": %s", note)
+	}
 	if sw.Schedule != "" {
 		fmt.Fprintf(w, ", schedule %q", sw.Schedule)
 	}
+	eta := etaText(s.ETA)
+	if note != "" {
+		eta = "-"
+	}
 	fmt.Fprintf(w, "\n%d points: %d done, %d failed, %d pending, %d running, %d cancelled%s; ETA %s\n\n",
-		sw.Points, sw.Done, sw.Failed, sw.Pending, sw.Running, sw.Cancelled, searchCounts(sw.PointCounts), etaText(s.ETA))
+		sw.Points, sw.Done, sw.Failed, sw.Pending, sw.Running, sw.Cancelled, searchCounts(sw.PointCounts), eta)
 	if len(s.Points) == 0 {
 		return
 	}

@@ -103,7 +103,7 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		defer h.Close()
 		ohosts = append(ohosts, h)
 	}
-	runner, err := orchestrator.New(orchestrator.Config{Store: st, Hosts: ohosts, Log: log, Observe: prog.update})
+	runner, err := orchestrator.New(orchestrator.Config{Store: st, Hosts: ohosts, Log: log, Observe: prog.update, Holder: store.HolderRun})
 	if err != nil {
 		return err
 	}

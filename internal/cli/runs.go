@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/internal/tabular"
+	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/store"
 )
@@ -226,8 +227,10 @@ func sweepsRun(ctx context.Context, env Env, o *sweepsOptions) error {
 	}
 	cols = append(cols, "spec_hash", "created_at")
 	vals := make([][]any, 0, len(list))
+	live := orchestrator.LocalLiveness(time.Now())
 	for _, s := range list {
-		row := []any{s.ID, s.Name, string(s.State), s.Points, s.Done, s.Failed, s.Pending, s.Running, s.Cancelled}
+		state, _ := shownState(s, live) // a running sweep whose process died reads interrupted
+		row := []any{s.ID, s.Name, state, s.Points, s.Done, s.Failed, s.Pending, s.Running, s.Cancelled}
 		if searched {
 			row = append(row, s.Waiting, s.Pruned)
 		}

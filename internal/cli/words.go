@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
 )
 
@@ -69,4 +70,27 @@ func searchWords(spec *sweep.Spec, points int) string {
 	}
 	return fmt.Sprintf("search climb (%s): it decides while the sweep runs which of the %d planned points run; the others end pruned, each with its reason",
 		what, points)
+}
+
+// shownState is a sweep's state as a person should read it: a running sweep whose process died
+// (orchestrator.Liveness) is "interrupted", and note says since when no process holds it and how to
+// resume it ("" otherwise).
+func shownState(s store.Sweep, l orchestrator.Liveness) (state, note string) {
+	orphan, since := l.Orphaned(s)
+	if !orphan {
+		return string(s.State), ""
+	}
+	h := s.Holder
+	who := "specsweep run"
+	how := "run the same `specsweep run` command again to resume it"
+	if h.Kind == store.HolderDaemon {
+		who = "specsweep daemon"
+		how = "start the daemon again (`specsweep daemon`, or `systemctl start specsweep`): it resumes the sweeps it was running"
+	}
+	where := fmt.Sprintf("%s, pid %d", who, h.PID)
+	if h.Host != "" {
+		where += " on " + h.Host
+	}
+	return string(store.SweepInterrupted),
+		fmt.Sprintf("no process has held it since %s (%s); %s", since.UTC().Format("2006-01-02 15:04:05Z"), where, how)
 }

@@ -109,6 +109,16 @@ func TestPackedOnARealHost(t *testing.T) {
 	signal(t, cmd, syscall.SIGKILL)
 	_ = cmd.Wait()
 	t.Logf("killed:\n%s", tail(out.String(), 5))
+	// No process holds the sweep now: status and sweeps say so at once (the pid is gone on this
+	// host), with how to resume, and no ETA.
+	st := specsweep(t, time.Minute, "status", "--db", f.db, "e2e-pack-ssh")
+	if !strings.Contains(st.stdout, "interrupted: no process has held it since") || !strings.Contains(st.stdout, fmt.Sprintf("pid %d", cmd.Process.Pid)) ||
+		!strings.Contains(st.stdout, "specsweep run` command again") || !strings.Contains(st.stdout, "ETA -") {
+		t.Errorf("status after kill -9 of the run:\n%s", st)
+	}
+	if sw := specsweep(t, time.Minute, "sweeps", "--db", f.db); !strings.Contains(sw.stdout, "interrupted") || strings.Contains(sw.stdout, "running") {
+		t.Errorf("sweeps after kill -9 of the run:\n%s", sw)
+	}
 	if left := slotFiles(t, h); len(left) == 0 {
 		t.Fatal("no slot unit on the host after the kill")
 	}
