@@ -267,10 +267,12 @@ type openSSH struct {
 	conn lazy[*Remote]
 }
 
-func (d *openSSH) dial(ctx context.Context) (*Remote, error) {
-	return DialRemote(ctx, RemoteOptions{Name: d.h.Name, Unit: d.h.Unit, CreateUnit: d.h.CreateUnit,
-		SSH: SSHOptionsOf(d.h, d.o), Event: d.o.event(d.h.Name), Clock: d.o.Clock})
+func (d *openSSH) options() RemoteOptions {
+	return RemoteOptions{Name: d.h.Name, Unit: d.h.Unit, CreateUnit: d.h.CreateUnit,
+		SSH: SSHOptionsOf(d.h, d.o), Event: d.o.event(d.h.Name), Clock: d.o.Clock}
 }
+
+func (d *openSSH) dial(ctx context.Context) (*Remote, error) { return DialRemote(ctx, d.options()) }
 
 func (d *openSSH) Name() string { return d.h.Name }
 
