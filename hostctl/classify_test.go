@@ -73,8 +73,8 @@ func TestStopOutcome(t *testing.T) {
 }
 
 func TestParseShow(t *testing.T) {
-	st := parseShow([]byte("ActiveState=failed\nSubState=failed\nResult=timeout\nExecMainCode=2\nExecMainStatus=9\nMainPID=0\nNRestarts=0\n" +
-		"InvocationID=abc\nLoadState=loaded\nUnitFileState=disabled\nActiveEnterTimestamp=@1700000000\nInactiveEnterTimestamp=\n"))
+	st := parseShow([]byte("ActiveState=failed\nSubState=failed\nResult=timeout\nExecMainCode=2\nExecMainStatus=9\nMainPID=0\nNRestarts=0\n"+
+		"InvocationID=abc\nLoadState=loaded\nUnitFileState=disabled\nActiveEnterTimestamp=@1700000000\nInactiveEnterTimestamp=\n"), time.Time{})
 	if st.ActiveState != "failed" || st.Result != "timeout" || st.ExecMainCode != CodeKilled || st.ExecMainStatus != 9 ||
 		st.InvocationID != "abc" || !st.ActiveEnter.Equal(time.Unix(1700000000, 0)) || !st.InactiveEnter.IsZero() || st.Running() {
 		t.Fatalf("%+v", st)

@@ -97,7 +97,7 @@ func (d *dbusUnit) close() {
 
 func (d *dbusUnit) state(ctx context.Context) (State, error) {
 	var st State
-	err := d.with(ctx, func(c *sdbus.Conn) (err error) { st, err = busState(ctx, c, d.unit); return err })
+	err := d.with(ctx, func(c *sdbus.Conn) (err error) { st, err = busState(ctx, c, d.unit, d.conn.o.Clock.Now()); return err })
 	return st, err
 }
 
@@ -174,13 +174,13 @@ func (d *dbusUnit) reload(ctx context.Context) error {
 	return d.with(ctx, func(c *sdbus.Conn) error { return c.ReloadContext(ctx) })
 }
 
-// busState reads the same properties as `systemctl show`.
-func busState(ctx context.Context, c *sdbus.Conn, unit string) (State, error) {
+// busState reads the same properties as `systemctl show`, at at.
+func busState(ctx context.Context, c *sdbus.Conn, unit string, at time.Time) (State, error) {
 	u, err := c.GetUnitPropertiesContext(ctx, unit)
 	if err != nil {
 		return State{}, err
 	}
-	st := State{At: time.Now()}
+	st := State{At: at}
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 	st.ActiveState, st.SubState = str(u, "ActiveState"), str(u, "SubState")
 	st.LoadState, st.UnitFileState = str(u, "LoadState"), str(u, "UnitFileState")

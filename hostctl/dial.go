@@ -51,6 +51,7 @@ func DialSSH(ctx context.Context, o SSHOptions) (*Conn, error) {
 	if o.ReconnectFor == 0 {
 		o.ReconnectFor = 15 * time.Second
 	}
+	o.Clock = orRealClock(o.Clock)
 	t, err := o.resolve()
 	if err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func (c *Conn) Addr() string { return c.t.addr }
 func (c *Conn) Reconnects() int64 { return c.reconnects.Load() }
 
 func (c *Conn) handshake(ctx context.Context, nc net.Conn, addr string, cfg *ssh.ClientConfig) (*ssh.Client, error) {
-	dl := time.Now().Add(c.o.HandshakeTimeout)
+	dl := ioDeadline(c.o.HandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
 	}
@@ -213,8 +214,8 @@ func (c *Conn) dialTCP(ctx context.Context, via *ssh.Client, addr string) (net.C
 // keepalive pings the server; an unanswered ping closes the connection, so
 // blocked commands fail fast and the next command reconnects.
 func (c *Conn) keepalive(cl *ssh.Client, gen int) {
-	tick := time.NewTicker(c.o.KeepaliveInterval)
-	defer tick.Stop()
+	tick, stopTick := c.o.Clock.NewTicker(c.o.KeepaliveInterval)
+	defer stopTick()
 	done := make(chan struct{})
 	go func() { _ = cl.Wait(); close(done) }()
 	for {
@@ -222,7 +223,7 @@ func (c *Conn) keepalive(cl *ssh.Client, gen int) {
 		case <-done:
 			c.markDead(gen)
 			return
-		case <-tick.C:
+		case <-tick:
 		}
 		res := make(chan error, 1)
 		go func() {
@@ -234,7 +235,7 @@ func (c *Conn) keepalive(cl *ssh.Client, gen int) {
 			if err != nil {
 				cl.Close()
 			}
-		case <-time.After(c.o.KeepaliveTimeout):
+		case <-c.o.Clock.After(c.o.KeepaliveTimeout):
 			cl.Close()
 		case <-done:
 		}
@@ -283,17 +284,19 @@ func (c *Conn) Client(ctx context.Context) (*ssh.Client, int, error) {
 		return cl, gen, nil
 	}
 	c.mu.Unlock()
-	t0 := time.Now()
+	clock := c.o.Clock
+	t0 := clock.Now()
 	deadline := t0.Add(c.o.ReconnectFor)
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithDeadline(ctx, deadline)
+		// The dial is network I/O: bounded on the real clock by what the clock leaves of ReconnectFor.
+		actx, cancel := context.WithTimeout(ctx, deadline.Sub(clock.Now()))
 		err := c.dial(actx)
 		cancel()
 		if err == nil {
 			c.reconnects.Add(1)
 			if c.o.OnReconnect != nil {
-				c.o.OnReconnect(attempt, time.Since(t0))
+				c.o.OnReconnect(attempt, clock.Now().Sub(t0))
 			}
 			c.mu.Lock()
 			cl, gen := c.client, c.gen
@@ -302,13 +305,13 @@ func (c *Conn) Client(ctx context.Context) (*ssh.Client, int, error) {
 		}
 		var hke *HostKeyError
 		var ae *AuthError
-		if errors.As(err, &hke) || errors.As(err, &ae) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+		if errors.As(err, &hke) || errors.As(err, &ae) || ctx.Err() != nil || clock.Now().Add(wait).After(deadline) {
 			return nil, 0, err
 		}
 		select {
 		case <-ctx.Done():
 			return nil, 0, err
-		case <-time.After(wait):
+		case <-clock.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
 	}

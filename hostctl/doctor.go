@@ -147,7 +147,7 @@ func doctorUnit(dctx context.Context, c *Conn, t DoctorTarget, add func(string, 
 		add("systemctl", CheckWarn, "systemd is %q", state)
 	}
 	show, err := sudo("systemctl show -p LoadState,ActiveState,MainPID,FragmentPath -- " + ShellQuote(t.Unit))
-	st := parseShow([]byte(show))
+	st := parseShow([]byte(show), c.o.Clock.Now())
 	switch {
 	case err != nil:
 		add("unit", CheckFail, "%v", err)

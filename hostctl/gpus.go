@@ -119,9 +119,9 @@ const gpuPoll = 2 * time.Second
 
 // waitGPUs polls query (gpuQuery's output; none: the host has no nvidia-smi) every poll until no
 // compute process holds a GPU of want, for at most wait: then it is gpu_busy with the processes as
-// evidence.
-func waitGPUs(ctx context.Context, query func(ctx context.Context) (out string, none bool, err error), want []int, wait, poll time.Duration) error {
-	deadline := time.Now().Add(wait)
+// evidence. The wait and its polls are timed by clock.
+func waitGPUs(ctx context.Context, clock Clock, query func(ctx context.Context) (out string, none bool, err error), want []int, wait, poll time.Duration) error {
+	deadline := clock.Now().Add(wait)
 	for {
 		out, none, err := query(ctx)
 		if err != nil {
@@ -137,13 +137,13 @@ func waitGPUs(ctx context.Context, query func(ctx context.Context) (out string, 
 		if len(busy) == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if clock.Now().After(deadline) {
 			return &Failure{Class: ClassGPUBusy, Detail: fmt.Sprintf("GPU %s still held after %v", intsWords(want), wait), Evidence: busy}
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(min(poll, wait)):
+		case <-clock.After(min(poll, wait)):
 		}
 	}
 }

@@ -67,18 +67,18 @@ func TestWaitGPUs(t *testing.T) {
 		}
 		return "0, GPU-aaaa\n1, GPU-bbbb\n@@\n", false, nil
 	}
-	if err := waitGPUs(t.Context(), free, []int{1}, 10*time.Second, time.Millisecond); err != nil || calls != 3 {
+	if err := waitGPUs(t.Context(), realClock{}, free, []int{1}, 10*time.Second, time.Millisecond); err != nil || calls != 3 {
 		t.Errorf("freed after 3 polls: %v (%d polls)", err, calls)
 	}
-	err := waitGPUs(t.Context(), func(context.Context) (string, bool, error) { return smiOut, false, nil }, []int{2}, 10*time.Millisecond, time.Millisecond)
+	err := waitGPUs(t.Context(), realClock{}, func(context.Context) (string, bool, error) { return smiOut, false, nil }, []int{2}, 10*time.Millisecond, time.Millisecond)
 	if f, ok := AsFailure(err); !ok || f.Class != ClassGPUBusy || f.Detail != "GPU 2 still held after 10ms" || len(f.Evidence) != 1 {
 		t.Errorf("held: %v", err)
 	}
-	if err := waitGPUs(t.Context(), func(context.Context) (string, bool, error) { return "", true, nil }, []int{0}, time.Second, time.Millisecond); err != nil {
+	if err := waitGPUs(t.Context(), realClock{}, func(context.Context) (string, bool, error) { return "", true, nil }, []int{0}, time.Second, time.Millisecond); err != nil {
 		t.Errorf("no nvidia-smi: %v", err)
 	}
 	boom := errors.New("ssh down")
-	if err := waitGPUs(t.Context(), func(context.Context) (string, bool, error) { return "", false, boom }, []int{0}, time.Second, time.Millisecond); !errors.Is(err, boom) {
+	if err := waitGPUs(t.Context(), realClock{}, func(context.Context) (string, bool, error) { return "", false, boom }, []int{0}, time.Second, time.Millisecond); !errors.Is(err, boom) {
 		t.Errorf("query error: %v", err)
 	}
 }

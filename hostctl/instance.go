@@ -49,6 +49,7 @@ type serverProc interface {
 // classification, logs and the stop loop, over the driver's serverProc.
 type instance struct {
 	proc      serverProc
+	clock     Clock
 	id        string
 	launch    Launch
 	startedAt time.Time
@@ -65,8 +66,8 @@ type instance struct {
 	ready   bool
 }
 
-func newInstance(p serverProc, id string, l Launch, startedAt time.Time, client *http.Client, baseURL, addr string) *instance {
-	return &instance{proc: p, id: id, launch: l, startedAt: startedAt, client: client, baseURL: baseURL, addr: addr,
+func newInstance(p serverProc, clock Clock, id string, l Launch, startedAt time.Time, client *http.Client, baseURL, addr string) *instance {
+	return &instance{proc: p, clock: clock, id: id, launch: l, startedAt: startedAt, client: client, baseURL: baseURL, addr: addr,
 		wake: make(chan struct{}, 1)}
 }
 
@@ -188,8 +189,9 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 			pc <- polled{st, err}
 		}()
 		probes++
-		// A probe never outlives ready_timeout (a hung server answers nothing).
-		pctx, pcancel := context.WithDeadline(ctx, deadline.Add(50*time.Millisecond))
+		// A probe never outlives ready_timeout (a hung server answers nothing): it gets what the
+		// clock leaves of it, as a timeout of network I/O (on the real clock, see ioDeadline).
+		pctx, pcancel := context.WithTimeout(ctx, deadline.Sub(in.clock.Now())+50*time.Millisecond)
 		code, perr := in.get(pctx, "/health")
 		var gerr error = errors.New("not probed")
 		if perr == nil && code == http.StatusOK {
@@ -198,7 +200,7 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 		pcancel()
 		if perr == nil && code == http.StatusOK {
 			if gerr == nil {
-				r := Ready{At: time.Now(), StartedAt: in.startedAt, Probes: probes}
+				r := Ready{At: in.clock.Now(), StartedAt: in.startedAt, Probes: probes}
 				r.Elapsed = r.At.Sub(in.startedAt)
 				<-pc
 				info, _ := in.serverInfo(ctx)
@@ -233,21 +235,19 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 				limit, wait = backoffCapWarm, backoffStart
 			}
 		}
-		if time.Now().After(deadline) {
+		now := in.clock.Now()
+		if now.After(deadline) {
 			lines := in.snapshot(0)
 			return Ready{}, &Failure{Class: ClassReadyTimeout, State: st,
 				Detail:   fmt.Sprintf("not ready after %v (still %s/%s)", in.launch.ReadyTimeout, st.ActiveState, st.SubState),
 				Evidence: evidence(lines, reCrash, 4)}
 		}
-		sleep := min(wait, time.Until(deadline)+time.Millisecond)
-		t := time.NewTimer(sleep)
+		sleep := min(wait, deadline.Sub(now)+time.Millisecond)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return Ready{}, ctx.Err()
-		case <-t.C:
+		case <-in.clock.After(sleep):
 		case <-in.wake: // a new log line: look now
-			t.Stop()
 		}
 		wait = min(2*wait, limit)
 	}
@@ -352,25 +352,25 @@ func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *
 		lastServerLine(lines) != "" && !unfinishedOutput(lines)) {
 		return f
 	}
-	t0, changed := time.Now(), time.Now()
-	for time.Since(t0) < 2*time.Second {
+	t0, changed := in.clock.Now(), in.clock.Now()
+	for in.clock.Now().Sub(t0) < 2*time.Second {
 		n := in.lineCount()
 		select {
 		case <-ctx.Done():
 			return f
-		case <-time.After(50 * time.Millisecond):
+		case <-in.clock.After(50 * time.Millisecond):
 		}
 		if _, err := in.poll(ctx); err != nil {
 			break
 		}
 		if in.lineCount() != n {
-			changed = time.Now()
+			changed = in.clock.Now()
 			continue
 		}
 		// Quiet for 150 ms ends the wait once the server's own lines have come; with none yet, a
 		// busy journald may still be delivering them: wait up to the 2 s bound.
 		lines := in.snapshot(0)
-		if time.Since(changed) >= 150*time.Millisecond && !unfinishedOutput(lines) && lastServerLine(lines) != "" {
+		if in.clock.Now().Sub(changed) >= 150*time.Millisecond && !unfinishedOutput(lines) && lastServerLine(lines) != "" {
 			break
 		}
 	}
@@ -382,13 +382,14 @@ func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *
 
 // Stop: see Instance.
 func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
-	t0 := time.Now()
+	t0 := in.clock.Now()
+	since := func() time.Duration { return in.clock.Now().Sub(t0) }
 	st, err := in.poll(ctx)
 	if err != nil {
 		return StopResult{Final: st}, err
 	}
 	if !st.Running() {
-		r := StopResult{Final: st, Already: true, Duration: time.Since(t0)}
+		r := StopResult{Final: st, Already: true, Duration: since()}
 		in.proc.afterStop(ctx)
 		return r, nil
 	}
@@ -400,7 +401,7 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 	for {
 		st, err = in.poll(ctx)
 		if err != nil {
-			return StopResult{Final: st, Duration: time.Since(t0)}, err
+			return StopResult{Final: st, Duration: since()}, err
 		}
 		if progress != nil {
 			progress(st)
@@ -410,15 +411,15 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 		}
 		select {
 		case <-ctx.Done():
-			return StopResult{Final: st, Duration: time.Since(t0)}, ctx.Err()
-		case <-time.After(wait):
+			return StopResult{Final: st, Duration: since()}, ctx.Err()
+		case <-in.clock.After(wait):
 		}
 		wait = min(2*wait, 200*time.Millisecond)
 	}
 	// The last lines of a stop (systemd's "Failed with result") may trail the state by a moment.
 	_, _ = in.poll(ctx)
 	r := stopOutcome(st, in.snapshot(from))
-	r.Duration = time.Since(t0)
+	r.Duration = since()
 	in.proc.afterStop(ctx)
 	return r, nil
 }

@@ -184,7 +184,7 @@ func (l *lateJournal) afterStop(context.Context)             {}
 // of ending the wait after 150 ms without any line.
 func TestSettleWaitsForTheServersLines(t *testing.T) {
 	st := State{ActiveState: "failed", SubState: "failed", Result: "exit-code", ExecMainCode: CodeExited, ExecMainStatus: 2}
-	in := &instance{proc: &lateJournal{st: st, at: time.Now().Add(400 * time.Millisecond),
+	in := &instance{clock: realClock{}, proc: &lateJournal{st: st, at: time.Now().Add(400 * time.Millisecond),
 		lines: []string{"usage: launch_server.py [-h] --model-path MODEL_PATH", "launch_server.py: error: unrecognized arguments: --bogus-flag 1"}}}
 	f := in.classifySettled(t.Context(), st, false)
 	if f == nil || f.Class != ClassBadArgs || !strings.Contains(strings.Join(f.Evidence, "\n"), "unrecognized arguments") {
@@ -246,7 +246,7 @@ func TestSettleWaitsForTheErrorAfterAUsageBlock(t *testing.T) {
 	p := &lateTail{st: st, at: time.Now().Add(400 * time.Millisecond),
 		first: []string{"usage: sglang serve [-h] --model-path MODEL_PATH", "                    [--hicache-size HICACHE_SIZE]"},
 		rest:  []string{"                    [--tp-size TP_SIZE]", "sglang serve: error: argument --tp-size: invalid int value: 'four'"}}
-	in := &instance{proc: p}
+	in := &instance{clock: realClock{}, proc: p}
 	if _, err := in.poll(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,8 @@ type LocalOptions struct {
 	// GPUWait bounds the wait for free GPUs before a start when nvidia-smi
 	// exists here (default 2 min), then gpu_busy.
 	GPUWait time.Duration
+	// Clock times the servers' readiness, stops and the GPU wait (nil: the real clock).
+	Clock Clock
 }
 
 // Local runs the server as a child process of specsweep, in its own process
@@ -49,6 +51,7 @@ func NewLocal(o LocalOptions) *Local {
 	if o.Name == "" {
 		o.Name = "local"
 	}
+	o.Clock = orRealClock(o.Clock)
 	return &Local{o: o}
 }
 
@@ -61,6 +64,7 @@ func (l *Local) Close() error { return nil }
 // localProc is the server as a child process here (a serverProc), in its
 // own process group; its output lines wait in pending for the next poll.
 type localProc struct {
+	clock  Clock
 	cmd    *exec.Cmd
 	pgid   int
 	id     string
@@ -87,7 +91,7 @@ func (p *localProc) log(line string) {
 func (p *localProc) currentState() State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := State{At: time.Now(), InvocationID: p.id, LoadState: "loaded", MainPID: p.cmd.Process.Pid}
+	st := State{At: p.clock.Now(), InvocationID: p.id, LoadState: "loaded", MainPID: p.cmd.Process.Pid}
 	select {
 	case <-p.exited:
 	default:
@@ -191,14 +195,14 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 		l.mu.Unlock()
 		return nil, &Failure{Class: ClassBadArgs, Detail: "cannot run the server command", Evidence: []string{err.Error()}, Err: err}
 	}
-	startedAt := time.Now()
+	startedAt := l.o.Clock.Now()
 	l.mu.Lock()
 	l.seq++
 	id := fmt.Sprintf("local-%d-%d", cmd.Process.Pid, l.seq)
 	l.mu.Unlock()
 	host, _ := serverEndpoint(ln.Argv, ln.Port)
-	p := &localProc{cmd: cmd, pgid: cmd.Process.Pid, id: id, exited: exited, stopTimeout: ln.StopTimeout}
-	in := newInstance(p, id, ln, startedAt,
+	p := &localProc{clock: l.o.Clock, cmd: cmd, pgid: cmd.Process.Pid, id: id, exited: exited, stopTimeout: ln.StopTimeout}
+	in := newInstance(p, l.o.Clock, id, ln, startedAt,
 		&http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}},
 		"http://"+hostPort(host, ln.Port), hostPort(host, ln.Port))
 	p.notify = in.notify
@@ -308,7 +312,7 @@ func (p *localProc) sendStop(ctx context.Context) error {
 	go func() {
 		select {
 		case <-p.exited:
-		case <-time.After(p.stopTimeout):
+		case <-p.clock.After(p.stopTimeout):
 			p.log("State 'stop-sigterm' timed out. Killing.")
 			p.mu.Lock()
 			p.timedOut = true
@@ -329,7 +333,7 @@ func (l *Local) gpuFree(ctx context.Context, ln Launch) error {
 		return nil
 	}
 	wait := cmp.Or(ln.GPUWait, l.o.GPUWait, defaults.GPUWait)
-	return waitGPUs(ctx, func(ctx context.Context) (string, bool, error) {
+	return waitGPUs(ctx, l.o.Clock, func(ctx context.Context) (string, bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		// The same query as over SSH, run by a shell for its two commands.

@@ -64,6 +64,9 @@ type Options struct {
 	Getenv func(string) string
 	// Event, if set, receives the host's notable events (reconnects, pending jobs).
 	Event func(host, kind, detail string)
+	// Clock is the time source of every driver Open makes and of what they make (instances, SSH
+	// connections, Slurm polls, GPU waits); nil: the real clock. Tests inject a fake one.
+	Clock Clock
 
 	// ssh, when set, replaces the SSH options made from the spec's host (tests: no ~/.ssh/config,
 	// no agent).
@@ -76,7 +79,7 @@ func SSHOptionsOf(h sweep.Host, o Options) SSHOptions {
 		return *o.ssh
 	}
 	return SSHOptions{Address: h.Address, User: h.User, IdentityFile: h.IdentityFile,
-		KnownHosts: h.KnownHosts, AcceptNewHostKeys: o.AcceptNewHostKeys, Getenv: o.Getenv}
+		KnownHosts: h.KnownHosts, AcceptNewHostKeys: o.AcceptNewHostKeys, Getenv: o.Getenv, Clock: o.Clock}
 }
 
 // Open is the one place that turns a spec's host into a driver. It connects to nothing: the
@@ -229,7 +232,7 @@ type openLocal struct {
 
 // newSpecLocal is the local server of slot k (-1: the host itself).
 func newSpecLocal(h sweep.Host, o Options, k int) *Local {
-	lo := LocalOptions{Name: h.Name}
+	lo := LocalOptions{Name: h.Name, Clock: o.Clock}
 	if o.LogDir != "" {
 		name := h.Name
 		if k >= 0 {
@@ -264,10 +267,12 @@ type openSSH struct {
 	conn lazy[*Remote]
 }
 
-func (d *openSSH) dial(ctx context.Context) (*Remote, error) {
-	return DialRemote(ctx, RemoteOptions{Name: d.h.Name, Unit: d.h.Unit, CreateUnit: d.h.CreateUnit,
-		SSH: SSHOptionsOf(d.h, d.o), Event: d.o.event(d.h.Name)})
+func (d *openSSH) options() RemoteOptions {
+	return RemoteOptions{Name: d.h.Name, Unit: d.h.Unit, CreateUnit: d.h.CreateUnit,
+		SSH: SSHOptionsOf(d.h, d.o), Event: d.o.event(d.h.Name), Clock: d.o.Clock}
 }
+
+func (d *openSSH) dial(ctx context.Context) (*Remote, error) { return DialRemote(ctx, d.options()) }
 
 func (d *openSSH) Name() string { return d.h.Name }
 
@@ -353,7 +358,7 @@ func (d *openSlurm) options() SlurmOptions {
 	s := d.h.Slurm
 	return SlurmOptions{Name: d.h.Name, Sweep: d.o.Sweep, Local: d.h.Address == "", SSH: SSHOptionsOf(d.h, d.o),
 		Partition: s.Partition, Account: s.Account, TimeLimit: s.TimeLimit, SbatchArgs: s.SbatchArgs,
-		OutputDir: s.OutputDir, Event: d.o.event(d.h.Name)}
+		OutputDir: s.OutputDir, Event: d.o.event(d.h.Name), Clock: d.o.Clock}
 }
 
 func (d *openSlurm) dial(ctx context.Context) (*Slurm, error) { return DialSlurm(ctx, d.options()) }

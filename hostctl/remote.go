@@ -30,6 +30,9 @@ type RemoteOptions struct {
 	DBus bool
 	// Event, if set, receives notable events (reconnects, stops ending in SIGKILL) for the event log.
 	Event func(kind, detail string)
+	// Clock times the host's servers (readiness, stops), the GPU wait and markers, and is the SSH
+	// connection's too (it replaces SSH.Clock); nil: the real clock.
+	Clock Clock
 }
 
 // Remote drives a unit on a host over SSH. Use one per host.
@@ -69,6 +72,8 @@ func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 	if o.GPUWait == 0 {
 		o.GPUWait = defaults.GPUWait
 	}
+	o.Clock = orRealClock(o.Clock)
+	o.SSH.Clock = o.Clock
 	if o.Event != nil && o.SSH.OnReconnect == nil {
 		o.SSH.OnReconnect = func(attempts int, down time.Duration) {
 			o.Event("reconnect", fmt.Sprintf("SSH connection to %s re-established after %d attempt(s), %v", o.SSH.Address, attempts, down.Round(time.Millisecond)))
@@ -144,7 +149,7 @@ func (r *Remote) instanceOf(p *unitProc, l Launch, startedAt time.Time) *instanc
 		}
 		addr = hostPort(h, l.Port)
 	}
-	return newInstance(p, p.id, l, startedAt, client, "http://"+tunnel, addr)
+	return newInstance(p, r.o.Clock, p.id, l, startedAt, client, "http://"+tunnel, addr)
 }
 
 // markerStale tells whether a restore marker no longer describes the unit in state st: specsweep
@@ -185,7 +190,7 @@ func (r *Remote) ensureMarker(ctx context.Context) (Marker, error) {
 				r.o.Unit, m.CreatedAt.Format(time.RFC3339)))
 		}
 	}
-	m := Marker{Unit: r.o.Unit, DropIn: DropInPath(r.o.Unit), CreatedAt: time.Now().UTC(), By: "specsweep"}
+	m := Marker{Unit: r.o.Unit, DropIn: DropInPath(r.o.Unit), CreatedAt: r.o.Clock.Now().UTC(), By: "specsweep"}
 	if hn, herr := os.Hostname(); herr == nil {
 		m.By = "specsweep@" + hn
 	}
@@ -218,7 +223,7 @@ func (r *Remote) stopRunning(ctx context.Context, l Launch) (StopResult, error) 
 	if !st.Running() {
 		return StopResult{Already: true, Final: st}, nil
 	}
-	in := r.newInstance(st.InvocationID, l, time.Now(), true)
+	in := r.newInstance(st.InvocationID, l, r.o.Clock.Now(), true)
 	res, err := in.Stop(ctx, nil)
 	if err == nil && res.Class == ClassStopTimeoutSIGKILL && r.o.Event != nil {
 		r.o.Event(string(ClassStopTimeoutSIGKILL), fmt.Sprintf("stop of %s took %v and ended in SIGKILL", st.InvocationID, res.Duration.Round(time.Millisecond)))
@@ -229,7 +234,7 @@ func (r *Remote) stopRunning(ctx context.Context, l Launch) (StopResult, error) 
 // gpuFree waits (bounded) until no compute process holds a GPU the launch runs on; a host
 // without nvidia-smi has nothing to wait for.
 func (r *Remote) gpuFree(ctx context.Context, l Launch) error {
-	return waitGPUs(ctx, func(ctx context.Context) (string, bool, error) {
+	return waitGPUs(ctx, r.o.Clock, func(ctx context.Context) (string, bool, error) {
 		out, err := r.run(ctx, "command -v nvidia-smi >/dev/null 2>&1 || { echo no-nvidia-smi; exit 0; }; "+gpuQuery, 30*time.Second)
 		if err != nil {
 			return "", false, err
@@ -278,7 +283,7 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 		return nil, wrapUnreachable(fmt.Errorf("writing the drop-in: %w", err))
 	}
 	started, err := r.unit.start(ctx)
-	startedAt := time.Now()
+	startedAt := r.o.Clock.Now()
 	id := started.InvocationID
 	if err != nil {
 		var sr *startRefused

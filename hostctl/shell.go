@@ -95,10 +95,12 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 	line := "e=$(mktemp); " + Cmd{Args: []string{"sh", "-c", script}, Timeout: timeout}.CommandLine("root") +
 		" </dev/null 2>\"$e\"; r=$?; printf '\\n" + marker + "-stderr\\n'; head -c " + strconv.Itoa(maxOut) +
 		" \"$e\"; rm -f \"$e\"; printf '\\n" + marker + " %s\\n' $r\n"
-	stop := context.AfterFunc(ctx, func() { sh.sess.Close() })
+	// The session is closed when ctx ends, or when the command's end has not come within its timeout
+	// (run on the host) and 10 s for the network: a bound of network I/O, on the real clock.
+	sctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
+	defer cancel()
+	stop := context.AfterFunc(sctx, func() { sh.sess.Close() })
 	defer stop()
-	timer := time.AfterFunc(timeout+10*time.Second, func() { sh.sess.Close() })
-	defer timer.Stop()
 	if _, err := io.WriteString(sh.stdin, line); err != nil {
 		return Output{}, false, err
 	}

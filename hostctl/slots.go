@@ -204,7 +204,7 @@ func (r *Remote) ensureSlot(ctx context.Context) error {
 	mp := MarkerPath(r.o.Unit)
 	if _, err := r.conn.Stat(ctx, mp); errors.Is(err, os.ErrNotExist) {
 		m := Marker{Unit: r.o.Unit, UnitCreated: true, SlotOf: r.parent.o.Unit, DropIn: DropInPath(r.o.Unit),
-			CreatedAt: time.Now().UTC(), By: "specsweep"}
+			CreatedAt: r.o.Clock.Now().UTC(), By: "specsweep"}
 		if err := r.conn.WriteFileAtomic(ctx, mp, m.Encode(), 0o644); err != nil {
 			return fmt.Errorf("writing the restore marker of %s: %w", r.o.Unit, err)
 		}

@@ -48,6 +48,9 @@ type SlurmOptions struct {
 	Poll time.Duration
 	// Event, if set, receives notable events (a job pending, leftovers cancelled).
 	Event func(kind, detail string)
+	// Clock times the polls, a job's pending time and start, its readiness and stop, and is the
+	// login node's SSH connection's too (it replaces SSH.Clock); nil: the real clock.
+	Clock Clock
 }
 
 // Slurm is a cluster; Slot(k) is the handle of its k-th job in flight.
@@ -86,8 +89,10 @@ func DialSlurm(ctx context.Context, o SlurmOptions) (*Slurm, error) {
 			return nil, fmt.Errorf("slurm: sbatch argument %q holds a newline or NUL", a)
 		}
 	}
+	o.Clock = orRealClock(o.Clock)
 	var sh loginShell = localShell{}
 	if !o.Local {
+		o.SSH.Clock = o.Clock
 		c, err := DialSSH(ctx, o.SSH)
 		if err != nil {
 			return nil, err
@@ -98,6 +103,7 @@ func DialSlurm(ctx context.Context, o SlurmOptions) (*Slurm, error) {
 }
 
 func newSlurm(o SlurmOptions, sh loginShell) *Slurm {
+	o.Clock = orRealClock(o.Clock)
 	return &Slurm{o: o, shell: sh, addrs: map[string]string{}, slots: map[int]*SlurmSlot{}}
 }
 
@@ -306,7 +312,7 @@ func (s *Slurm) cancel(ctx context.Context, ids []string) error {
 	if _, err := s.sh(ctx, "scancel -- "+shellJoin(ids), nil, 30*time.Second); err != nil {
 		return fmt.Errorf("slurm: scancel %s: %w", strings.Join(ids, " "), err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := s.o.Clock.Now().Add(2 * time.Minute)
 	for {
 		left, err := s.queued(ctx)
 		if err != nil {
@@ -321,13 +327,13 @@ func (s *Slurm) cancel(ctx context.Context, ids []string) error {
 		if n == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if s.o.Clock.Now().After(deadline) {
 			return fmt.Errorf("slurm: %d cancelled job(s) still in the queue after 2 min", n)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(s.o.Poll):
+		case <-s.o.Clock.After(s.o.Poll):
 		}
 	}
 }
@@ -604,7 +610,7 @@ func (sl *SlurmSlot) liveJob() string {
 	in.proc.mu.Lock()
 	last := in.proc.last
 	in.proc.mu.Unlock()
-	if last["JobState"] != "" && !jobStateOf(last).Running() {
+	if last["JobState"] != "" && !jobStateOf(last, sl.s.o.Clock.Now()).Running() {
 		return ""
 	}
 	return in.proc.id
@@ -683,7 +689,8 @@ func (sl *SlurmSlot) Start(ctx context.Context, l Launch) (Instance, error) {
 		return nil, fmt.Errorf("slurm: sbatch printed %q, not a job id", out.Stdout)
 	}
 	p := &jobProc{s: s, id: id, file: strings.ReplaceAll(outFile, "%j", id)}
-	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: time.Now(), pending: time.Now()}
+	now := s.o.Clock.Now()
+	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: now, pending: now}
 	sl.mu.Lock()
 	sl.current = in
 	sl.mu.Unlock()
@@ -816,7 +823,7 @@ func (p *jobProc) poll(ctx context.Context) (State, []string, error) {
 	if err != nil {
 		return State{}, lines, err
 	}
-	st := jobStateOf(f)
+	st := jobStateOf(f, p.s.o.Clock.Now())
 	if lost := nodeLost(f); lost != "" {
 		return st, lines, &UnreachableError{Addr: p.s.o.Name, Err: errors.New(lost)}
 	}
@@ -842,9 +849,10 @@ func nodeLost(f map[string]string) string {
 	return ""
 }
 
-// jobStateOf maps a job's state to the unit states the classification reads (docs/slurm.md).
-func jobStateOf(f map[string]string) State {
-	st := State{At: time.Now(), InvocationID: f["JobId"], LoadState: "loaded"}
+// jobStateOf maps a job's state, read at at, to the unit states the classification reads
+// (docs/slurm.md).
+func jobStateOf(f map[string]string, at time.Time) State {
+	st := State{At: at, InvocationID: f["JobId"], LoadState: "loaded"}
 	code, sig := exitCode(f["ExitCode"])
 	set := func(active, sub, result string) { st.ActiveState, st.SubState, st.Result = active, sub, result }
 	switch f["JobState"] {
@@ -933,15 +941,15 @@ func (j *jobInstance) WaitReady(ctx context.Context) (Ready, error) {
 		j.lines = append(j.lines, lines...)
 		j.mu.Unlock()
 		if lost := nodeLost(f); lost != "" {
-			return Ready{}, unreachable(&UnreachableError{Addr: s.o.Name, Err: errors.New(lost)}, jobStateOf(f))
+			return Ready{}, unreachable(&UnreachableError{Addr: s.o.Name, Err: errors.New(lost)}, jobStateOf(f, s.o.Clock.Now()))
 		}
 		switch {
 		case f["JobState"] == "PENDING" || f["JobState"] == "CONFIGURING":
 			j.mu.Lock()
-			j.pending = time.Now()
+			j.pending = s.o.Clock.Now()
 			j.mu.Unlock()
 			if r := f["Reason"]; r != reason && s.o.Event != nil {
-				s.o.Event("job_pending", fmt.Sprintf("job %s pending (Reason=%s) since %v", j.proc.id, r, time.Since(j.submitted).Round(time.Second)))
+				s.o.Event("job_pending", fmt.Sprintf("job %s pending (Reason=%s) since %v", j.proc.id, r, s.o.Clock.Now().Sub(j.submitted).Round(time.Second)))
 			}
 			reason = f["Reason"]
 		default:
@@ -960,7 +968,7 @@ func (j *jobInstance) WaitReady(ctx context.Context) (Ready, error) {
 		select {
 		case <-ctx.Done():
 			return Ready{}, ctx.Err()
-		case <-time.After(s.o.Poll):
+		case <-s.o.Clock.After(s.o.Poll):
 		}
 	}
 }
@@ -974,7 +982,8 @@ func (j *jobInstance) start(addr string, f map[string]string) *instance {
 	}
 	// The start: scontrol's StartTime has whole seconds, so it may be up to a second early; the last
 	// poll that saw the job pending bounds it from below.
-	started := time.Now()
+	clock := j.slot.s.o.Clock
+	started := clock.Now()
 	if t, err := time.ParseInLocation(scontrolTime, f["StartTime"], time.Local); err == nil && t.Before(started) && started.Sub(t) < time.Hour {
 		started = t
 	}
@@ -983,7 +992,7 @@ func (j *jobInstance) start(addr string, f map[string]string) *instance {
 	}
 	hp := net.JoinHostPort(addr, strconv.Itoa(j.launch.Port))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}}
-	in := newInstance(j.proc, j.proc.id, j.launch, started, client, "http://"+hp, hp)
+	in := newInstance(j.proc, clock, j.proc.id, j.launch, started, client, "http://"+hp, hp)
 	in.appendLines(j.lines)
 	j.inner = in
 	return in
@@ -1047,11 +1056,12 @@ func (j *jobInstance) Logs(ctx context.Context) ([]string, error) {
 func (j *jobInstance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
 	in := j.getInner()
 	if in == nil {
-		t0 := time.Now()
+		clock := j.slot.s.o.Clock
+		t0 := clock.Now()
 		if err := j.slot.s.cancel(ctx, []string{j.proc.id}); err != nil {
 			return StopResult{}, err
 		}
-		return StopResult{Duration: time.Since(t0), Clean: true}, nil
+		return StopResult{Duration: clock.Now().Sub(t0), Clean: true}, nil
 	}
 	res, err := in.Stop(ctx, progress)
 	// A SIGKILL is Slurm's only once KillWait passed: SGLang ends its own SIGTERM path with a SIGKILL

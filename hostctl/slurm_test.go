@@ -33,7 +33,7 @@ func TestJobStatesReadAsUnitStates(t *testing.T) {
 		{"JobId=7 JobState=COMPLETED Reason=None ExitCode=0:0", false, ClassCrashDuringStart, "code=exited, status=0"},
 	} {
 		f := scontrolFields(c.line)
-		st := jobStateOf(f)
+		st := jobStateOf(f, time.Time{})
 		if st.Running() != c.running {
 			t.Errorf("%s: running %v", c.line, st.Running())
 		}

@@ -37,7 +37,10 @@ type SSHOptions struct {
 	// (attempts: dials it took; down: how long the host was without a connection).
 	OnReconnect func(attempts int, down time.Duration)
 	Getenv      func(string) string
-	noAgent     bool // tests: ignore SSH_AUTH_SOCK
+	// Clock times the keepalive and the reconnect's backoff (nil: the real clock; DialRemote and
+	// DialSlurm set their own). The handshake's timeout is network I/O's: always the real clock.
+	Clock   Clock
+	noAgent bool // tests: ignore SSH_AUTH_SOCK
 }
 
 // HostKeyError is an unknown or changed host key: never retried.

@@ -68,7 +68,7 @@ func (u *systemctlUnit) state(ctx context.Context) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	return parseShow(out.Stdout), nil
+	return parseShow(out.Stdout, u.conn.o.Clock.Now()), nil
 }
 
 func (u *systemctlUnit) stateAnd(ctx context.Context, script string) (State, Output, error) {
@@ -76,14 +76,14 @@ func (u *systemctlUnit) stateAnd(ctx context.Context, script string) (State, Out
 	if err != nil {
 		return State{}, Output{}, err
 	}
-	return parseShow(show), out, nil
+	return parseShow(show, u.conn.o.Clock.Now()), out, nil
 }
 
 func (u *systemctlUnit) start(ctx context.Context) (State, error) {
 	q := ShellQuote(u.unit)
 	out, err := u.run(ctx, "systemctl daemon-reload && { systemctl reset-failed -- "+q+" 2>/dev/null; systemctl start -- "+q+
 		"; rc=$?; systemctl show -p InvocationID,MainPID,ExecMainPID -- "+q+"; exit $rc; }", 60*time.Second)
-	st := parseShow(out.Stdout)
+	st := parseShow(out.Stdout, u.conn.o.Clock.Now())
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return st, &startRefused{stderr: string(out.Stderr), code: ee.Out.Code, err: err}
@@ -139,9 +139,9 @@ func showCmd(unit string) string {
 	return "systemctl show --timestamp=unix -p " + strings.Join(showProps, ",") + " -- " + ShellQuote(unit)
 }
 
-// parseShow parses systemctl show's KEY=VALUE lines.
-func parseShow(out []byte) State {
-	st := State{At: time.Now()}
+// parseShow parses systemctl show's KEY=VALUE lines, read at at.
+func parseShow(out []byte, at time.Time) State {
+	st := State{At: at}
 	for _, line := range strings.Split(string(out), "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
 		if !ok {
