@@ -15,7 +15,10 @@ var (
 	// out of memory. Try to lower your batch size."), the kernel's OOM killer. docs/hostctl.md.
 	reOOM = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError|[Oo]ut of memory|oom-kill|Killed process \d+|` +
 		`Not enough memory\. Please try to increase --mem-fraction-static|leave no GPU memory for the KV cache`)
-	reUsage  = regexp.MustCompile(`^usage: |: error: (unrecognized arguments|argument |the following arguments are required|ambiguous option|invalid choice)|Failed to locate executable|Failed at step EXEC|status=203/EXEC`)
+	reUsage = regexp.MustCompile(`^usage: |: error: (unrecognized arguments|argument |the following arguments are required|ambiguous option|invalid choice)`)
+	// reExec: systemd could not start ExecStart='s program (newer systemd: "Failed to locate
+	// executable X: ...", older: "Failed at step EXEC spawning X: ..."; then status=203/EXEC).
+	reExec   = regexp.MustCompile(`Failed to locate executable|Failed at step EXEC|Failed to execute |status=203/EXEC`)
 	reAssert = regexp.MustCompile(`^AssertionError\b`)
 	// Lines worth keeping as evidence of a crash.
 	reCrash       = regexp.MustCompile(`Traceback \(most recent call last\)|Error: |Exception: |Scheduler hit an exception|scheduler is dead|Received sigquit|Initialization failed|Main process exited|Failed with result|code=(exited|killed|dumped)`)
@@ -46,6 +49,9 @@ func classify(st State, lines []string, ready bool) *Failure {
 		exit = "result " + st.Result
 	}
 	switch {
+	case (st.ExecMainCode == CodeExited && st.ExecMainStatus == 203) || anyMatch(lines, reExec):
+		return &Failure{Class: ClassLaunchFailed, State: st, Detail: "the server's program could not be started (" + exit + ")",
+			Evidence: evidence(lines, reExec, 4)}
 	case st.Result == "oom-kill" || anyMatch(lines, reOOM):
 		return &Failure{Class: ClassOOM, State: st, Detail: "out of memory (" + exit + ")", Evidence: evidence(lines, reOOM, 6)}
 	case st.ExecMainCode == CodeExited && st.ExecMainStatus == 2, anyMatch(lines, reUsage),

@@ -240,6 +240,9 @@ const (
 	ClassReadyTimeout       Class = "ready_timeout"
 	ClassHostUnreachable    Class = "host_unreachable"
 	ClassGPUBusy            Class = "gpu_busy"
+	// ClassLaunchFailed: the server's program could not be started at all (missing, not
+	// executable, not in PATH: systemd's 203/EXEC, a child's fork/exec error), so no SGLang ran.
+	ClassLaunchFailed Class = "launch_failed"
 )
 
 // Failure is a classified failure with its evidence.

@@ -133,7 +133,7 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 		argv := append([]string(nil), ln.Argv...)
 		var err error
 		if argv[0], err = resolveCommand(argv[0]); err != nil {
-			return nil, &Failure{Class: ClassBadArgs, Detail: err.Error(), Err: err}
+			return nil, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Evidence: []string{err.Error()}, Err: err}
 		}
 		ln.Argv = argv
 	}
@@ -193,7 +193,7 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 		l.mu.Lock()
 		l.seq++
 		l.mu.Unlock()
-		return nil, &Failure{Class: ClassBadArgs, Detail: "cannot run the server command", Evidence: []string{err.Error()}, Err: err}
+		return nil, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Evidence: []string{err.Error()}, Err: err}
 	}
 	startedAt := l.o.Clock.Now()
 	l.mu.Lock()

@@ -18,6 +18,7 @@ var failureClasses = map[hostctl.Class]store.FailureClass{
 	hostctl.ClassReadyTimeout:       store.FailReadyTimeout,
 	hostctl.ClassHostUnreachable:    store.FailHostUnreachable,
 	hostctl.ClassGPUBusy:            store.FailGPUBusy,
+	hostctl.ClassLaunchFailed:       store.FailLaunchFailed,
 }
 
 // storeClass is the store's class of a hostctl failure. A class this table does not know (one

@@ -100,6 +100,7 @@ const (
 	FailReadyTimeout       FailureClass = "ready_timeout"
 	FailHostUnreachable    FailureClass = "host_unreachable"
 	FailGPUBusy            FailureClass = "gpu_busy"
+	FailLaunchFailed       FailureClass = "launch_failed"
 	FailInterrupted        FailureClass = "interrupted"
 	// FailOutputMismatch: the point's greedy outputs differ from its reference's (the baseline
 	// of the same tp) beyond the reference's own run-to-run agreement (SetOutputCheck). The
@@ -110,7 +111,7 @@ const (
 // FailureClasses lists every known failure class.
 var FailureClasses = []FailureClass{
 	FailBadArgs, FailOOM, FailCrashDuringLoad, FailCrashDuringStart, FailStopTimeoutSigkill,
-	FailRestartLoop, FailReadyTimeout, FailHostUnreachable, FailGPUBusy, FailInterrupted,
+	FailRestartLoop, FailReadyTimeout, FailHostUnreachable, FailGPUBusy, FailLaunchFailed, FailInterrupted,
 	FailOutputMismatch,
 }
 
