@@ -391,6 +391,28 @@ func resolveCommand(cmd string) (string, error) {
 	return filepath.Abs(p)
 }
 
+// CheckLocalCommand says whether the local driver could start cmd on this machine: it resolves as
+// Start does (a path with a slash from the working directory, a bare name from $PATH) and must be an
+// executable regular file. validate and plan call it, so a missing program is named before a sweep
+// starts rather than as every point's launch_failed.
+func CheckLocalCommand(cmd string) error {
+	abs, err := resolveCommand(cmd)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return fmt.Errorf("command %q: %w", cmd, err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("command %q: %s is a directory", cmd, abs)
+	}
+	if fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("command %q: %s is not executable", cmd, abs)
+	}
+	return nil
+}
+
 // Provenance implements Host.
 func (l *Local) Provenance(ctx context.Context) (Provenance, error) {
 	p := Provenance{Driver: sweep.DriverLocal}
