@@ -43,10 +43,17 @@ type DoctorTarget struct {
 	// Slurm: a cluster's partition, GPUs per node, output directory and sweep (driver slurm).
 	Slurm *SlurmOptions
 	GPUs  int
+	// Fit: the model and tps to weigh against the host's GPUs (the "model fit" check).
+	Fit Fit
 }
 
-// DoctorTimeout bounds an unreachable host's checks.
+// DoctorTimeout bounds an unreachable host's checks: reaching it, its host key and the login.
 const DoctorTimeout = 10 * time.Second
+
+// DoctorChecksTimeout bounds a reachable host's checks after the login (each command has its own
+// 8 s too). A separate budget: on a loaded host the login alone can take most of DoctorTimeout, and
+// the checks that follow it then failed as "context deadline exceeded" instead of saying anything.
+const DoctorChecksTimeout = 30 * time.Second
 
 func (t DoctorTarget) withDefaults() DoctorTarget {
 	if t.Unit == "" {
@@ -113,7 +120,9 @@ func doctorSSH(ctx context.Context, t DoctorTarget, tail doctorTail) []Check {
 	defer c.Close()
 	add("host key", CheckOK, "known and matching")
 	add("login", CheckOK, "as %s", c.User())
-	more := tail(dctx, c, t, add) // first: a tail may add through add
+	tctx, tcancel := context.WithTimeout(ctx, DoctorChecksTimeout)
+	defer tcancel()
+	more := tail(tctx, c, t, add) // first: a tail may add through add
 	return append(out, more...)
 }
 
@@ -192,6 +201,10 @@ func doctorUnit(dctx context.Context, c *Conn, t DoctorTarget, add func(string, 
 	}
 	gpus, err := run("command -v nvidia-smi >/dev/null 2>&1 || { echo none; exit 0; }; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits; echo @@; nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader")
 	doctorGPUs(gpus, err, add)
+	if err == nil && t.Fit.ModelPath != "" {
+		w, _ := run(weightsScript(t.Fit.ModelPath))
+		doctorFit(t.Fit, w, gpus, add)
+	}
 	disk, err := run("df -Pk /var/log | tail -n1")
 	doctorDisk(disk, err, add)
 	return nil
@@ -295,6 +308,12 @@ func doctorLocal(ctx context.Context, t DoctorTarget) []Check {
 		b, _ := exec.CommandContext(cctx, path, "--query-compute-apps=pid,used_memory", "--format=csv,noheader").Output()
 		cancel()
 		doctorGPUs(string(a)+"@@"+string(b), err, add2)
+		if err == nil && t.Fit.ModelPath != "" {
+			cctx, cancel := context.WithTimeout(ctx, DoctorTimeout)
+			w, _ := exec.CommandContext(cctx, "sh", "-c", weightsScript(t.Fit.ModelPath)).Output()
+			cancel()
+			doctorFit(t.Fit, string(w), string(a), add2)
+		}
 	}
 	var fs syscall.Statfs_t
 	dir, _ := os.Getwd()

@@ -56,6 +56,8 @@ type Options struct {
 	// Port and Command are the spec's server port and command (doctor checks them).
 	Port    int
 	Command string
+	// Fit is the model and tps doctor weighs against each host's GPUs.
+	Fit Fit
 	// AcceptNewHostKeys adds unknown SSH host keys to known_hosts.
 	AcceptNewHostKeys bool
 	// LogDir: the local driver writes each server's log to LOGDIR/HOST.log when set.
@@ -252,7 +254,7 @@ func (d *openLocal) Doctor(ctx context.Context) []Check {
 }
 
 func (d *openLocal) target() DoctorTarget {
-	t := DoctorTarget{Name: d.h.Name, Port: d.o.Port, Command: d.o.Command}
+	t := DoctorTarget{Name: d.h.Name, Port: d.o.Port, Command: d.o.Command, Fit: d.o.Fit}
 	return t.withDefaults()
 }
 
@@ -317,7 +319,7 @@ func (d *openSSH) Slot(k int) Host {
 }
 
 func (d *openSSH) Doctor(ctx context.Context) []Check {
-	t := DoctorTarget{Name: d.h.Name, Unit: d.h.Unit, Port: d.o.Port, SSH: SSHOptionsOf(d.h, d.o)}
+	t := DoctorTarget{Name: d.h.Name, Unit: d.h.Unit, Port: d.o.Port, SSH: SSHOptionsOf(d.h, d.o), Fit: d.o.Fit}
 	return doctorSSH(ctx, t.withDefaults(), doctorUnit)
 }
 
