@@ -45,6 +45,8 @@ type DoctorTarget struct {
 	GPUs  int
 	// Fit: the model and tps to weigh against the host's GPUs (the "model fit" check).
 	Fit Fit
+	// Dir: the spec file's folder, for a local relative command (Options.SpecDir).
+	Dir string
 }
 
 // DoctorTimeout bounds an unreachable host's checks: reaching it, its host key and the login.
@@ -287,10 +289,8 @@ func doctorLocal(ctx context.Context, t DoctorTarget) []Check {
 	add2 := func(name string, st CheckStatus, format string, a ...any) {
 		checks = append(checks, Check{Host: t.Name, Name: name, Status: st, Detail: fmt.Sprintf(format, a...)})
 	}
-	if fi, err := os.Stat(t.Command); err != nil {
+	if err := CheckLocalCommand(t.Command, t.Dir); err != nil {
 		add2("command", CheckFail, "%v", err)
-	} else if fi.Mode()&0o111 == 0 || fi.IsDir() {
-		add2("command", CheckFail, "%s is not executable", t.Command)
 	} else {
 		add2("command", CheckOK, "%s", t.Command)
 	}

@@ -32,6 +32,9 @@ type LocalOptions struct {
 	GPUWait time.Duration
 	// Clock times the servers' readiness, stops and the GPU wait (nil: the real clock).
 	Clock Clock
+	// Dir is the folder a relative command with a slash is resolved against: the spec file's
+	// (docs/spec.md, server.command). "" is the working directory.
+	Dir string
 }
 
 // Local runs the server as a child process of specsweep, in its own process
@@ -132,8 +135,8 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 		// A child process may be given a relative command (systemd may not): resolved once, here.
 		argv := append([]string(nil), ln.Argv...)
 		var err error
-		if argv[0], err = resolveCommand(argv[0]); err != nil {
-			return nil, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Evidence: []string{err.Error()}, Err: err}
+		if argv[0], err = resolveCommand(argv[0], l.o.Dir); err != nil {
+			return nil, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Err: err}
 		}
 		ln.Argv = argv
 	}
@@ -193,7 +196,7 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 		l.mu.Lock()
 		l.seq++
 		l.mu.Unlock()
-		return nil, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Evidence: []string{err.Error()}, Err: err}
+		return nil, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Err: err}
 	}
 	startedAt := l.o.Clock.Now()
 	l.mu.Lock()
@@ -374,10 +377,13 @@ func (l *Local) Restore(ctx context.Context) error {
 	return err
 }
 
-// resolveCommand makes a local relative command absolute: a path with a slash is taken from the
-// working directory, a bare name from $PATH (as a shell would).
-func resolveCommand(cmd string) (string, error) {
+// resolveCommand makes a local relative command absolute: a path with a slash is taken from dir
+// (the spec file's folder; "" the working directory), a bare name from $PATH (as a shell would).
+func resolveCommand(cmd, dir string) (string, error) {
 	if strings.Contains(cmd, "/") {
+		if dir != "" && !filepath.IsAbs(cmd) {
+			cmd = filepath.Join(dir, cmd)
+		}
 		abs, err := filepath.Abs(cmd)
 		if err != nil {
 			return "", fmt.Errorf("command %q: %w", cmd, err)
@@ -392,17 +398,17 @@ func resolveCommand(cmd string) (string, error) {
 }
 
 // CheckLocalCommand says whether the local driver could start cmd on this machine: it resolves as
-// Start does (a path with a slash from the working directory, a bare name from $PATH) and must be an
-// executable regular file. validate and plan call it, so a missing program is named before a sweep
-// starts rather than as every point's launch_failed.
-func CheckLocalCommand(cmd string) error {
-	abs, err := resolveCommand(cmd)
+// Start does (a path with a slash from dir, the spec file's folder; a bare name from $PATH) and must
+// be an executable regular file. validate and plan call it, so a missing program is named before a
+// sweep starts rather than as every point's launch_failed.
+func CheckLocalCommand(cmd, dir string) error {
+	abs, err := resolveCommand(cmd, dir)
 	if err != nil {
 		return err
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return fmt.Errorf("command %q: %w", cmd, err)
+		return fmt.Errorf("command %q (%s): %w", cmd, abs, err)
 	}
 	if fi.IsDir() {
 		return fmt.Errorf("command %q: %s is a directory", cmd, abs)

@@ -33,8 +33,28 @@ func TestLocalResolvesRelativeCommands(t *testing.T) {
 		}
 	}
 	_, err := NewLocal(LocalOptions{}).Start(t.Context(), Launch{Argv: []string{"no-such-server-xyz", "--port", "30123"}, Port: 30123})
-	if f, ok := AsFailure(err); !ok || f.Class != ClassBadArgs || !strings.Contains(f.Detail, "not found in PATH") {
-		t.Fatalf("missing command: %v, want bad_args", err)
+	if f, ok := AsFailure(err); !ok || f.Class != ClassLaunchFailed || !strings.Contains(f.Detail, "not found in PATH") {
+		t.Fatalf("missing command: %v, want launch_failed", err)
+	}
+	// A relative command with a slash is the spec folder's (LocalOptions.Dir), not the working
+	// directory's: the working directory here holds no bin/.
+	sub := filepath.Join(t.TempDir(), "specs")
+	if err := os.MkdirAll(filepath.Join(sub, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "fake-server"), filepath.Join(sub, "bin", "server")); err != nil {
+		t.Fatal(err)
+	}
+	l := NewLocal(LocalOptions{Name: "spec-dir", Dir: sub})
+	if _, err := l.Start(t.Context(), Launch{Argv: []string{"bin/server", "--port", "30123"}, Port: 30123}); err != nil {
+		t.Fatalf("bin/server under the spec's folder: %v", err)
+	}
+	if err := l.Restore(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewLocal(LocalOptions{Name: "elsewhere", Dir: t.TempDir()}).Start(t.Context(), Launch{Argv: []string{"./fake-server", "--port", "30123"}, Port: 30123})
+	if f, ok := AsFailure(err); !ok || f.Class != ClassLaunchFailed || !strings.Contains(f.Detail, "no such file or directory") {
+		t.Fatalf("./fake-server beside another spec: %v, want launch_failed naming the OS error", err)
 	}
 }
 

@@ -58,6 +58,9 @@ type Options struct {
 	Command string
 	// Fit is the model and tps doctor weighs against each host's GPUs.
 	Fit Fit
+	// SpecDir is the spec file's folder: the local driver resolves a relative command with a slash
+	// against it ("": the working directory, as for a spec the daemon was given as text).
+	SpecDir string
 	// AcceptNewHostKeys adds unknown SSH host keys to known_hosts.
 	AcceptNewHostKeys bool
 	// LogDir: the local driver writes each server's log to LOGDIR/HOST.log when set.
@@ -234,7 +237,7 @@ type openLocal struct {
 
 // newSpecLocal is the local server of slot k (-1: the host itself).
 func newSpecLocal(h sweep.Host, o Options, k int) *Local {
-	lo := LocalOptions{Name: h.Name, Clock: o.Clock}
+	lo := LocalOptions{Name: h.Name, Clock: o.Clock, Dir: o.SpecDir}
 	if o.LogDir != "" {
 		name := h.Name
 		if k >= 0 {
@@ -254,7 +257,7 @@ func (d *openLocal) Doctor(ctx context.Context) []Check {
 }
 
 func (d *openLocal) target() DoctorTarget {
-	t := DoctorTarget{Name: d.h.Name, Port: d.o.Port, Command: d.o.Command, Fit: d.o.Fit}
+	t := DoctorTarget{Name: d.h.Name, Port: d.o.Port, Command: d.o.Command, Fit: d.o.Fit, Dir: d.o.SpecDir}
 	return t.withDefaults()
 }
 
