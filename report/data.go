@@ -33,6 +33,9 @@ type Sweep struct {
 	TPs []int
 	// Repeats is the largest repeat number recorded.
 	Repeats int
+	// CheckPrompts is how many prompts the output check asked each point (from the answers
+	// stored; 0 when none were).
+	CheckPrompts int
 }
 
 // Config is a point's server configuration. NumSteps, TopK and NumDraftTokens are 0 for a baseline.
@@ -197,6 +200,12 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 		for _, o := range outs {
 			if p := byID[o.PointID]; p != nil && p.OutputCheck != "" {
 				p.OutputEvidence = ParseOutputEvidence(o.Evidence)
+			}
+			var ans struct {
+				Prompts []json.RawMessage `json:"prompts"`
+			}
+			if len(o.Outputs) > 0 && json.Unmarshal(o.Outputs, &ans) == nil {
+				s.CheckPrompts = max(s.CheckPrompts, len(ans.Prompts))
 			}
 		}
 	}
@@ -479,7 +488,8 @@ func (s *Sweep) Searched() bool {
 // check failed): such a point is never the best, nor on the Pareto front.
 func (p *Point) Mismatch() bool { return p.OutputCheck == store.OutputCheckMismatch }
 
-// Checked reports whether some point of the sweep has an output check result.
+// Checked reports whether some point of the sweep has an output check result (the report then
+// has the check's sentence, and its table when some point mismatches).
 func (s *Sweep) Checked() bool {
 	return slices.ContainsFunc(s.Points, func(p *Point) bool { return p.OutputCheck != "" })
 }

@@ -48,7 +48,7 @@ type Table struct {
 type doc struct {
 	Title      string
 	Summary    []string // sentences
-	Check      Table    // the output check; no rows unless some point was checked
+	Check      Table    // the output check; no rows unless some point mismatches
 	Diverge    []divergence
 	Best       Table
 	Charts     []*Chart
@@ -204,7 +204,8 @@ type Live struct {
 	// search's (a searched sweep), the output check's and the packed points' (when there are any),
 	// and how the figures are aggregated.
 	Summary []string `json:"summary"`
-	// Check is the output check (no rows unless some point was checked).
+	// Check is the output check's table: no rows unless some point's check failed (a mismatch);
+	// when every checked point passed, one sentence of Summary says so.
 	Check Table `json:"check"`
 	// Best is "Best configuration per concurrency level".
 	Best Table `json:"best"`
