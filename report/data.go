@@ -36,6 +36,9 @@ type Sweep struct {
 	// CheckPrompts is how many prompts the output check asked each point (from the answers
 	// stored; 0 when none were).
 	CheckPrompts int
+	// Spec is the spec stored with the sweep, parsed; nil when it does not parse (FromRuns reads
+	// none).
+	Spec *sweep.Spec
 }
 
 // Config is a point's server configuration. NumSteps, TopK and NumDraftTokens are 0 for a baseline.
@@ -78,6 +81,10 @@ type Point struct {
 	LoadS         float64
 	Provenance    *hostctl.Provenance // nil when not recorded
 	EffectiveArgs map[string]any
+	// Argv and Env are the point's server command line and environment as planned (the server's
+	// and its method's; nil where FromRuns does not read them).
+	Argv []string
+	Env  map[string]string
 	// Requested holds the speculative parameters the plan asked for, as stored (nil: not given,
 	// or a baseline), in the order steps, topk, draft tokens.
 	Requested [3]*int
@@ -164,6 +171,9 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	}
 	s := &Sweep{ID: sw.ID, Name: sw.Name, SpecHash: sw.SpecHash, State: string(sw.State), Created: sw.CreatedAt,
 		Started: sw.StartedAt, Finished: sw.FinishedAt, Hosts: hosts}
+	if spec, err := sweep.Parse(fmt.Sprintf("sweep %d", sw.ID), []byte(sw.SpecText)); err == nil {
+		s.Spec = spec // what the workload was; a spec later rules refuse leaves it unknown
+	}
 
 	// point_summary returns the points in plan order.
 	pts, err := db.PointSummaries(ctx, sw.ID)
@@ -368,7 +378,7 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 }
 
 // setAlgorithms reads each point's --speculative-algorithm from its stored argv (the label's
-// spelling depends on it), and whether a search decided its running.
+// spelling depends on it), whether a search decided its running, and its argv and environment.
 func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[string]*Point) error {
 	stored, err := db.Points(ctx, sweepID)
 	if err != nil {
@@ -379,7 +389,7 @@ func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[st
 		if p == nil {
 			continue
 		}
-		p.Searched = sp.Searched
+		p.Searched, p.Argv, p.Env = sp.Searched, sp.Argv, sp.Env
 		if !p.Baseline {
 			p.Algorithm = sweep.ArgvAlgorithm(sp.Argv)
 		}

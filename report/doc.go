@@ -47,8 +47,9 @@ type Table struct {
 // doc is everything a renderer shows, computed once.
 type doc struct {
 	Title      string
-	Summary    []string // sentences
-	Check      Table    // the output check; no rows unless some point mismatches
+	Measured   [][2]string // what was measured (the header), key and value
+	Summary    []string    // sentences
+	Check      Table       // the output check; no rows unless some point mismatches
 	Diverge    []divergence
 	Best       Table
 	Charts     []*Chart
@@ -178,6 +179,7 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 	l := liveTables(s)
 	d := &doc{Title: fmt.Sprintf("Sweep %s (#%d)", s.Name, s.ID), Charts: charts,
 		Summary: l.Summary, Check: l.Check, Best: l.Best, Results: l.Results, Pruned: l.Pruned, Failures: l.Failures}
+	d.Measured = measured(s)
 	d.Diverge = divergences(s)
 	d.Pareto = paretoTable(s)
 	d.Provenance, d.ProvFacts = provenance(s, opt)
@@ -485,35 +487,13 @@ func provenance(s *Sweep, opt Options) (Table, [][2]string) {
 	for _, h := range s.Hosts {
 		hostname, kernel, gpu, gdrv, eng := "-", "-", "-", "-", "-"
 		// The provenance of the host's latest point that recorded one.
-		for i := len(s.Points) - 1; i >= 0; i-- {
-			p := s.Points[i]
-			if p.Host != h.Name || p.Provenance == nil {
-				continue
-			}
-			pv := p.Provenance
-			hostname, kernel, eng = strOr(pv.Hostname), strOr(pv.Kernel), strOr(pv.EngineVer)
-			if len(pv.GPUs) > 0 {
-				counts := map[string]int{}
-				var names, drivers []string
-				for _, g := range pv.GPUs {
-					n := strOr(g.Name)
-					if counts[n] == 0 {
-						names = append(names, n)
-					}
-					counts[n]++
-					if d := strOr(g.Driver); d != "-" && !contains(drivers, d) {
-						drivers = append(drivers, d)
-					}
-				}
-				var parts []string
-				for _, n := range names {
-					parts = append(parts, fmt.Sprintf("%d× %s", counts[n], n))
-				}
-				gpu, gdrv = strings.Join(parts, ", "), strings.Join(drivers, ", ")
-			} else if pv.Driver == "local" {
+		if g := hostGPUs(s, h.Name); g.found {
+			hostname, kernel, eng = strOr(g.hostname), strOr(g.kernel), strOr(g.engine)
+			if g.models != "" {
+				gpu, gdrv = g.models, g.drivers
+			} else if g.driver == "local" {
 				gpu = "(local driver: none probed)"
 			}
-			break
 		}
 		if eng != "-" {
 			engines[eng] = true

@@ -212,3 +212,64 @@ func TestOutputCheckNoteAgreesWithSpec(t *testing.T) {
 		t.Errorf("the output check's note does not say %q: %s", order, note)
 	}
 }
+
+// TestHeaderSaysWhatWasMeasured: below the title, before the summary and the first table, every
+// format says what was measured: the model, each method's draft model, the engine, that the
+// figures are sglangsim's at time scale 0.05 (20x faster than the modelled GPUs), the workload and
+// the hosts with their GPUs.
+func TestHeaderSaysWhatWasMeasured(t *testing.T) {
+	db := measuredDB(t)
+	for f, doc := range writeAll(t, db, "measured") {
+		plain := plainText(f, doc)
+		for _, want := range []string{
+			"/models/Qwen3.5-122B-A10B",
+			"eagle3: /models/eagle3-small", "big: /models/eagle3-big",
+			"sglangsim (profile qwen3.5-122b-a10b, SGLANGSIM_VERSION main)",
+			"SIMULATED figures, at time scale 0.05", "20× faster",
+			"random prompts of 256 input tokens, 96 output tokens", "temperature 0.6",
+			"8 requests per level at concurrency 1, 16", "2 repeats",
+			"gpu1 (ssh, 10.231.0.7): 8 GPUs in the spec, 8× NVIDIA H100 80GB HBM3", "here (local): 4 GPUs in the spec",
+		} {
+			i := strings.Index(plain, want)
+			if i < 0 {
+				t.Errorf("%s: the header lacks %q", f, want)
+				continue
+			}
+			if j := strings.Index(plain, "State queued: 7 points"); j < 0 || i > j {
+				t.Errorf("%s: %q is not above the summary", f, want)
+			}
+		}
+	}
+}
+
+// TestHeaderOfARealServer: a sweep whose server is not sglangsim says nothing of a simulation.
+func TestHeaderOfARealServer(t *testing.T) {
+	db, _ := searchDB(t, false)
+	for f, doc := range writeAll(t, db, "grid") {
+		for _, no := range []string{"sglangsim", "SIMULATED", "time scale"} {
+			if strings.Contains(doc, no) {
+				t.Errorf("%s: the report of a real server says %q", f, no)
+			}
+		}
+	}
+}
+
+// TestRecordedHeader: the header of a sweep run on sglangsim (the recorded rep-a: time scale
+// 0.05 in the spec's server env) says so, with the model and draft the server reported and the
+// workload of the spec.
+func TestRecordedHeader(t *testing.T) {
+	st, _ := recorded(t)
+	files := writeReport(t, st, report.Options{Format: "md"}, "rep-a")
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := plainText("md", string(b))
+	for _, want := range []string{"/models/Qwen3.5-122B-A10B", "/models/eagle3", "sglangsim (profile", "SIMULATED", "time scale 0.05",
+		"20× faster", "random prompts of 64 input tokens, 48 output tokens", "12 requests per level at concurrency 1, 4, 16",
+		"here (local): 4 GPUs in the spec", "Output check: all 3 points produced the baseline's output (8 prompts each"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("rep-a's report lacks %q", want)
+		}
+	}
+}
