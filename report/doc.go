@@ -204,7 +204,8 @@ type Live struct {
 	State   string `json:"state"` // the sweep's state
 	// Summary holds the report's summary sentences, in its order: the state and counts, the
 	// search's (a searched sweep), the output check's and the packed points' (when there are any),
-	// and how the figures are aggregated.
+	// one per best at the edge of the swept range (with what to sweep next), and how the figures
+	// are aggregated.
 	Summary []string `json:"summary"`
 	// Check is the output check's table: no rows unless some point's check failed (a mismatch);
 	// when every checked point passed, one sentence of Summary says so.
@@ -304,6 +305,7 @@ func summary(s *Sweep) []string {
 	if c := packedSummary(s); c != "" {
 		out = append(out, c)
 	}
+	out = append(out, edgeSummary(s, BestPerLevel(s))...)
 	return append(out,
 		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
 			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))
@@ -313,7 +315,18 @@ func bestTable(s *Sweep) Table {
 	t := Table{Title: "Best configuration per concurrency level",
 		Head: []string{"tp", "concurrency", "best", "output tok/s", "speedup", "runner-up", "runner-up tok/s", "margin", "noise", "plateau"},
 		Num:  []bool{true, true, false, true, true, false, true, true, false, false}, Wide: true}
-	for _, b := range BestPerLevel(s) {
+	bests := BestPerLevel(s)
+	edges := make([][]edge, len(bests))
+	anyEdge := false
+	for i, b := range bests {
+		edges[i] = edgesOf(s, b)
+		anyEdge = anyEdge || len(edges[i]) > 0
+	}
+	if anyEdge {
+		t.Head = append(t.Head, "edge of the swept range")
+		t.Num = append(t.Num, false)
+	}
+	for i, b := range bests {
 		row := []string{fmt.Sprint(b.TP), fmt.Sprint(b.Concurrency), b.Best.Point.Label(), fmtTok(b.Best.TokS), fmtX(b.Best.Speedup), "-", "-", "-", string(b.Noise), "-"}
 		if b.Plateau != nil {
 			row[9] = fmt.Sprintf("s=%d", b.Plateau.Point.NumSteps)
@@ -326,6 +339,16 @@ func bestTable(s *Sweep) Table {
 		if b.RunnerUp != nil {
 			row[5], row[6], row[7] = b.RunnerUp.Point.Label(), fmtTok(b.RunnerUp.TokS), fmt.Sprintf("+%.1f%%", b.MarginPct)
 		}
+		if anyEdge {
+			var cell []string
+			for _, e := range edges[i] {
+				cell = append(cell, e.short())
+			}
+			if len(cell) == 0 {
+				cell = []string{"-"}
+			}
+			row = append(row, strings.Join(cell, "\n"))
+		}
 		t.Rows = append(t.Rows, row)
 	}
 	if s.Repeats > 1 {
@@ -334,6 +357,9 @@ func bestTable(s *Sweep) Table {
 	} else {
 		t.Note = "One repeat per level: the run-to-run noise is not measured (set workload.repeats to 2 or more to flag margins inside it). " +
 			"plateau: the fewest num_steps (same method and tree shape) within 2% of the best."
+	}
+	if anyEdge {
+		t.Note += " edge of the swept range: the best's num_steps, topk or draft tokens is the largest (or smallest) value the sweep planned for its method and tp, and at least two values were measured at that level: the optimum may lie outside the range; sweep the range suggested next."
 	}
 	t.Note += mismatchNote(s, "They are left out of the ranking: a point that does not answer as the baseline does is never the best, runner-up or plateau.")
 	return t

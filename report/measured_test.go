@@ -273,3 +273,37 @@ func TestRecordedHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestEdgeWinnerFlagged: eagle3 at 3 steps, the largest swept, is the best at concurrency 1: the
+// best table's row and the summary say so with what to sweep next, in every format; at 16 the
+// best (2 steps) is inside the range and is not flagged.
+func TestEdgeWinnerFlagged(t *testing.T) {
+	db := measuredDB(t)
+	s, err := report.Load(context.Background(), db, "measured")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flag = "num_steps 3 is the largest swept (1, 2, 3): sweep 3..6 to see whether more steps help"
+	for f, doc := range writeAll(t, db, "measured") {
+		plain := plainText(f, doc)
+		if !strings.Contains(plain, "At tp=4 c=1 the best, eagle3 s=3 k=1 n=4, is at the edge of the swept range: "+flag) {
+			t.Errorf("%s: the summary does not flag the best at the edge", f)
+		}
+	}
+	best := report.LiveTables(s).Best
+	col := -1
+	for i, h := range best.Head {
+		if h == "edge of the swept range" {
+			col = i
+		}
+	}
+	if col < 0 || len(best.Rows) != 2 {
+		t.Fatalf("best table head %q, %d rows: want an edge column", best.Head, len(best.Rows))
+	}
+	if got := best.Rows[0][col]; got != "num_steps 3 largest swept: sweep 3..6" {
+		t.Errorf("c=1: edge %q", got)
+	}
+	if got := best.Rows[1][col]; got != "-" {
+		t.Errorf("c=16 (best 2 steps, inside the range): edge %q", got)
+	}
+}
