@@ -36,9 +36,9 @@ type Sweep struct {
 	// CheckPrompts is how many prompts the output check asked each point (from the answers
 	// stored; 0 when none were).
 	CheckPrompts int
-	// Spec is the spec stored with the sweep, parsed; nil when it does not parse (FromRuns reads
-	// none).
-	Spec *sweep.Spec
+	// SpecText is the spec stored with the sweep, as written ("" where FromRuns reads none); the
+	// report's header parses it (Spec) for the workload.
+	SpecText string
 }
 
 // Config is a point's server configuration. NumSteps, TopK and NumDraftTokens are 0 for a baseline.
@@ -170,10 +170,7 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 		return nil, err
 	}
 	s := &Sweep{ID: sw.ID, Name: sw.Name, SpecHash: sw.SpecHash, State: string(sw.State), Created: sw.CreatedAt,
-		Started: sw.StartedAt, Finished: sw.FinishedAt, Hosts: hosts}
-	if spec, err := sweep.Parse(fmt.Sprintf("sweep %d", sw.ID), []byte(sw.SpecText)); err == nil {
-		s.Spec = spec // what the workload was; a spec later rules refuse leaves it unknown
-	}
+		Started: sw.StartedAt, Finished: sw.FinishedAt, Hosts: hosts, SpecText: sw.SpecText}
 
 	// point_summary returns the points in plan order.
 	pts, err := db.PointSummaries(ctx, sw.ID)
@@ -415,6 +412,20 @@ func setPacking(ctx context.Context, db *store.DB, sweepID int64, byID map[strin
 		}
 	}
 	return nil
+}
+
+// Spec parses the spec stored with the sweep; nil when there is none or it does not parse (a spec
+// that later rules refuse: its workload is then unknown). Only the report's header needs it, so a
+// live view that loads the sweep again and again does not parse it.
+func (s *Sweep) Spec() *sweep.Spec {
+	if s.SpecText == "" {
+		return nil
+	}
+	spec, err := sweep.Parse(fmt.Sprintf("sweep %d", s.ID), []byte(s.SpecText))
+	if err != nil {
+		return nil
+	}
+	return spec
 }
 
 // PackedPoints are the points that ran on a packed host and recorded it, in plan order.

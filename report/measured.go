@@ -186,10 +186,11 @@ func trimFloat(f float64) string { return strconv.FormatFloat(f, 'g', 3, 64) }
 
 // workloadFact is the load of the spec stored with the sweep; "" when it did not parse.
 func workloadFact(s *Sweep) string {
-	if s.Spec == nil {
+	spec := s.Spec()
+	if spec == nil {
 		return ""
 	}
-	w := s.Spec.Workload
+	w := spec.Workload
 	var b strings.Builder
 	if p := w.DatasetPath(); p != "" {
 		fmt.Fprintf(&b, "ShareGPT prompts from %s (their own lengths), %d output tokens each", p, w.OutputTokens)

@@ -151,10 +151,10 @@ func passedSummary(s *Sweep, ok int) string {
 		}
 		l := fmt.Sprintf("%s tp=%d", p.Label(), p.TP)
 		switch {
-		case s.Reference(p.TP) == nil:
-			noRef = append(noRef, l)
 		case p.State == string(store.PointFailed):
 			failed = append(failed, l)
+		case s.Reference(p.TP) == nil:
+			noRef = append(noRef, l)
 		default:
 			noAnswer = append(noAnswer, l)
 		}
