@@ -33,6 +33,12 @@ type Sweep struct {
 	TPs []int
 	// Repeats is the largest repeat number recorded.
 	Repeats int
+	// CheckPrompts is how many prompts the output check asked each point (from the answers
+	// stored; 0 when none were).
+	CheckPrompts int
+	// SpecText is the spec stored with the sweep, as written ("" where FromRuns reads none); the
+	// report's header parses it (Spec) for the workload.
+	SpecText string
 }
 
 // Config is a point's server configuration. NumSteps, TopK and NumDraftTokens are 0 for a baseline.
@@ -75,6 +81,10 @@ type Point struct {
 	LoadS         float64
 	Provenance    *hostctl.Provenance // nil when not recorded
 	EffectiveArgs map[string]any
+	// Argv and Env are the point's server command line and environment as planned (the server's
+	// and its method's; nil where FromRuns does not read them).
+	Argv []string
+	Env  map[string]string
 	// Requested holds the speculative parameters the plan asked for, as stored (nil: not given,
 	// or a baseline), in the order steps, topk, draft tokens.
 	Requested [3]*int
@@ -160,7 +170,7 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 		return nil, err
 	}
 	s := &Sweep{ID: sw.ID, Name: sw.Name, SpecHash: sw.SpecHash, State: string(sw.State), Created: sw.CreatedAt,
-		Started: sw.StartedAt, Finished: sw.FinishedAt, Hosts: hosts}
+		Started: sw.StartedAt, Finished: sw.FinishedAt, Hosts: hosts, SpecText: sw.SpecText}
 
 	// point_summary returns the points in plan order.
 	pts, err := db.PointSummaries(ctx, sw.ID)
@@ -197,6 +207,12 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 		for _, o := range outs {
 			if p := byID[o.PointID]; p != nil && p.OutputCheck != "" {
 				p.OutputEvidence = ParseOutputEvidence(o.Evidence)
+			}
+			var ans struct {
+				Prompts []json.RawMessage `json:"prompts"`
+			}
+			if len(o.Outputs) > 0 && json.Unmarshal(o.Outputs, &ans) == nil {
+				s.CheckPrompts = max(s.CheckPrompts, len(ans.Prompts))
 			}
 		}
 	}
@@ -359,7 +375,7 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 }
 
 // setAlgorithms reads each point's --speculative-algorithm from its stored argv (the label's
-// spelling depends on it), and whether a search decided its running.
+// spelling depends on it), whether a search decided its running, and its argv and environment.
 func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[string]*Point) error {
 	stored, err := db.Points(ctx, sweepID)
 	if err != nil {
@@ -370,7 +386,7 @@ func setAlgorithms(ctx context.Context, db *store.DB, sweepID int64, byID map[st
 		if p == nil {
 			continue
 		}
-		p.Searched = sp.Searched
+		p.Searched, p.Argv, p.Env = sp.Searched, sp.Argv, sp.Env
 		if !p.Baseline {
 			p.Algorithm = sweep.ArgvAlgorithm(sp.Argv)
 		}
@@ -396,6 +412,20 @@ func setPacking(ctx context.Context, db *store.DB, sweepID int64, byID map[strin
 		}
 	}
 	return nil
+}
+
+// Spec parses the spec stored with the sweep; nil when there is none or it does not parse (a spec
+// that later rules refuse: its workload is then unknown). Only the report's header needs it, so a
+// live view that loads the sweep again and again does not parse it.
+func (s *Sweep) Spec() *sweep.Spec {
+	if s.SpecText == "" {
+		return nil
+	}
+	spec, err := sweep.Parse(fmt.Sprintf("sweep %d", s.ID), []byte(s.SpecText))
+	if err != nil {
+		return nil
+	}
+	return spec
 }
 
 // PackedPoints are the points that ran on a packed host and recorded it, in plan order.
@@ -479,7 +509,8 @@ func (s *Sweep) Searched() bool {
 // check failed): such a point is never the best, nor on the Pareto front.
 func (p *Point) Mismatch() bool { return p.OutputCheck == store.OutputCheckMismatch }
 
-// Checked reports whether some point of the sweep has an output check result.
+// Checked reports whether some point of the sweep has an output check result (the report then
+// has the check's sentence, and its table when some point mismatches).
 func (s *Sweep) Checked() bool {
 	return slices.ContainsFunc(s.Points, func(p *Point) bool { return p.OutputCheck != "" })
 }

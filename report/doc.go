@@ -47,8 +47,9 @@ type Table struct {
 // doc is everything a renderer shows, computed once.
 type doc struct {
 	Title      string
-	Summary    []string // sentences
-	Check      Table    // the output check; no rows unless some point was checked
+	Measured   [][2]string // what was measured (the header), key and value
+	Summary    []string    // sentences
+	Check      Table       // the output check; no rows unless some point mismatches
 	Diverge    []divergence
 	Best       Table
 	Charts     []*Chart
@@ -178,6 +179,7 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 	l := liveTables(s)
 	d := &doc{Title: fmt.Sprintf("Sweep %s (#%d)", s.Name, s.ID), Charts: charts,
 		Summary: l.Summary, Check: l.Check, Best: l.Best, Results: l.Results, Pruned: l.Pruned, Failures: l.Failures}
+	d.Measured = measured(s)
 	d.Diverge = divergences(s)
 	d.Pareto = paretoTable(s)
 	d.Provenance, d.ProvFacts = provenance(s, opt)
@@ -202,9 +204,11 @@ type Live struct {
 	State   string `json:"state"` // the sweep's state
 	// Summary holds the report's summary sentences, in its order: the state and counts, the
 	// search's (a searched sweep), the output check's and the packed points' (when there are any),
-	// and how the figures are aggregated.
+	// one per best at the edge of the swept range (with what to sweep next), and how the figures
+	// are aggregated.
 	Summary []string `json:"summary"`
-	// Check is the output check (no rows unless some point was checked).
+	// Check is the output check's table: no rows unless some point's check failed (a mismatch);
+	// when every checked point passed, one sentence of Summary says so.
 	Check Table `json:"check"`
 	// Best is "Best configuration per concurrency level".
 	Best Table `json:"best"`
@@ -301,6 +305,7 @@ func summary(s *Sweep) []string {
 	if c := packedSummary(s); c != "" {
 		out = append(out, c)
 	}
+	out = append(out, edgeSummary(s, BestPerLevel(s))...)
 	return append(out,
 		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
 			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))
@@ -310,7 +315,18 @@ func bestTable(s *Sweep) Table {
 	t := Table{Title: "Best configuration per concurrency level",
 		Head: []string{"tp", "concurrency", "best", "output tok/s", "speedup", "runner-up", "runner-up tok/s", "margin", "noise", "plateau"},
 		Num:  []bool{true, true, false, true, true, false, true, true, false, false}, Wide: true}
-	for _, b := range BestPerLevel(s) {
+	bests := BestPerLevel(s)
+	edges := make([][]edge, len(bests))
+	anyEdge := false
+	for i, b := range bests {
+		edges[i] = edgesOf(s, b)
+		anyEdge = anyEdge || len(edges[i]) > 0
+	}
+	if anyEdge {
+		t.Head = append(t.Head, "edge of the swept range")
+		t.Num = append(t.Num, false)
+	}
+	for i, b := range bests {
 		row := []string{fmt.Sprint(b.TP), fmt.Sprint(b.Concurrency), b.Best.Point.Label(), fmtTok(b.Best.TokS), fmtX(b.Best.Speedup), "-", "-", "-", string(b.Noise), "-"}
 		if b.Plateau != nil {
 			row[9] = fmt.Sprintf("s=%d", b.Plateau.Point.NumSteps)
@@ -323,6 +339,16 @@ func bestTable(s *Sweep) Table {
 		if b.RunnerUp != nil {
 			row[5], row[6], row[7] = b.RunnerUp.Point.Label(), fmtTok(b.RunnerUp.TokS), fmt.Sprintf("+%.1f%%", b.MarginPct)
 		}
+		if anyEdge {
+			var cell []string
+			for _, e := range edges[i] {
+				cell = append(cell, e.short())
+			}
+			if len(cell) == 0 {
+				cell = []string{"-"}
+			}
+			row = append(row, strings.Join(cell, "\n"))
+		}
 		t.Rows = append(t.Rows, row)
 	}
 	if s.Repeats > 1 {
@@ -331,6 +357,9 @@ func bestTable(s *Sweep) Table {
 	} else {
 		t.Note = "One repeat per level: the run-to-run noise is not measured (set workload.repeats to 2 or more to flag margins inside it). " +
 			"plateau: the fewest num_steps (same method and tree shape) within 2% of the best."
+	}
+	if anyEdge {
+		t.Note += " edge of the swept range: the best's num_steps, topk or draft tokens is the largest (or smallest) value the sweep planned for its method and tp, and at least two values were measured at that level: the optimum may lie outside the range; sweep the range suggested next."
 	}
 	t.Note += mismatchNote(s, "They are left out of the ranking: a point that does not answer as the baseline does is never the best, runner-up or plateau.")
 	return t
@@ -484,35 +513,13 @@ func provenance(s *Sweep, opt Options) (Table, [][2]string) {
 	for _, h := range s.Hosts {
 		hostname, kernel, gpu, gdrv, eng := "-", "-", "-", "-", "-"
 		// The provenance of the host's latest point that recorded one.
-		for i := len(s.Points) - 1; i >= 0; i-- {
-			p := s.Points[i]
-			if p.Host != h.Name || p.Provenance == nil {
-				continue
-			}
-			pv := p.Provenance
-			hostname, kernel, eng = strOr(pv.Hostname), strOr(pv.Kernel), strOr(pv.EngineVer)
-			if len(pv.GPUs) > 0 {
-				counts := map[string]int{}
-				var names, drivers []string
-				for _, g := range pv.GPUs {
-					n := strOr(g.Name)
-					if counts[n] == 0 {
-						names = append(names, n)
-					}
-					counts[n]++
-					if d := strOr(g.Driver); d != "-" && !contains(drivers, d) {
-						drivers = append(drivers, d)
-					}
-				}
-				var parts []string
-				for _, n := range names {
-					parts = append(parts, fmt.Sprintf("%d× %s", counts[n], n))
-				}
-				gpu, gdrv = strings.Join(parts, ", "), strings.Join(drivers, ", ")
-			} else if pv.Driver == "local" {
+		if g := hostGPUs(s, h.Name); g.found {
+			hostname, kernel, eng = strOr(g.hostname), strOr(g.kernel), strOr(g.engine)
+			if g.models != "" {
+				gpu, gdrv = g.models, g.drivers
+			} else if g.driver == "local" {
 				gpu = "(local driver: none probed)"
 			}
-			break
 		}
 		if eng != "-" {
 			engines[eng] = true

@@ -28,6 +28,7 @@ figure svg.chart{width:100%;height:auto;display:block}
 figcaption{font-size:.83em;color:#4a5560;margin-top:4px}
 figcaption b{color:#1d232b}
 dl{display:grid;grid-template-columns:max-content auto;gap:2px 14px;font-size:.9em}dt{font-weight:600}dd{margin:0;font-family:ui-monospace,"DejaVu Sans Mono",monospace;word-break:break-all}
+dl.measured{margin:.3em 0 .6em}dl.measured dd{font-family:inherit;word-break:normal}dl.measured dd.sim{color:#a15c00;font-weight:600}
 footer{margin-top:2em;color:#8a949e;font-size:.8em}
 nav{font-size:.88em;margin:.6em 0 0}nav a{color:#2458a6;text-decoration:none}
 .bad{color:#b00020;font-weight:700}p.lead.bad{font-weight:600}
@@ -59,6 +60,17 @@ func renderHTML(d *doc) ([]byte, error) {
 	b.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
 	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style></head><body>\n", e(d.Title), css)
 	fmt.Fprintf(&b, "<h1>%s</h1>\n", e(d.Title))
+	if len(d.Measured) > 0 {
+		b.WriteString("<dl class=\"measured\">\n")
+		for _, f := range d.Measured {
+			class := ""
+			if f[0] == "simulated" {
+				class = ` class="sim"`
+			}
+			fmt.Fprintf(&b, "<dt>%s</dt><dd%s>%s</dd>\n", e(f[0]), class, e(f[1]))
+		}
+		b.WriteString("</dl>\n")
+	}
 	for _, s := range d.Summary {
 		class := "lead"
 		if strings.HasPrefix(s, "Output check FAILED") {

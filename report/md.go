@@ -14,6 +14,16 @@ func writeMD(d *doc, opt Options) ([]string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\n", mdEscape(d.Title))
+	for _, f := range d.Measured {
+		v := mdEscape(f[1])
+		if f[0] == "simulated" {
+			v = "**" + v + "**"
+		}
+		fmt.Fprintf(&b, "- **%s**: %s\n", mdEscape(f[0]), v)
+	}
+	if len(d.Measured) > 0 {
+		b.WriteString("\n")
+	}
 	for _, s := range d.Summary {
 		b.WriteString(mdEscape(s) + "\n")
 	}

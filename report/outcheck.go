@@ -88,20 +88,23 @@ func threshold(p *Point) *float64 {
 	return nil
 }
 
-// checkOrder ranks results within a tp: the reference, then mismatches, ok, unchecked.
+// checkOrder ranks the rows of the output check table: the points that do not pass first (the
+// mismatching ones, then those not checked), then the references and the points that agree.
 func checkOrder(result string) int {
 	switch result {
-	case store.OutputCheckReference:
-		return 0
 	case store.OutputCheckMismatch:
-		return 1
-	case store.OutputCheckOK:
+		return 0
+	case store.OutputCheckReference:
 		return 2
+	case store.OutputCheckOK:
+		return 3
 	}
-	return 3
+	return 1
 }
 
-// checkSummary is the report's sentence on the output check; "" when nothing was checked.
+// checkSummary is the report's sentence on the output check; "" when nothing was checked. When
+// no point mismatches it is the check's one line (the table is left out), naming the points that
+// could not be checked; otherwise it names the mismatching points, which the table shows first.
 func checkSummary(s *Sweep) string {
 	if !s.Checked() {
 		return ""
@@ -114,7 +117,7 @@ func checkSummary(s *Sweep) string {
 	}
 	bad := s.Mismatches()
 	if len(bad) == 0 {
-		return fmt.Sprintf("Output check: all %d checked point(s) answer the fixed prompts as the baseline of their tp does (lossless).", checked)
+		return passedSummary(s, checked)
 	}
 	labels := make([]string, len(bad))
 	for i, p := range bad {
@@ -125,19 +128,74 @@ func checkSummary(s *Sweep) string {
 		"their divergent answers are under \"Output check\".", len(bad), checked, strings.Join(labels, ", "))
 }
 
-// checkTable lists every point's output check, per tp: the reference first with its agreement with
-// itself, then the mismatching points, the ones that agree and those not checked. No rows when
-// nothing was checked.
+// passedSummary is the output check's one line when no point mismatches: how many points produced
+// the baseline's output, on how many prompts, and which points were not checked and why.
+func passedSummary(s *Sweep, ok int) string {
+	how := "fixed prompts, greedy"
+	if s.CheckPrompts > 0 {
+		how = fmt.Sprintf("%d prompts each, greedy", s.CheckPrompts)
+	}
+	var out string
+	switch ok {
+	case 0:
+		out = "Output check: no point has been compared with the baseline of its tp yet (only the baseline answered)."
+	case 1:
+		out = fmt.Sprintf("Output check: the one checked point produced the baseline's output (%s): lossless.", how)
+	default:
+		out = fmt.Sprintf("Output check: all %d points produced the baseline's output (%s): lossless.", ok, how)
+	}
+	var noRef, failed, noAnswer []string
+	for _, p := range s.Points {
+		if p.OutputCheck != "" || p.State == string(store.PointPruned) {
+			continue
+		}
+		l := fmt.Sprintf("%s tp=%d", p.Label(), p.TP)
+		switch {
+		case p.State == string(store.PointFailed):
+			failed = append(failed, l)
+		case s.Reference(p.TP) == nil:
+			noRef = append(noRef, l)
+		default:
+			noAnswer = append(noAnswer, l)
+		}
+	}
+	var not []string
+	for _, g := range []struct {
+		pts  []string
+		what string
+	}{{noRef, "without a baseline at its tp"}, {failed, "that failed before answering"}, {noAnswer, "that has not answered (yet)"}} {
+		if len(g.pts) > 0 {
+			not = append(not, fmt.Sprintf("%d point(s) %s (%s)", len(g.pts), g.what, listSome(g.pts, 5)))
+		}
+	}
+	if len(not) > 0 {
+		out += " Not checked: " + strings.Join(not, "; ") + "."
+	}
+	return out
+}
+
+// listSome joins the first n of v, saying how many more there are.
+func listSome(v []string, n int) string {
+	if len(v) <= n {
+		return strings.Join(v, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(v[:n], ", "), len(v)-n)
+}
+
+// checkTable lists every point's output check when some point mismatches: the mismatching points
+// first, then those not checked, the references (with their agreement with themselves) and the
+// points that agree, each group by tp. No rows when no point mismatches: the summary's one line
+// (checkSummary) says the check passed.
 func checkTable(s *Sweep) Table {
 	t := Table{Title: "Output check",
 		Head: []string{"point", "configuration", "tp", "check", "agreement", "reference self-agreement", "threshold", "first divergence"},
 		Code: []bool{true}, Num: []bool{false, false, true, false, true, true, true, false}, Wide: true,
-		Note: "Before its load every point answers fixed prompts greedily (temperature 0); the baseline of its tp answers them twice, one by one and then all at once, " +
+		Note: "Before its load every point answers fixed prompts greedily (temperature 0); the baseline of its tp answers them twice, all at once in order and then last first in batches of half the size, " +
 			"and is the reference: its agreement is with itself (greedy decoding is not bit-exact across batch shapes). " +
 			"Agreement is the mean over prompts of the common prefix of the two answers over the reference answer's length, in words. " +
 			"A point mismatches (it is not lossless) when its agreement is below the threshold, self - max(0.1, 2 x (1 - self)). " +
 			"Not checked: no baseline answered at that tp, or the point did not answer (yet)."}
-	if !s.Checked() {
+	if len(s.Mismatches()) == 0 {
 		return t
 	}
 	var pts []*Point
@@ -147,10 +205,10 @@ func checkTable(s *Sweep) Table {
 		}
 	}
 	sort.SliceStable(pts, func(i, j int) bool {
-		if pts[i].TP != pts[j].TP {
-			return pts[i].TP < pts[j].TP
+		if a, b := checkOrder(pts[i].OutputCheck), checkOrder(pts[j].OutputCheck); a != b {
+			return a < b
 		}
-		return checkOrder(pts[i].OutputCheck) < checkOrder(pts[j].OutputCheck)
+		return pts[i].TP < pts[j].TP
 	})
 	for _, p := range pts {
 		row := []string{p.ID, p.Label(), fmt.Sprint(p.TP), checkWord(p.OutputCheck), fmtAgreement(p.OutputAgreement), "-",

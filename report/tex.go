@@ -33,6 +33,17 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 		b.WriteString("\\providecommand{\\specsweepdir}{}\n")
 		fmt.Fprintf(&b, "\\title{%s}\n\\author{specsweep}\n\\date{%s}\n\\begin{document}\n\\maketitle\n\n", texEscape(d.Title), texEscape(fmtDate(opt.Now)))
 	}
+	if len(d.Measured) > 0 {
+		b.WriteString("\\begin{description}\n")
+		for _, f := range d.Measured {
+			v := texBreakable(f[1])
+			if f[0] == "simulated" {
+				v = "\\textbf{" + v + "}"
+			}
+			fmt.Fprintf(&b, "\\item[%s] %s\n", texEscape(f[0]), v)
+		}
+		b.WriteString("\\end{description}\n\n")
+	}
 	for _, s := range d.Summary {
 		b.WriteString(texEscape(s) + "\n")
 	}
@@ -268,6 +279,9 @@ func texEscape(s string) string {
 	}
 	return b.String()
 }
+
+// texBreakable is texEscape with a line break allowed after each "/" (a long path wraps).
+func texBreakable(s string) string { return strings.ReplaceAll(texEscape(s), "/", `/\allowbreak{}`) }
 
 // texCode is texEscape in a monospace font, breakable after punctuation.
 func texCode(s string) string {
