@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/sweep"
 )
 
@@ -161,17 +161,6 @@ func fakeServer(t *testing.T, first string, ignoreTerm bool) string {
 	return p
 }
 
-// freePort is a loopback port nothing listens on (it was free a moment ago).
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // killOnCleanup SIGKILLs the instance's process group when the test ends, whatever happened.
 func killOnCleanup(t *testing.T, in Instance) {
 	t.Helper()
@@ -191,7 +180,7 @@ func TestClockTimesTheStopTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testhost.FreePort(t)
 	in, err := d.Slot(0).Start(t.Context(), Launch{Argv: []string{fakeServer(t, "ignoring-TERM", true), "--port", fmt.Sprint(port)},
 		Port: port, StopTimeout: 10 * time.Minute})
 	if err != nil {
@@ -229,7 +218,7 @@ func TestClockTimesReadiness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testhost.FreePort(t)
 	in, err := d.Start(t.Context(), Launch{Argv: []string{fakeServer(t, "loading", false), "--port", fmt.Sprint(port)},
 		Port: port, ReadyTimeout: 30 * time.Minute})
 	if err != nil {
