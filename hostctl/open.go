@@ -415,7 +415,7 @@ func (d *openSlurm) Doctor(ctx context.Context) []Check {
 	t := DoctorTarget{Name: d.h.Name, Port: d.o.Port, SSH: o.SSH, Slurm: &o, GPUs: d.h.GPUs}
 	t = t.withDefaults()
 	if o.Local {
-		dctx, cancel := context.WithTimeout(ctx, DoctorTimeout)
+		dctx, cancel := context.WithTimeout(ctx, DoctorChecksTimeout)
 		defer cancel()
 		return doctorSlurm(dctx, localShell{}, t)
 	}
