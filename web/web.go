@@ -286,13 +286,18 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// results is the report's tables of a sweep, as the report has them.
+// results is the report's tables of a sweep, as the report has them, with the page's live chart
+// and how settled each level's best is (ResultsJSON).
 func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	sw, ok := s.loadSweep(w, r)
 	if !ok {
 		return
 	}
+	repeats := max(1, sw.Repeats)
+	if st, err := s.c.Store.Sweep(r.Context(), sw.ID); err == nil {
+		repeats = plannedRepeats(st.SpecText, sw.Repeats)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(report.LiveTables(sw))
+	_ = json.NewEncoder(w).Encode(liveResults(sw, repeats))
 }
