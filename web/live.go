@@ -56,13 +56,13 @@ func ended(state string) bool {
 	return false
 }
 
-// plannedRepeats is the number of repeats the sweep's spec plans at each level; the most recorded
-// when the stored spec no longer parses.
-func plannedRepeats(specText string, recorded int) int {
+// plannedRepeats is the number of repeats the sweep's spec plans at each level (ok), or the most
+// recorded when the stored spec no longer parses.
+func plannedRepeats(specText string, recorded int) (n int, ok bool) {
 	if s, err := sweep.Parse("spec", []byte(specText)); err == nil && s.Workload.Repeats > 0 {
-		return s.Workload.Repeats
+		return s.Workload.Repeats, true
 	}
-	return max(1, recorded)
+	return max(1, recorded), false
 }
 
 // liveResults adds the levels' settledness and the chart's curves to the report's tables of s;

@@ -81,11 +81,11 @@ methods: {baseline: []}
 matrix: {method: [baseline]}
 workload: {concurrency: [1], requests: 2, input_tokens: 8, output_tokens: 8, repeats: 3}
 `
-	if n := plannedRepeats(spec, 1); n != 3 {
-		t.Errorf("repeats of a spec with repeats: 3: %d", n)
+	if n, ok := plannedRepeats(spec, 1); n != 3 || !ok {
+		t.Errorf("repeats of a spec with repeats: 3: %d %v", n, ok)
 	}
-	if n := plannedRepeats("not: a spec", 2); n != 2 {
-		t.Errorf("repeats of a spec that does not parse, 2 recorded: %d, want 2", n)
+	if n, ok := plannedRepeats("not: a spec", 2); n != 2 || ok {
+		t.Errorf("repeats of a spec that does not parse, 2 recorded: %d %v, want 2 (recorded)", n, ok)
 	}
 }
 
