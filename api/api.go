@@ -503,6 +503,15 @@ type SweepDetailJSON struct {
 	SweepJSON
 	Points   []PointJSON             `json:"point_list"`
 	Activity map[string]ActivityJSON `json:"activity"`
+	// Hosts are the sweep's hosts with their GPU counts (the dashboard's GPUs column of a host that
+	// runs one point at a time); absent in `status --json`.
+	Hosts []HostJSON `json:"hosts,omitempty"`
+}
+
+// HostJSON is a host of a sweep: its name and GPU count (spec hosts[].gpus).
+type HostJSON struct {
+	Name string `json:"name"`
+	GPUs int    `json:"gpus"`
 }
 
 func msPtr(t time.Time) *int64 {
@@ -649,6 +658,9 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	nextFire(&out.SweepJSON, st.Sweep, time.Now())
 	for _, p := range st.Points {
 		out.Points = append(out.Points, PointToJSON(p))
+	}
+	for _, h := range st.Hosts {
+		out.Hosts = append(out.Hosts, HostJSON{Name: h.Name, GPUs: h.GPUs})
 	}
 	if a.c.Daemon != nil {
 		for k, u := range a.c.Daemon.Activity(id) {

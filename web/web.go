@@ -59,6 +59,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams map[string]int // open event streams by credential
+	// repeats caches the repeats each sweep's spec plans per level (a spec never changes; parsing
+	// it costs about a millisecond, at each run of a watched sweep otherwise).
+	repeats map[int64]int
 }
 
 // New makes the dashboard; Run must run for the event stream to see the store's news.
@@ -75,7 +78,7 @@ func New(c Config) (*Server, error) {
 	if c.Keepalive <= 0 {
 		c.Keepalive = 15 * time.Second
 	}
-	return &Server{c: c, hub: newHub(c.Store, c.Log), streams: map[string]int{}, refusals: refusals.New(c.Log, nil, nil)}, nil
+	return &Server{c: c, hub: newHub(c.Store, c.Log), streams: map[string]int{}, repeats: map[int64]int{}, refusals: refusals.New(c.Log, nil, nil)}, nil
 }
 
 // Run follows the store for the event stream until ctx ends.
@@ -286,7 +289,8 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// results is the report's tables of a sweep, as the report has them.
+// results is the report's tables of a sweep, as the report has them, with the page's live chart
+// and how settled each level's best is (ResultsJSON).
 func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	sw, ok := s.loadSweep(w, r)
 	if !ok {
@@ -294,5 +298,26 @@ func (s *Server) results(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(report.LiveTables(sw))
+	_ = json.NewEncoder(w).Encode(liveResults(sw, s.plannedRepeats(r.Context(), sw)))
+}
+
+// plannedRepeats is the repeats sw's spec plans per level, read once per sweep.
+func (s *Server) plannedRepeats(ctx context.Context, sw *report.Sweep) int {
+	s.mu.Lock()
+	n, ok := s.repeats[sw.ID]
+	s.mu.Unlock()
+	if ok {
+		return n
+	}
+	st, err := s.c.Store.Sweep(ctx, sw.ID)
+	if err != nil {
+		return max(1, sw.Repeats)
+	}
+	n, ok = plannedRepeats(st.SpecText, sw.Repeats)
+	if ok { // the spec's word holds for good; the recorded repeats may grow
+		s.mu.Lock()
+		s.repeats[sw.ID] = n
+		s.mu.Unlock()
+	}
+	return n
 }

@@ -13,7 +13,10 @@
 
 const HEADER = "X-Specsweep-Session";
 const KEY = "specsweep.session";
-const state = { sweeps: [], detail: {}, results: {}, logs: {}, opened: null };
+// loaded: the sweeps were read once (until then the page says it is loading, never "no sweep");
+// opened: the sweep whose card the Finished list opened (#sweep=ID); scrollTo: a card to bring
+// into view once it is drawn.
+const state = { sweeps: [], detail: {}, results: {}, logs: {}, opened: null, loaded: false, scrollTo: null };
 let secret = localStorage.getItem(KEY);
 let worker = null;
 
@@ -41,6 +44,17 @@ function loggedOut(dead) {
   if (!dead || secret === dead) secret = null;
   document.getElementById("logout").hidden = true;
   showLive("logged out: open a new login URL from `specsweep dashboard`", false);
+  placeholders("Not logged in: open a login URL from `specsweep dashboard`.");
+}
+
+// placeholders says what the lists would hold while the page has read nothing (not logged in, a
+// failed login); once the sweeps were read, the lists keep what they show.
+function placeholders(text) {
+  if (state.loaded) return;
+  document.getElementById("running").replaceChildren(el("p", { class: "muted", text: text }));
+  for (const [id, cols] of [["queue", 6], ["finished", 8]]) {
+    document.querySelector("#" + id + " tbody").replaceChildren(el("tr", {}, el("td", { colspan: cols, class: "muted", text: text })));
+  }
 }
 
 // send is fetch with the session's header and no cookie.
@@ -147,8 +161,10 @@ async function refreshList() {
     path = next ? next[1] : "";
   }
   state.sweeps = all;
+  state.loaded = true;
   renderLists();
   renderRunning();
+  renderOpened();
 }
 
 async function refreshDetail(id) {
@@ -179,15 +195,17 @@ function renderLists() {
   const f = document.querySelector("#finished tbody");
   f.replaceChildren();
   for (const s of state.sweeps.filter(s => !["queued", "scheduled", "running"].includes(s.state))) {
-    const tr = el("tr", { class: "clickable", "data-sweep": s.id }, el("td", { text: s.id }), el("td", { text: s.name }),
+    // The name links to the sweep's results card (#sweep=ID: a link to keep or share, opened here).
+    const open = el("a", { class: "open", href: "#sweep=" + s.id, title: "open its results", text: s.name });
+    open.addEventListener("click", () => { if (location.hash === "#sweep=" + s.id) openSweep(s.id); }); // open already: bring it back
+    const tr = el("tr", { class: "clickable" + (state.opened === s.id ? " opened" : ""), "data-sweep": s.id },
+      el("td", { text: s.id }), el("td", {}, open),
       el("td", {}, el("span", { class: "badge " + s.state, text: s.state })), el("td", { class: "num", text: s.done }),
       el("td", { class: "num", text: s.failed }), el("td", { class: "num", text: s.pruned }),
       el("td", { text: when(s.finished_at) }), el("td", {}, reportLink(s.id)));
     tr.addEventListener("click", ev => {
       if (ev.target.tagName === "A") return;
-      state.opened = state.opened === s.id ? null : s.id;
-      renderOpened();
-      if (state.opened) Promise.all([refreshDetail(s.id), refreshResults(s.id)]).catch(console.warn);
+      if (state.opened === s.id) closeSweep(); else location.hash = "#sweep=" + s.id;
     });
     f.append(tr);
   }
@@ -234,10 +252,43 @@ function renderRunning() {
   if (!running.length) box.replaceChildren(el("p", { class: "muted", text: "No sweep is running." }));
 }
 
+// renderOpened shows the card of the sweep the Finished list opened, below the list; a sweep that
+// runs has its card under Running already, which it brings into view instead.
 function renderOpened() {
   const box = document.getElementById("opened");
-  box.replaceChildren();
-  if (state.opened) { box.append(newCard(state.opened)); renderCard(state.opened); }
+  const id = state.opened;
+  const running = id && state.sweeps.some(s => s.id === id && s.state === "running");
+  const card = box.querySelector("article.sweep");
+  if (id && state.loaded && !state.sweeps.some(s => s.id === id)) box.replaceChildren(el("p", { class: "muted", text: "No sweep " + id + "." }));
+  else if (!id || running) box.replaceChildren();
+  else if (!card || card.dataset.sweep !== String(id)) { box.replaceChildren(newCard(id)); renderCard(id); }
+  for (const tr of document.querySelectorAll("#finished tbody tr[data-sweep]")) tr.classList.toggle("opened", tr.dataset.sweep === String(id));
+  if (state.scrollTo && state.loaded) {
+    const c = document.querySelector('article.sweep[data-sweep="' + state.scrollTo + '"]');
+    if (c) { state.scrollTo = null; c.scrollIntoView({ block: "start" }); }
+  }
+}
+
+// openSweep opens a sweep's results card (the link #sweep=ID) and reads its data.
+function openSweep(id) {
+  state.opened = id;
+  state.scrollTo = id;
+  renderOpened();
+  if (secret && state.loaded) Promise.all([refreshDetail(id), refreshResults(id)]).catch(console.warn);
+}
+
+function closeSweep() {
+  state.opened = null;
+  history.replaceState(null, "", location.pathname);
+  renderOpened();
+}
+
+// route follows the address's fragment: a login code, or a sweep to open.
+function route() {
+  const m = /^#sweep=(\d+)$/.exec(location.hash);
+  if (m) openSweep(Number(m[1]));
+  else if (/^#code=/.test(location.hash)) start();
+  else if (state.opened) { state.opened = null; renderOpened(); }
 }
 
 function newCard(id) {
@@ -280,37 +331,62 @@ function fillCard(c, id) {
   c.querySelector(".facts").textContent = facts.join(" · ");
   c.querySelector(".orphan").hidden = !s.orphaned_since;
   if (s.orphaned_since) c.querySelector(".orphan").textContent = orphanText(s);
-  fillHosts(c, s);
+  fillHosts(c, s, !state.detail[id]);
   const res = state.results[id];
   if (res) {
-    fillTable(c.querySelector(".best"), res.best, c.querySelector(".best-note"));
+    fillTable(c.querySelector(".best"), res.best, c.querySelector(".best-note"), res.levels || []);
     fillTable(c.querySelector(".results"), res.results, c.querySelector(".results-note"));
+    // The x axis spans the num_steps planned, so it holds still while the runs arrive.
+    const planned = (s.point_list || []).filter(p => p.num_steps != null && p.state !== "pruned").map(p => p.num_steps);
+    drawChart(c.querySelector(".chart"), c.querySelector(".legend"), res.chart || [], res.levels || [], planned);
   }
   fillFailures(c, s);
   fillLog(c, id);
 }
 
-function fillHosts(c, s) {
+// fillHosts lists what each host (each slot of a packing host) does: the phase in one word, what
+// it does in it under detail.
+function fillHosts(c, s, loading) {
   const tb = c.querySelector("table.hosts tbody");
   tb.replaceChildren();
   const acts = Object.entries(s.activity || {}).sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }));
   for (const [key, a] of acts) {
     const down = a.phase === "retry" || (a.phase === "failed" && !a.point);
-    const level = a.phase === "load" && /concurrency (\d+)/.exec(a.detail || "");
-    const phase = down ? a.phase + " (host down?)" : level ? "level c=" + level[1] : a.phase;
+    const phase = el("td", { class: "phase", text: a.phase });
+    if (down) phase.title = "host down?";
     const tr = el("tr", { class: down ? "down" : "", "data-host": key },
-      el("td", { text: key }), el("td", { text: (a.gpus || []).join(",") }),
-      el("td", { text: phase }), el("td", { text: a.label || "" }),
+      el("td", { text: key }), el("td", { class: "gpus", text: gpusOf(s, a) }),
+      phase, el("td", { text: a.label || "" }),
       el("td", { class: "wrap", text: a.detail || "" }), el("td", { text: ago(a.at) }));
     tb.append(tr);
   }
-  if (!acts.length) tb.append(el("tr", {}, el("td", { colspan: 6, class: "muted", text: s.state === "running" ? "Starting." : "Not running." })));
+  const none = loading ? "Loading…" : s.state === "running" ? "Starting." : "Not running.";
+  if (!acts.length) tb.append(el("tr", {}, el("td", { colspan: 6, class: "muted", text: none })));
 }
 
-function fillTable(box, t, note) {
+// gpusOf is the GPUs column: the indices a packing slot's point holds; for a host that runs one
+// point at a time, the host's GPUs (all of them, or its point's tp of them); for a slot of a host
+// that places its points itself (a Slurm cluster), the point's tp.
+function gpusOf(s, a) {
+  if (a.gpus && a.gpus.length) return a.gpus.join(",");
+  const p = a.point ? (s.point_list || []).find(p => p.id === a.point) : null;
+  if (a.slot != null) return p ? p.tp + " (the cluster's)" : "";
+  const h = (s.hosts || []).find(h => h.name === a.host);
+  if (!h || !h.gpus) return p ? String(p.tp) : "";
+  return p && p.tp < h.gpus ? p.tp + " of " + h.gpus : "all " + h.gpus;
+}
+
+// fillTable draws one of the report's tables. levels (the best table's): a row whose level is not
+// final yet (a point planned at its tp not measured there, and still to run) is marked provisional,
+// with how many of the level's points are measured.
+function fillTable(box, t, note, levels) {
   box.replaceChildren();
-  if (note) note.textContent = (t && t.note) || "";
-  if (!t || !t.rows || !t.rows.length) { box.append(el("p", { class: "muted", text: "No runs yet." })); return; }
+  const provisional = [];
+  if (!t || !t.rows || !t.rows.length) {
+    if (note) note.textContent = (t && t.note) || "";
+    box.append(el("p", { class: "muted", text: "No runs yet." }));
+    return;
+  }
   const old = box.dataset.rows ? new Set(JSON.parse(box.dataset.rows)) : null;
   const table = el("table", {}, el("thead", {}, el("tr", {}, ...t.head.map(h => el("th", { text: h })))));
   const tb = el("tbody");
@@ -318,13 +394,134 @@ function fillTable(box, t, note) {
   for (const row of t.rows) {
     const key = row.slice(0, 3).join("|");
     keys.push(key);
-    const tr = el("tr", { class: old && !old.has(key) ? "fresh" : "" },
+    const lv = levels && levels.find(l => String(l.tp) === row[0] && String(l.concurrency) === row[1]);
+    const prov = lv && !lv.final;
+    const tr = el("tr", { class: (old && !old.has(key) ? "fresh" : "") + (prov ? " provisional" : "") },
       ...row.map((v, i) => el("td", { class: (t.num && t.num[i] ? "num" : "") + (t.code && t.code[i] ? " code" : ""), text: v })));
+    if (prov) {
+      provisional.push(lv);
+      tr.children[2].append(el("span", { class: "prov", text: "provisional: " + lv.measured + " of " + lv.planned + " points measured" }));
+    }
     tb.append(tr);
+  }
+  if (note) {
+    note.textContent = (t.note || "") + (provisional.length
+      ? " Provisional: a level where some planned point has not been measured yet; its best may still change."
+      : "");
   }
   table.append(tb);
   box.append(table);
   box.dataset.rows = JSON.stringify(keys);
+}
+
+// The live chart: output tok/s against num_steps, one line per level (the best configuration at each
+// num_steps), the baseline of each level as a dashed line in its colour. Drawn as inline SVG from the
+// results' chart data (no script from elsewhere: the page's CSP allows none), again at every run.
+const SVG = "http://www.w3.org/2000/svg";
+const COLORS = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#0a7480", "#bf3989", "#57606a"];
+
+function svg(tag, attrs, ...kids) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "text") e.textContent = v; else e.setAttribute(k, v);
+  }
+  for (const k of kids) if (k != null) e.append(k);
+  return e;
+}
+
+// niceTicks are about n round values (1, 2 or 5 times a power of ten) from lo to hi.
+function niceTicks(lo, hi, n) {
+  const raw = (hi - lo) / Math.max(1, n);
+  const mag = Math.pow(10, Math.floor(Math.log10(raw || 1)));
+  const step = [1, 2, 5, 10].map(m => m * mag).find(v => v >= raw) || raw;
+  const out = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toPrecision(12));
+  return out;
+}
+
+// logTicks are the 1, 2, 5 times powers of ten from lo to hi.
+function logTicks(lo, hi) {
+  const out = [];
+  for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
+    for (const m of [1, 2, 5]) {
+      const v = m * Math.pow(10, e);
+      if (v >= lo && v <= hi) out.push(v);
+    }
+  }
+  return out;
+}
+
+function fmtTok(v) {
+  return v >= 10000 ? (v / 1000).toFixed(0) + "k" : v >= 1000 ? (v / 1000).toFixed(1).replace(/\.0$/, "") + "k" : String(+v.toPrecision(3));
+}
+
+function drawChart(box, legend, curves, levels, planned) {
+  // Drawn again only when its data or its width changed (the card is filled every few seconds, and
+  // a new drawing would drop the tooltip under the pointer).
+  const drawn = JSON.stringify([curves, levels, planned, box.clientWidth]);
+  if (box.dataset.drawn === drawn) return;
+  box.dataset.drawn = drawn;
+  box.replaceChildren();
+  legend.replaceChildren();
+  if (!curves.length) { box.append(el("p", { class: "muted", text: "No runs yet." })); return; }
+  const tps = new Set(curves.map(c => c.tp));
+  const name = c => (tps.size > 1 ? "tp=" + c.tp + " " : "") + "c=" + c.concurrency;
+  const steps = curves.flatMap(c => c.points.map(p => p.num_steps)).concat(planned || []);
+  const ys = curves.flatMap(c => c.points.map(p => p.tok_s).concat(c.baseline != null ? [c.baseline] : [])).filter(v => v > 0);
+  let x0 = steps.length ? Math.min(...steps) : 0, x1 = steps.length ? Math.max(...steps) : 1;
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  const ymax = Math.max(...ys, 1), ymin = Math.min(...ys, ymax);
+  // Levels far apart (c=1 beside c=64) share a log axis, where a level's speedup over its baseline
+  // is the same height at every level; close ones a linear axis from 0.
+  const log = ymax / ymin > 8;
+  const lo = log ? Math.pow(10, Math.floor(Math.log10(ymin / 1.1) * 4) / 4) : 0;
+  const hi = log ? ymax * 1.15 : ymax * 1.08;
+  // Sized to its box, so that its text stays readable on a phone.
+  const W = Math.max(280, Math.min(640, box.clientWidth || 480)), H = Math.round(Math.min(320, Math.max(200, W * 0.62)));
+  const m = { l: 44, r: 16, t: 10, b: 34 };
+  const X = v => m.l + (v - x0) / (x1 - x0) * (W - m.l - m.r);
+  const Y = v => log
+    ? H - m.b - (Math.log(v) - Math.log(lo)) / (Math.log(hi) - Math.log(lo)) * (H - m.t - m.b)
+    : H - m.b - (v - lo) / (hi - lo) * (H - m.t - m.b);
+  const g = svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img",
+    "aria-label": "output tok/s against num_steps, one line per concurrency level, dashed: the baseline" });
+  for (const v of log ? logTicks(lo, hi) : niceTicks(lo, hi, 5)) {
+    g.append(svg("line", { class: "grid", x1: m.l, x2: W - m.r, y1: Y(v), y2: Y(v) }),
+      svg("text", { class: "tick", x: m.l - 4, y: Y(v) + 3.5, "text-anchor": "end", text: fmtTok(v) }));
+  }
+  const xstep = Math.max(1, Math.ceil((x1 - x0) / 10));
+  for (let v = Math.ceil(x0); v <= x1; v += xstep) {
+    g.append(svg("line", { class: "tickmark", x1: X(v), x2: X(v), y1: H - m.b, y2: H - m.b + 4 }),
+      svg("text", { class: "tick", x: X(v), y: H - m.b + 15, "text-anchor": "middle", text: v }));
+  }
+  g.append(svg("line", { class: "axis", x1: m.l, x2: W - m.r, y1: H - m.b, y2: H - m.b }),
+    svg("line", { class: "axis", x1: m.l, x2: m.l, y1: m.t, y2: H - m.b }),
+    svg("text", { class: "label", x: (m.l + W - m.r) / 2, y: H - 3, "text-anchor": "middle", text: "num_steps" }),
+    svg("text", { class: "label", x: m.l + 4, y: m.t + 9, text: "output tok/s" + (log ? " (log)" : "") }));
+  curves.forEach((c, i) => {
+    const color = COLORS[i % COLORS.length];
+    const lv = levels.find(l => l.tp === c.tp && l.concurrency === c.concurrency);
+    const prov = lv && !lv.final;
+    const key = c.tp + "/" + c.concurrency;
+    if (c.baseline != null && c.baseline > 0) {
+      g.append(svg("line", { class: "baseline", "data-level": key, x1: m.l, x2: W - m.r, y1: Y(c.baseline), y2: Y(c.baseline),
+        stroke: color, "stroke-dasharray": "5 4" }, svg("title", { text: name(c) + " baseline: " + fmtTok(c.baseline) + " tok/s" })));
+    }
+    const pts = c.points.filter(p => p.tok_s > 0);
+    if (pts.length > 1) {
+      g.append(svg("polyline", { class: "curve", "data-level": key, fill: "none", stroke: color,
+        points: pts.map(p => X(p.num_steps).toFixed(1) + "," + Y(p.tok_s).toFixed(1)).join(" ") }));
+    }
+    for (const p of pts) {
+      const speedup = c.baseline ? " (" + (p.tok_s / c.baseline).toFixed(2) + "× the baseline)" : "";
+      g.append(svg("circle", { class: "pt", "data-level": key, cx: X(p.num_steps), cy: Y(p.tok_s), r: 3.5, fill: color },
+        svg("title", { text: name(c) + ", " + p.label + ": " + fmtTok(p.tok_s) + " tok/s" + speedup })));
+    }
+    legend.append(el("span", { class: "key" + (prov ? " pending" : ""), "data-level": key },
+      el("span", { class: "swatch", style: "background:" + color }), name(c) + (prov ? " (provisional)" : "")));
+  });
+  legend.append(el("span", { class: "key" }, el("span", { class: "dash" }), "baseline"));
+  box.append(g);
 }
 
 function fillFailures(c, s) {
@@ -427,7 +624,11 @@ async function logout() {
 async function start() {
   const m = /^#code=([0-9a-f]+)$/.exec(location.hash);
   if (m) {
-    try { await login(m[1]); } catch (e) { showLive("login failed: " + e.message, false); return; }
+    try { await login(m[1]); } catch (e) {
+      showLive("login failed: " + e.message, false);
+      placeholders("Login failed: " + e.message);
+      return;
+    }
   }
   if (!secret) { loggedOut(null); return; }
   document.getElementById("logout").hidden = false;
@@ -440,7 +641,11 @@ window.addEventListener("storage", ev => {
   if (ev.key !== KEY) return;
   if (ev.newValue) { secret = ev.newValue; start(); } else if (secret) loggedOut(secret);
 });
-window.addEventListener("hashchange", () => start()); // a login URL opened on the page itself
+window.addEventListener("hashchange", route); // a sweep's link, or a login URL opened on the page itself
 document.getElementById("logout").addEventListener("click", () => logout());
 setInterval(() => { for (const id of Object.keys(state.detail)) renderCard(Number(id)); }, 5000);
+// The chart is drawn to its box's width: again when the window changes size.
+window.addEventListener("resize", () => soon("resize", async () => { for (const id of Object.keys(state.results)) renderCard(Number(id)); }, 200));
+const first = /^#sweep=(\d+)$/.exec(location.hash);
+if (first) openSweep(Number(first[1]));
 start();
