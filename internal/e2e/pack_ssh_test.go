@@ -116,7 +116,7 @@ func TestPackedOnARealHost(t *testing.T) {
 		!strings.Contains(st.stdout, "specsweep run` command again") || !strings.Contains(st.stdout, "ETA -") {
 		t.Errorf("status after kill -9 of the run:\n%s", st)
 	}
-	if sw := specsweep(t, time.Minute, "sweeps", "--db", f.db); !strings.Contains(sw.stdout, "interrupted") || strings.Contains(sw.stdout, "running") {
+	if sw := specsweep(t, time.Minute, "sweeps", "--db", f.db, "--format", "csv"); !strings.Contains(sw.stdout, ",e2e-pack-ssh,interrupted,") {
 		t.Errorf("sweeps after kill -9 of the run:\n%s", sw)
 	}
 	if left := slotFiles(t, h); len(left) == 0 {
