@@ -313,6 +313,7 @@ func submitCmd() command {
 
 type submitOptions struct {
 	DB       string        // --db
+	New      bool          // --new
 	Cron     string        // --cron
 	At       string        // --at: an RFC 3339 time
 	MinEvery time.Duration // --min-every
@@ -321,6 +322,7 @@ type submitOptions struct {
 
 func (o *submitOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.BoolVar(&o.New, "new", false, "queue a new sweep even if one of this name exists (queued, finished, or from a changed spec)")
 	fs.StringVar(&o.Cron, "cron", "", "cron schedule, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
 	fs.StringVar(&o.At, "at", "", "start no earlier than this time (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
 	fs.DurationVar(&o.MinEvery, "min-every", sweep.MinEvery, "the shortest @every accepted for --cron (the daemon fires it only with a --min-every as short)")
@@ -353,12 +355,20 @@ func submitRun(ctx context.Context, env Env, o *submitOptions) error {
 		return err
 	}
 	defer st.Close()
-	sw, err := orchestrator.Submit(ctx, st, spec, opts)
+	got, err := orchestrator.SubmitNamed(ctx, st, spec, opts, o.New)
 	if err != nil {
-		return submitWords(err)
+		return prepareWords("submit", submitWords(err))
 	}
-	switch sw.State {
-	case store.SweepScheduled:
+	sw := got.Sweep
+	switch {
+	case got.Resumed:
+		more := ""
+		if sw.Waiting > 0 {
+			more = fmt.Sprintf(", %d for the search to decide", sw.Waiting)
+		}
+		fmt.Fprintf(env.Stdout, "%d\nsweep %s (id %d) was %s; it is queued again (as `specsweep resume %d` does): %d point(s) to run%s\n",
+			sw.ID, sw.Name, sw.ID, priorWords(got.Prior), sw.ID, sw.Pending, more)
+	case sw.State == store.SweepScheduled:
 		fmt.Fprintf(env.Stdout, "%d\nscheduled sweep %s (id %d) on %q: the daemon fires a new sweep %s@TIME at each time\n",
 			sw.ID, sw.Name, sw.ID, sw.Schedule, sw.Name)
 	default:
@@ -370,6 +380,16 @@ func submitRun(ctx context.Context, env Env, o *submitOptions) error {
 			sw.ID, sw.Name, sw.ID, sw.Points, when)
 	}
 	return nil
+}
+
+// priorWords is the state a sweep was found in, as a person reads it: "cancelled", "interrupted",
+// or "interrupted (its process died: ...)" for a running sweep whose process died.
+func priorWords(sw store.Sweep) string {
+	shown, note := shownState(sw, orchestrator.LocalLiveness(time.Now()))
+	if note != "" {
+		return fmt.Sprintf("%s (%s)", shown, strings.SplitN(note, ";", 2)[0])
+	}
+	return shown
 }
 
 func statusCmd() command {
@@ -408,7 +428,7 @@ func statusRun(ctx context.Context, env Env, o *statusOptions) error {
 	if o.Sweep == nil {
 		return statusList(ctx, env, st, o.JSON)
 	}
-	sw, err := st.FindSweep(ctx, *o.Sweep)
+	sw, err := findSweep(ctx, st, *o.Sweep)
 	if err != nil {
 		return err
 	}
@@ -577,7 +597,7 @@ func onSweep(ctx context.Context, env Env, o *sweepOptions, act func(st *store.D
 		return err
 	}
 	defer st.Close()
-	sw, err := st.FindSweep(ctx, o.Sweep)
+	sw, err := findSweep(ctx, st, o.Sweep)
 	if err != nil {
 		return err
 	}
@@ -592,17 +612,35 @@ func cancelCmd() command {
 // cancelRun cancels the sweep o.Sweep.
 func cancelRun(ctx context.Context, env Env, o *sweepOptions) error {
 	return onSweep(ctx, env, o, func(st *store.DB, sw store.Sweep) error {
-		if err := st.CancelSweep(ctx, sw.ID, "cancelled by specsweep cancel"); err != nil {
+		live := orchestrator.LocalLiveness(time.Now())
+		if sw.State.Terminal() {
+			return fmt.Errorf("sweep %s (id %d) has already ended (%s: %s): nothing to cancel", sw.Name, sw.ID, sw.State, countsText(sw))
+		}
+		orphan, _ := live.Orphaned(sw)
+		if err := orchestrator.Cancel(ctx, st, sw, live, "cancelled by specsweep cancel"); err != nil {
 			if errors.Is(err, store.ErrTransition) {
 				return fmt.Errorf("sweep %s (id %d) is %s and cannot be cancelled", sw.Name, sw.ID, sw.State)
 			}
 			return err
 		}
-		msg := "no point was running"
-		if sw.Running > 0 {
-			msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them)", sw.Running)
+		if sw.State == store.SweepScheduled {
+			fmt.Fprintf(env.Stdout, "cancelled schedule %s (id %d, %q): it fires no more; `specsweep resume %d` starts it again\n",
+				sw.Name, sw.ID, sw.Schedule, sw.ID)
+			return nil
 		}
-		fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; `specsweep resume %d` queues it again\n", sw.Name, sw.ID, msg, sw.ID)
+		var msg string
+		switch {
+		case orphan:
+			_, note := shownState(sw, live)
+			msg = "no process was running it (" + strings.SplitN(note, ";", 2)[0] + ")"
+		case sw.Running > 0:
+			msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them: %s)", sw.Running, holderText(sw.Holder, false))
+		case sw.State == store.SweepRunning:
+			msg = "the process running it (" + holderText(sw.Holder, false) + ") stops within seconds"
+		default:
+			msg = fmt.Sprintf("it was %s, no point was running", sw.State)
+		}
+		fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; %s\n", sw.Name, sw.ID, msg, resumeHint(sw))
 		return nil
 	})
 }
@@ -615,18 +653,53 @@ func resumeCmd() command {
 // resumeRun puts the sweep o.Sweep back in the daemon's queue.
 func resumeRun(ctx context.Context, env Env, o *sweepOptions) error {
 	return onSweep(ctx, env, o, func(st *store.DB, sw store.Sweep) error {
-		got, err := st.ResumeSweep(ctx, sw.ID, "resumed by specsweep resume")
+		live := orchestrator.LocalLiveness(time.Now())
+		if orchestrator.HeldElsewhere(sw, live) || (sw.State == store.SweepRunning && sw.Holder.Kind == "") {
+			return fmt.Errorf("sweep %s (id %d) is running (%s): nothing to resume; `specsweep status %d` follows it",
+				sw.Name, sw.ID, holderText(sw.Holder, true), sw.ID)
+		}
+		got, err := orchestrator.Resume(ctx, st, sw, live, "resumed by specsweep resume")
 		if errors.Is(err, store.ErrNotResumable) {
-			return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
+			return notResumable(sw)
 		}
 		if err != nil {
 			return err
+		}
+		if got.State == store.SweepScheduled {
+			fmt.Fprintf(env.Stdout, "schedule %s (id %d) is active again: it fires on %q\n", got.Name, got.ID, got.Schedule)
+			return nil
 		}
 		more := ""
 		if got.Waiting > 0 {
 			more = fmt.Sprintf(", %d for the search to decide", got.Waiting)
 		}
+		if got.Pending+got.Waiting == 0 && got.Failed > 0 {
+			more += fmt.Sprintf(" (its %d failed point(s) stay failed: `specsweep run --new SPEC` or `specsweep submit --new SPEC` starts afresh)", got.Failed)
+		}
 		fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run%s\n", got.Name, got.ID, got.State, got.Pending, more)
 		return nil
 	})
+}
+
+// notResumable words resume's refusal of a sweep in a state it cannot resume from.
+func notResumable(sw store.Sweep) error {
+	switch sw.State {
+	case store.SweepQueued:
+		return fmt.Errorf("sweep %s (id %d) is already queued: nothing to resume; the daemon runs it %s", sw.Name, sw.ID, queuedWhen(sw))
+	case store.SweepDone:
+		return fmt.Errorf("sweep %s (id %d) is done (%s): nothing to resume; `specsweep report %d` shows its results, "+
+			"`specsweep run --new SPEC` or `specsweep submit --new SPEC` runs it again as a new sweep", sw.Name, sw.ID, countsText(sw), sw.ID)
+	case store.SweepScheduled:
+		return fmt.Errorf("schedule %s (id %d) is active (it fires on %q): nothing to resume", sw.Name, sw.ID, sw.Schedule)
+	}
+	return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
+}
+
+// queuedWhen says when the daemon runs a queued sweep: "as soon as its hosts are free", or "not
+// before TIME".
+func queuedWhen(sw store.Sweep) string {
+	if !sw.NotBefore.IsZero() && sw.NotBefore.After(time.Now()) {
+		return "not before " + sw.NotBefore.UTC().Format(time.RFC3339)
+	}
+	return "as soon as its hosts are free"
 }

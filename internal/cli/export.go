@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
 
 	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/store"
@@ -39,10 +40,23 @@ func exportRun(ctx context.Context, env Env, o *exportOptions) error {
 		return err
 	}
 	defer st.Close()
-	s, err := st.FindSweep(ctx, o.Sweep)
+	s, err := findSweep(ctx, st, o.Sweep)
 	if err != nil {
 		return err
 	}
-	_, err = report.ExportJSONL(ctx, st, s.ID, env.Stdout)
-	return err
+	if s.Template() {
+		_, err := recordedWords("export", s, 0)
+		return err
+	}
+	n, err := report.ExportJSONL(ctx, st, s.ID, env.Stdout)
+	if err != nil {
+		return err
+	}
+	// A note for people on stderr: stdout stays JSON lines.
+	if note, _ := recordedWords("export", s, n); note != "" {
+		fmt.Fprintln(env.Stderr, note)
+	} else if n == 0 {
+		fmt.Fprintf(env.Stderr, "note: sweep %s (id %d) is %s and has no ok run to export (%s)\n", s.Name, s.ID, stateWord(s), countsText(s))
+	}
+	return nil
 }

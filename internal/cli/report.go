@@ -51,7 +51,19 @@ func reportRun(ctx context.Context, env Env, o *reportOptions) error {
 		return err
 	}
 	defer st.Close()
-	s, err := report.Load(ctx, st, o.Sweep)
+	sw, err := findSweep(ctx, st, o.Sweep)
+	if err != nil {
+		return err
+	}
+	if sw.Template() {
+		_, err := recordedWords("report", sw, 0)
+		return err
+	}
+	s, err := report.LoadID(ctx, st, sw.ID)
+	if err != nil {
+		return err
+	}
+	note, err := recordedWords("report", sw, countRuns(s))
 	if err != nil {
 		return err
 	}
@@ -60,7 +72,15 @@ func reportRun(ctx context.Context, env Env, o *reportOptions) error {
 		opt.Dir = fmt.Sprintf("report-%s-%d", s.Name, s.ID)
 	}
 	if o.Compare != "" {
-		if opt.Compare, err = report.Load(ctx, st, o.Compare); err != nil {
+		other, err := findSweep(ctx, st, o.Compare)
+		if err != nil {
+			return err
+		}
+		if other.Template() {
+			_, err := recordedWords("report", other, 0)
+			return err
+		}
+		if opt.Compare, err = report.LoadID(ctx, st, other.ID); err != nil {
 			return err
 		}
 	}
@@ -68,12 +88,26 @@ func reportRun(ctx context.Context, env Env, o *reportOptions) error {
 	if err != nil {
 		return err
 	}
+	if note != "" {
+		fmt.Fprintln(env.Stderr, note)
+	}
 	if len(files) > 1 {
 		fmt.Fprintf(env.Stdout, "%s (and %d chart files in %s)\n", files[0], len(files)-1, filepath.Join(opt.Dir, "charts"))
 	} else {
 		fmt.Fprintln(env.Stdout, files[0])
 	}
 	return nil
+}
+
+// countRuns counts the runs a loaded sweep's cells aggregate.
+func countRuns(s *report.Sweep) int {
+	n := 0
+	for _, p := range s.Points {
+		for _, c := range p.Cells {
+			n += c.TokS.N
+		}
+	}
+	return n
 }
 
 func isReportFormat(f string) bool {
