@@ -78,16 +78,20 @@ type Prepared struct {
 // Prepare finds the sweep to run for spec: the latest sweep of that name (not a schedule's
 // template) when it is unfinished and has the same spec hash (a resume: queued, interrupted,
 // cancelled, or running while no live process holds it), or a new one. A different hash is refused
-// with ErrSpecChanged unless forceNew; a finished sweep (done or failed) gives ErrFinished (with its
-// id) unless forceNew; a sweep a live process runs gives ErrRunning.
+// with ErrSpecChanged unless forceNew or the sweep failed or was cancelled (Abandoned: then a new
+// sweep starts, with that one as Prior); a finished sweep (done or failed) of the same spec gives
+// ErrFinished (with its id) unless forceNew; a sweep a live process runs gives ErrRunning.
 func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bool) (Prepared, error) {
 	plan := spec.Plan()
+	var prior store.Sweep // a failed or cancelled sweep of an earlier version of the spec
 	if !forceNew {
 		prev, err := st.LatestSweepByName(ctx, spec.Name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return Prepared{}, fmt.Errorf("orchestrator: look up sweep %q: %w", spec.Name, err)
+		case prev.SpecHash != plan.SpecHash && Abandoned(prev.State):
+			prior = prev
 		case prev.SpecHash != plan.SpecHash:
 			e := existsError(prev, ErrSpecChanged)
 			e.NewHash = plan.SpecHash
@@ -106,7 +110,15 @@ func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bo
 	if err != nil {
 		return Prepared{}, fmt.Errorf("orchestrator: store sweep %q: %w", spec.Name, err)
 	}
-	return Prepared{SweepID: id}, nil
+	return Prepared{SweepID: id, Prior: prior}, nil
+}
+
+// Abandoned reports whether a sweep in state s leaves its name free for a new version of its spec:
+// a failed or cancelled sweep is nothing to protect from being mixed with another spec (a new sweep
+// of the name starts, and the old one stays under its id), while a queued, running, interrupted or
+// done one is refused (ErrSpecChanged) unless the caller asks for a new sweep.
+func Abandoned(s store.SweepState) bool {
+	return s == store.SweepFailed || s == store.SweepCancelled
 }
 
 // HeldElsewhere reports whether sweep sw is running in a live process other than this one: stored as

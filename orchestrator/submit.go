@@ -102,7 +102,9 @@ type Submitted struct {
 	// Resumed: Sweep is the latest sweep of the spec's name, put back in the queue (it was
 	// interrupted, cancelled, or running while its process had died).
 	Resumed bool
-	// Prior is the latest sweep of the spec's name as it was found (zero when none, or forceNew).
+	// Prior is the latest sweep of the spec's name as it was found (zero when none, or forceNew): the
+	// sweep resumed, or the failed or cancelled sweep of an earlier version of the spec that a new
+	// sweep follows.
 	Prior store.Sweep
 }
 
@@ -111,7 +113,8 @@ type Submitted struct {
 // one-off submission of the same spec puts that sweep back in the queue when it is interrupted or
 // cancelled (or running while its process died), and is refused with a *SweepExistsError when it is
 // queued (ErrQueued), running in a live process (ErrRunning), done or failed (ErrFinished), or made
-// from a different spec (ErrSpecChanged); a cron schedule is refused while a schedule of that name
+// from a different spec (ErrSpecChanged) unless it failed or was cancelled (Abandoned: a new sweep,
+// with that one as Prior); a cron schedule is refused while a schedule of that name
 // is active (ErrScheduleActive). Anything else is a new sweep, as Submit makes it.
 func SubmitNamed(ctx context.Context, st SubmitNamedStore, spec *sweep.Spec, opts SubmitOptions, forceNew bool) (Submitted, error) {
 	submit := func(prior store.Sweep) (Submitted, error) {
@@ -148,6 +151,8 @@ func SubmitNamed(ctx context.Context, st SubmitNamedStore, spec *sweep.Spec, opt
 	live := LocalLiveness(time.Now())
 	orphan, _ := live.Orphaned(prev)
 	switch {
+	case prev.SpecHash != spec.Plan().SpecHash && Abandoned(prev.State):
+		return submit(prev)
 	case prev.SpecHash != spec.Plan().SpecHash:
 		return refuse(ErrSpecChanged)
 	case prev.State == store.SweepDone || prev.State == store.SweepFailed:

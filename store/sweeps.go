@@ -349,9 +349,10 @@ func (db *DB) LatestSweepByName(ctx context.Context, name string) (Sweep, error)
 	return s, nil
 }
 
-// FindSweep resolves a user's reference to a sweep: a decimal id, or a name
-// (the latest sweep of that name). A name that looks like a number is tried
-// as a name when no sweep has that id.
+// FindSweep resolves a user's reference to a sweep: a decimal id (any sweep,
+// a schedule's template too), or a name: the latest sweep of that name that
+// is not a schedule's template (templates are addressed as schedules, by id).
+// A name that looks like a number is tried as a name when no sweep has that id.
 func (db *DB) FindSweep(ctx context.Context, ref string) (Sweep, error) {
 	ref = strings.TrimSpace(ref)
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
@@ -363,7 +364,7 @@ func (db *DB) FindSweep(ctx context.Context, ref string) (Sweep, error) {
 			return s, nil
 		}
 	}
-	s, err := db.sweepWhere(ctx, "WHERE s.name = ?", ref)
+	s, err := db.sweepWhere(ctx, "WHERE s.name = ? AND "+notTemplate, ref)
 	if err != nil {
 		return Sweep{}, fmt.Errorf("store: find sweep %q (no sweep has this id or name): %w", ref, err)
 	}

@@ -109,6 +109,7 @@ func commands() []command {
 		resumeCmd(),
 		runsCmd(),
 		sweepsCmd(),
+		schedulesCmd(),
 		benchCmd(),
 		doctorCmd(),
 		reportCmd(),

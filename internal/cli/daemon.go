@@ -378,6 +378,9 @@ func submitRun(ctx context.Context, env Env, o *submitOptions) error {
 		}
 		fmt.Fprintf(env.Stdout, "%d\nqueued sweep %s (id %d, %d points): the daemon runs it %s\n",
 			sw.ID, sw.Name, sw.ID, sw.Points, when)
+		if got.Prior.ID != 0 {
+			fmt.Fprintln(env.Stdout, afreshWords(got.Prior))
+		}
 	}
 	return nil
 }
@@ -432,12 +435,15 @@ func statusRun(ctx context.Context, env Env, o *statusOptions) error {
 	if err != nil {
 		return err
 	}
+	if sw.Template() && !o.JSON {
+		return printSchedule(ctx, env, st, sw)
+	}
 	s, err := orchestrator.Status(ctx, st, sw.ID)
 	if err != nil {
 		return err
 	}
 	if o.JSON {
-		out := api.SweepDetailJSON{SweepJSON: api.SweepToJSON(s.Sweep, s.ETA)}
+		out := api.SweepDetailJSON{SweepJSON: sweepJSON(s.Sweep, s.ETA, time.Now())}
 		for _, p := range s.Points {
 			out.Points = append(out.Points, api.PointToJSON(p))
 		}
@@ -482,14 +488,17 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 			}
 		}
 		if asJSON {
-			out = append(out, api.SweepToJSON(s, e))
+			out = append(out, sweepJSON(s, e, time.Now()))
 			continue
 		}
 		state := shown
 		if note != "" {
 			state += " (no process since " + s.Holder.Heartbeat.UTC().Format("15:04Z") + ")"
 		}
-		if s.Schedule != "" {
+		switch next := nextFire(s, time.Now()); {
+		case s.Template() && !next.IsZero():
+			state += " (" + s.Schedule + ", next " + next.UTC().Format("2006-01-02 15:04Z") + ")"
+		case s.Schedule != "":
 			state += " (" + s.Schedule + ")"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t", s.ID, s.Name, state, s.Points, s.Done, s.Failed,
@@ -506,6 +515,17 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 		return writeIndentedJSON(env.Stdout, out)
 	}
 	return tw.Flush()
+}
+
+// sweepJSON is the API's shape of a sweep (api.SweepToJSON), with a schedule's next firing, as the
+// API's list and detail carry it.
+func sweepJSON(s store.Sweep, eta time.Duration, now time.Time) api.SweepJSON {
+	j := api.SweepToJSON(s, eta)
+	if next := nextFire(s, now); !next.IsZero() {
+		ms := next.UnixMilli()
+		j.NextFire = &ms
+	}
+	return j
 }
 
 // printStatus writes one sweep's state: its counts, the output check's block when points do not
@@ -575,29 +595,42 @@ func etaText(d time.Duration) string {
 	return roundDuration(d)
 }
 
-// sweepOptions are the options of a command acting on one stored sweep (cancel, resume).
+// sweepOptions are the options of a command acting on one stored sweep or schedule (cancel, resume).
 type sweepOptions struct {
-	DB    string // --db
-	Sweep string // SWEEP: an id or a name
+	DB       string // --db
+	Schedule string // --schedule: a schedule's id, instead of SWEEP
+	Sweep    string // SWEEP: an id or a name
 }
 
 func (o *sweepOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.StringVar(&o.Schedule, "schedule", "", "act on the schedule of this `ID` (specsweep schedules lists them) instead of a SWEEP")
 }
 
 func (o *sweepOptions) args(pos []string) (err error) {
-	o.Sweep, err = oneArg(pos, "SWEEP")
+	if o.Schedule != "" {
+		if len(pos) > 0 {
+			return usagef("give a SWEEP or --schedule ID, not both")
+		}
+		return nil
+	}
+	o.Sweep, err = oneArg(pos, "SWEEP (or --schedule ID)")
 	return err
 }
 
-// onSweep resolves o.Sweep in the read-write store and hands it to act.
+// onSweep resolves o.Sweep (or o.Schedule) in the read-write store and hands it to act.
 func onSweep(ctx context.Context, env Env, o *sweepOptions, act func(st *store.DB, sw store.Sweep) error) error {
 	st, err := store.Open(ctx, dbPath(env, o.DB))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	sw, err := findSweep(ctx, st, o.Sweep)
+	var sw store.Sweep
+	if o.Schedule != "" {
+		sw, err = findSchedule(ctx, st, o.Schedule)
+	} else {
+		sw, err = findSweep(ctx, st, o.Sweep)
+	}
 	if err != nil {
 		return err
 	}
@@ -613,6 +646,10 @@ func cancelCmd() command {
 func cancelRun(ctx context.Context, env Env, o *sweepOptions) error {
 	return onSweep(ctx, env, o, func(st *store.DB, sw store.Sweep) error {
 		live := orchestrator.LocalLiveness(time.Now())
+		if sw.Template() && sw.State == store.SweepCancelled {
+			return fmt.Errorf("schedule %s (id %d, %q) is already cancelled: it fires no more; `specsweep resume --schedule %d` starts it again",
+				sw.Name, sw.ID, sw.Schedule, sw.ID)
+		}
 		if sw.State.Terminal() {
 			return fmt.Errorf("sweep %s (id %d) has already ended (%s: %s): nothing to cancel", sw.Name, sw.ID, sw.State, countsText(sw))
 		}
@@ -624,7 +661,7 @@ func cancelRun(ctx context.Context, env Env, o *sweepOptions) error {
 			return err
 		}
 		if sw.State == store.SweepScheduled {
-			fmt.Fprintf(env.Stdout, "cancelled schedule %s (id %d, %q): it fires no more; `specsweep resume %d` starts it again\n",
+			fmt.Fprintf(env.Stdout, "cancelled schedule %s (id %d, %q): it fires no more (its sweeps already fired are left as they are); `specsweep resume --schedule %d` starts it again\n",
 				sw.Name, sw.ID, sw.Schedule, sw.ID)
 			return nil
 		}
@@ -666,7 +703,8 @@ func resumeRun(ctx context.Context, env Env, o *sweepOptions) error {
 			return err
 		}
 		if got.State == store.SweepScheduled {
-			fmt.Fprintf(env.Stdout, "schedule %s (id %d) is active again: it fires on %q\n", got.Name, got.ID, got.Schedule)
+			fmt.Fprintf(env.Stdout, "schedule %s (id %d) is active again: it fires on %q, next at %s\n", got.Name, got.ID, got.Schedule,
+				fireText(nextFire(got, time.Now())))
 			return nil
 		}
 		more := ""
@@ -690,7 +728,8 @@ func notResumable(sw store.Sweep) error {
 		return fmt.Errorf("sweep %s (id %d) is done (%s): nothing to resume; `specsweep report %d` shows its results, "+
 			"`specsweep run --new SPEC` or `specsweep submit --new SPEC` runs it again as a new sweep", sw.Name, sw.ID, countsText(sw), sw.ID)
 	case store.SweepScheduled:
-		return fmt.Errorf("schedule %s (id %d) is active (it fires on %q): nothing to resume", sw.Name, sw.ID, sw.Schedule)
+		return fmt.Errorf("schedule %s (id %d) is active (it fires on %q, next at %s): nothing to resume", sw.Name, sw.ID, sw.Schedule,
+			fireText(nextFire(sw, time.Now())))
 	}
 	return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
 }

@@ -88,6 +88,9 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		}
 		prog.printf("resuming sweep %s (id %d)%s: %s\n", spec.Name, prep.SweepID, resumedFrom(prep.Prior), what)
 	} else {
+		if prep.Prior.ID != 0 {
+			prog.printf("%s\n", afreshWords(prep.Prior))
+		}
 		searched := ""
 		if spec.Searched() {
 			searched = " (the search decides which run)"

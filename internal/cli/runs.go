@@ -32,7 +32,7 @@ type runsOptions struct {
 
 func (o *runsOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Sweep, "sweep", "", "only this sweep: its id, or its name (the latest sweep of that name)")
+	fs.StringVar(&o.Sweep, "sweep", "", "only this sweep: its id, or its name (the newest sweep of that name)")
 	fs.StringVar(&o.Where, "where", "", "SQL expression over run_summary's columns, e.g. \"concurrency = 16 AND tp = 4\"")
 	fs.StringVar(&o.Format, "format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
 	fs.StringVar(&o.Sort, "sort", "", "SQL ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
@@ -64,7 +64,14 @@ func runsRun(ctx context.Context, env Env, o *runsOptions) error {
 		return err
 	}
 	defer st.Close()
-	q := store.RunsQuery{Sweep: o.Sweep, Where: o.Where, OrderBy: o.Sort, Limit: o.Limit}
+	q := store.RunsQuery{Where: o.Where, OrderBy: o.Sort, Limit: o.Limit}
+	if o.Sweep != "" {
+		sw, err := findSweep(ctx, st, o.Sweep)
+		if err != nil {
+			return err
+		}
+		q.SweepID = sw.ID
+	}
 	var cols []string
 	var vals [][]any
 	var skipped []string // mismatching points --best left out

@@ -132,7 +132,7 @@ func TestRunsRejectsBadQueriesAndWrites(t *testing.T) {
 	if _, errs, code := runMain(t, env, "runs", "--format", "xml"); code != ExitUsage || !strings.Contains(errs, "xml") {
 		t.Errorf("bad format: code %d, %q", code, errs)
 	}
-	if _, errs, code := runMain(t, env, "runs", "--sweep", "nosuch"); code != ExitFailure || !strings.Contains(errs, "not found") {
+	if _, errs, code := runMain(t, env, "runs", "--sweep", "nosuch"); code != ExitFailure || !strings.Contains(errs, `no sweep has the id or name "nosuch"`) {
 		t.Errorf("unknown sweep: code %d, %q", code, errs)
 	}
 	missing := filepath.Join(t.TempDir(), "none.db")

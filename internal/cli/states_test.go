@@ -58,7 +58,7 @@ var stateTable = map[string]map[string]cellWant{
 	},
 	"resume": {
 		"none":        {1, []string{`no sweep has the id or name "1"`}},
-		"scheduled":   {1, []string{`schedule cell (id 1) is active (it fires on "@daily"): nothing to resume`}},
+		"scheduled":   {1, []string{`schedule cell (id 1) is active (it fires on "@daily", next at `, "nothing to resume"}},
 		"queued":      {1, []string{"sweep cell (id 1) is already queued: nothing to resume"}},
 		"running":     {1, []string{"sweep cell (id 1) is running (specsweep run, pid ", "nothing to resume"}},
 		"orphaned":    {0, []string{"sweep cell (id 1) is queued again: 1 point(s) to run"}},
@@ -69,7 +69,7 @@ var stateTable = map[string]map[string]cellWant{
 	},
 	"cancel": {
 		"none":        {1, []string{`no sweep has the id or name "1"`}},
-		"scheduled":   {0, []string{`cancelled schedule cell (id 1, "@daily"): it fires no more`}},
+		"scheduled":   {0, []string{`cancelled schedule cell (id 1, "@daily"): it fires no more`, "`specsweep resume --schedule 1` starts it again"}},
 		"queued":      {0, []string{"cancelled sweep cell (id 1): it was queued, no point was running; `specsweep resume 1` queues it again"}},
 		"running":     {0, []string{"cancelled sweep cell (id 1): 1 running point(s) stop within seconds", "`specsweep run SPEC` (the same spec) resumes it"}},
 		"orphaned":    {0, []string{"cancelled sweep cell (id 1): no process was running it (no process has held it since ", "`specsweep resume 1` queues it again"}},
@@ -80,7 +80,7 @@ var stateTable = map[string]map[string]cellWant{
 	},
 	"status": {
 		"none":        {1, []string{`no sweep has the id or name "1"`}},
-		"scheduled":   {0, []string{`sweep cell (id 1): scheduled, schedule "@daily"`}},
+		"scheduled":   {0, []string{`schedule cell (id 1): scheduled, fires on "@daily", next at `, "it has not fired yet"}},
 		"queued":      {0, []string{"sweep cell (id 1): queued\n"}},
 		"running":     {0, []string{"sweep cell (id 1): running\n", "1 running"}},
 		"orphaned":    {0, []string{"sweep cell (id 1): interrupted: no process has held it since ", "start the daemon again"}},

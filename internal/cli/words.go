@@ -24,31 +24,46 @@ func prepareWords(command string, err error) error {
 		return err
 	}
 	sw, id := se.Prior, se.ID
+	if sw.ID == 0 {
+		sw = store.Sweep{ID: se.ID, Name: se.Name, State: se.State, SpecHash: se.Hash, Holder: se.Holder}
+	}
 	again := "`specsweep " + command + " --new SPEC` starts a new sweep of this name"
+	wordErr := func(format string, a ...any) error { return wordedError{msg: fmt.Sprintf(format, a...), err: err} }
 	switch {
 	case errors.Is(se, orchestrator.ErrSpecChanged):
-		return fmt.Errorf("%w: restore that spec to resume it, or pass --new to start a new sweep of this name", err)
+		return wordErr("sweep %s (id %d, %s) was made from a different version of this spec (stored hash %.12s, this file %.12s): "+
+			"it continues only with the spec it was made from (`specsweep status %d` shows it); %s",
+			se.Name, id, stateWord(sw), se.Hash, se.NewHash, id, again)
 	case errors.Is(se, orchestrator.ErrRunning):
-		return fmt.Errorf("sweep %s (id %d) is running (%s): a sweep runs in one process at a time; "+
+		return wordErr("sweep %s (id %d) is running (%s): a sweep runs in one process at a time; "+
 			"`specsweep status %d` follows it, `specsweep cancel %d` stops it", se.Name, id, holderText(sw.Holder, true), id, id)
 	case errors.Is(se, orchestrator.ErrQueued):
-		return fmt.Errorf("sweep %s (id %d) is already queued: the daemon runs it %s; `specsweep status %d` follows it, %s",
+		return wordErr("sweep %s (id %d) is already queued: the daemon runs it %s; `specsweep status %d` follows it, %s",
 			se.Name, id, queuedWhen(sw), id, again)
 	case errors.Is(se, orchestrator.ErrUnfinished):
-		return fmt.Errorf("sweep %s (id %d) is %s: `specsweep resume %d` queues it again now (--at applies to a new sweep), "+
+		return wordErr("sweep %s (id %d) is %s: `specsweep resume %d` queues it again now (--at applies to a new sweep), "+
 			"or `specsweep submit --new --at TIME SPEC` queues a new sweep of this name", se.Name, id, sw.State, id)
 	case errors.Is(se, orchestrator.ErrScheduleActive):
-		return fmt.Errorf("schedule %s (id %d) already fires on %q: `specsweep cancel %d` stops it; `specsweep submit --new SPEC` adds a second schedule of this name",
+		return wordErr("schedule %s (id %d) already fires on %q: `specsweep cancel --schedule %d` stops it; `specsweep submit --new SPEC` adds a second schedule of this name",
 			se.Name, id, sw.Schedule, id)
 	case errors.Is(se, orchestrator.ErrFinished) && sw.State == store.SweepFailed:
-		return fmt.Errorf("sweep %s (id %d) failed (%s): `specsweep status %d` shows each failed point's cause; "+
+		return wordErr("sweep %s (id %d) failed (%s): `specsweep status %d` shows each failed point's cause; "+
 			"`specsweep resume %d` queues it again (its failed points stay failed); %s", se.Name, id, countsText(sw), id, id, again)
 	case errors.Is(se, orchestrator.ErrFinished):
-		return fmt.Errorf("sweep %s (id %d) already finished (%s, %s): `specsweep report %d` shows its results; %s",
+		return wordErr("sweep %s (id %d) already finished (%s, %s): `specsweep report %d` shows its results; %s",
 			se.Name, id, sw.State, countsText(sw), id, again)
 	}
 	return err
 }
+
+// wordedError is a refusal worded for a person that still unwraps to the typed error it words.
+type wordedError struct {
+	msg string
+	err error
+}
+
+func (e wordedError) Error() string { return e.msg }
+func (e wordedError) Unwrap() error { return e.err }
 
 // countsText is a stored sweep's point counts in a few words: "3 done, 1 failed" (and the other
 // states a sweep has points in).
@@ -187,12 +202,32 @@ func stateWord(sw store.Sweep) string {
 	return shown
 }
 
-// findSweep resolves a user's reference to a sweep (an id, or a name: store.FindSweep), wording one
-// that names no sweep.
+// findSweep resolves a user's reference to a sweep: an id (any sweep, a schedule's template too), or
+// a name, which means the newest sweep of that name that is not a schedule's template
+// (store.FindSweep). A reference that names no sweep is worded, and a name that only a schedule has
+// says so, with the schedule's id and its newest sweep.
 func findSweep(ctx context.Context, st *store.DB, ref string) (store.Sweep, error) {
 	sw, err := st.FindSweep(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) {
+		if msg := scheduleOf(ctx, st, strings.TrimSpace(ref)); msg != "" {
+			return store.Sweep{}, fmt.Errorf("no sweep is named %q: %s", strings.TrimSpace(ref), msg)
+		}
 		return store.Sweep{}, fmt.Errorf("no sweep has the id or name %q (`specsweep sweeps` lists them)", ref)
 	}
 	return sw, err
+}
+
+// afreshWords says why a new sweep starts where a sweep of the name exists: it failed or was
+// cancelled with an earlier version of the spec (orchestrator.Abandoned), and stays under its id.
+func afreshWords(prior store.Sweep) string {
+	return fmt.Sprintf("sweep %s (id %d) %s with an earlier version of this spec (%s): a new sweep of this name starts; "+
+		"the name now means the new one, and id %d stays in the store", prior.Name, prior.ID, endedWord(prior.State), countsText(prior), prior.ID)
+}
+
+// endedWord is how a sweep ended, as a verb: "failed", "was cancelled".
+func endedWord(s store.SweepState) string {
+	if s == store.SweepCancelled {
+		return "was cancelled"
+	}
+	return string(s)
 }

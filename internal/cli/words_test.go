@@ -48,7 +48,8 @@ workload: {concurrency: [1], requests: 2, input_tokens: 8, output_tokens: 8}
 func TestRunWordsAnExistingSweepWithNew(t *testing.T) {
 	changed := &orchestrator.SweepExistsError{Name: "s", ID: 3, State: "done", Hash: "aaaa", NewHash: "bbbb", Err: orchestrator.ErrSpecChanged}
 	err := prepareWords("run", changed)
-	if !errors.Is(err, orchestrator.ErrSpecChanged) || !strings.Contains(err.Error(), "pass --new to start a new sweep") {
+	if !errors.Is(err, orchestrator.ErrSpecChanged) || !strings.Contains(err.Error(), "`specsweep run --new SPEC` starts a new sweep") ||
+		!strings.Contains(err.Error(), "sweep s (id 3, done) was made from a different version of this spec") {
 		t.Errorf("spec changed: %v", err)
 	}
 	finished := &orchestrator.SweepExistsError{Name: "s", ID: 3, State: "done", Err: orchestrator.ErrFinished,
