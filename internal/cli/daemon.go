@@ -28,7 +28,9 @@ import (
 
 func daemonCmd() command {
 	return newCommand("daemon", "",
-		"Run queued and scheduled sweeps until stopped; status API and /metrics on --listen.", daemonRun)
+		"Run queued and scheduled sweeps until stopped; status API and /metrics on --listen.", daemonRun).
+		withExamples("specsweep daemon --db /var/lib/specsweep/specsweep.db",
+			"specsweep daemon --listen 0.0.0.0:8377 --tls-cert cert.pem --tls-key key.pem")
 }
 
 type daemonOptions struct {
@@ -48,16 +50,16 @@ type daemonOptions struct {
 
 func (o *daemonOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8377", "HTTP address of the status API and /metrics (\"\" for none)")
-	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token the HTTP API requires (mode 0600; default DB.token, created at the first start)")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8377", "the `ADDR` (host:port) of the status API and /metrics (\"\" for none)")
+	fs.StringVar(&o.TokenFile, "token-file", "", "`FILE` holding the bearer token the HTTP API requires (mode 0600; default DB.token, created at the first start)")
 	fs.BoolVar(&o.AllowLocalDriver, "allow-local-driver", false, "accept specs with driver: local over the HTTP API (they run commands here as the daemon's user)")
 	fs.BoolVar(&o.AllowAnyKeyPath, "allow-any-key-path", false, "accept identity_file and known_hosts paths outside the daemon's ~/.ssh over the HTTP API")
-	fs.StringVar(&o.DatasetDir, "dataset-dir", "", "directory that workload.dataset files of specs submitted over the HTTP API must lie in (none: refused)")
+	fs.StringVar(&o.DatasetDir, "dataset-dir", "", "the `DIR` that workload.dataset files of specs submitted over the HTTP API must lie in (none: refused)")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
-	fs.StringVar(&o.LogFormat, "log-format", "text", "log format on stderr: text or json")
-	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
-	fs.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) file (with --tls-key)")
-	fs.StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
+	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to `DIR`/HOST.log")
+	fs.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) `FILE` (with --tls-key)")
+	fs.StringVar(&o.TLSKey, "tls-key", "", "the PEM private key `FILE` of --tls-cert")
 	fs.DurationVar(&o.MinEvery, "min-every", sweep.MinEvery, "the shortest @every of a schedule the daemon fires (a shorter one is logged and skipped; the API always holds specs to the default)")
 	fs.BoolVar(&o.InsecureListen, "insecure-listen", false, "allow plain HTTP on a --listen address that is not loopback (the token and sessions cross the network in clear)")
 }
@@ -308,7 +310,10 @@ func listenError(listen string, err error) error {
 
 func submitCmd() command {
 	return newCommand("submit", "SPEC",
-		"Queue a sweep for the daemon: now, once at a time (--at), or on a cron schedule (--cron or the spec's schedule.cron).", submitRun)
+		"Queue a sweep for the daemon: now, once at a time (--at), or on a cron schedule (--cron or the spec's schedule.cron).", submitRun).
+		withExamples("specsweep submit sweep.yaml                              # as soon as its hosts are free",
+			"specsweep submit --at 2026-12-01T22:00:00Z sweep.yaml    # not before then",
+			"specsweep submit --cron \"0 22 * * *\" sweep.yaml          # every night at 22:00 UTC")
 }
 
 type submitOptions struct {
@@ -323,8 +328,8 @@ type submitOptions struct {
 func (o *submitOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
 	fs.BoolVar(&o.New, "new", false, "queue a new sweep even if one of this name exists (queued, finished, or from a changed spec)")
-	fs.StringVar(&o.Cron, "cron", "", "cron schedule, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
-	fs.StringVar(&o.At, "at", "", "start no earlier than this time (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
+	fs.StringVar(&o.Cron, "cron", "", "cron schedule `EXPR`, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
+	fs.StringVar(&o.At, "at", "", "start no earlier than this `TIME` (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
 	fs.DurationVar(&o.MinEvery, "min-every", sweep.MinEvery, "the shortest @every accepted for --cron (the daemon fires it only with a --min-every as short)")
 }
 
@@ -397,18 +402,26 @@ func priorWords(sw store.Sweep) string {
 
 func statusCmd() command {
 	return newCommand("status", "[SWEEP]",
-		"Sweeps with state, points done/failed/pending and ETA; one sweep in detail.", statusRun)
+		"Sweeps with state, points done/failed/pending and ETA; one sweep in detail.", statusRun).
+		withExamples("specsweep status                       # every sweep",
+			"specsweep status qwen-nightly          # one sweep: its points, and each failed point's cause",
+			"specsweep status --format json 3       # as the daemon's API has it")
 }
 
 type statusOptions struct {
-	DB    string  // --db
-	JSON  bool    // --json
-	Sweep *string // [SWEEP]: nil lists every sweep
+	DB     string  // --db
+	Format string  // --format: table or json
+	JSON   bool    // --json: --format json
+	Sweep  *string // [SWEEP]: nil lists every sweep
 }
+
+// statusFormats are status's --format values.
+var statusFormats = []string{"table", "json"}
 
 func (o *statusOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.BoolVar(&o.JSON, "json", false, "print JSON")
+	fs.StringVar(&o.Format, "format", "table", formatUsage(statusFormats, true)+"; json is the API's shape")
+	fs.BoolVar(&o.JSON, "json", false, "the same as --format json")
 }
 
 func (o *statusOptions) args(pos []string) error {
@@ -423,26 +436,31 @@ func (o *statusOptions) args(pos []string) error {
 
 // statusRun prints every sweep, or one in detail.
 func statusRun(ctx context.Context, env Env, o *statusOptions) error {
+	format, err := outputFormat(o.Format, o.JSON, statusFormats...)
+	if err != nil {
+		return err
+	}
+	asJSON := format == "json"
 	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	if o.Sweep == nil {
-		return statusList(ctx, env, st, o.JSON)
+		return statusList(ctx, env, st, asJSON)
 	}
 	sw, err := findSweep(ctx, st, *o.Sweep)
 	if err != nil {
 		return err
 	}
-	if sw.Template() && !o.JSON {
+	if sw.Template() && !asJSON {
 		return printSchedule(ctx, env, st, sw)
 	}
 	s, err := orchestrator.Status(ctx, st, sw.ID)
 	if err != nil {
 		return err
 	}
-	if o.JSON {
+	if asJSON {
 		out := api.SweepDetailJSON{SweepJSON: sweepJSON(s.Sweep, s.ETA, time.Now())}
 		for _, p := range s.Points {
 			out.Points = append(out.Points, api.PointToJSON(p))
@@ -639,7 +657,9 @@ func onSweep(ctx context.Context, env Env, o *sweepOptions, act func(st *store.D
 
 func cancelCmd() command {
 	return newCommand("cancel", "SWEEP",
-		"Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.", cancelRun)
+		"Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.", cancelRun).
+		withExamples("specsweep cancel 3",
+			"specsweep cancel --schedule 2          # a schedule stops firing (specsweep schedules lists them)")
 }
 
 // cancelRun cancels the sweep o.Sweep.
@@ -684,7 +704,9 @@ func cancelRun(ctx context.Context, env Env, o *sweepOptions) error {
 
 func resumeCmd() command {
 	return newCommand("resume", "SWEEP",
-		"Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).", resumeRun)
+		"Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).", resumeRun).
+		withExamples("specsweep resume 3",
+			"specsweep resume --schedule 2          # a cancelled schedule fires again")
 }
 
 // resumeRun puts the sweep o.Sweep back in the daemon's queue.

@@ -11,7 +11,8 @@ import (
 
 func exportCmd() command {
 	return newCommand("export", "SWEEP",
-		"Write a sweep's runs as bench_serving-compatible JSON lines (plus each point's configuration).", exportRun)
+		"Write a sweep's runs as bench_serving-compatible JSON lines (plus each point's configuration).", exportRun).
+		withExamples("specsweep export quickstart > runs.jsonl")
 }
 
 type exportOptions struct {
@@ -22,7 +23,7 @@ type exportOptions struct {
 
 func (o *exportOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Format, "format", "jsonl", "output format: jsonl")
+	fs.StringVar(&o.Format, "format", "jsonl", formatUsage(exportFormats, false)+" (bench_serving's lines)")
 }
 
 func (o *exportOptions) args(pos []string) (err error) {
@@ -30,10 +31,13 @@ func (o *exportOptions) args(pos []string) (err error) {
 	return err
 }
 
+// exportFormats are export's --format values.
+var exportFormats = []string{"jsonl"}
+
 // exportRun writes the runs of o.Sweep as JSON lines.
 func exportRun(ctx context.Context, env Env, o *exportOptions) error {
-	if o.Format != "jsonl" {
-		return usagef("unknown --format %q (want jsonl)", o.Format)
+	if _, err := outputFormat(o.Format, false, exportFormats...); err != nil {
+		return err
 	}
 	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
 	if err != nil {

@@ -17,7 +17,8 @@ import (
 
 func restoreCmd() command {
 	return newCommand("restore", "SPEC",
-		"Put every host of a spec back as the operator left it (drop-in, environment file and marker removed, the unit running again if it ran).", restoreRun)
+		"Put every host of a spec back as the operator left it (drop-in, environment file and marker removed, the unit running again if it ran).", restoreRun).
+		withExamples("specsweep restore sweep.yaml            # after a specsweep that died and will not be resumed")
 }
 
 type restoreOptions struct {
@@ -27,7 +28,7 @@ type restoreOptions struct {
 }
 
 func (o *restoreOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.DB, "db", "", "database file checked for a running sweep of the spec (default $SPECSWEEP_DB or ./specsweep.db)")
+	fs.StringVar(&o.DB, "db", "", "database `PATH` checked for a running sweep of the spec (default $SPECSWEEP_DB or ./specsweep.db)")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown host keys to known_hosts (a changed key is always refused)")
 }
 

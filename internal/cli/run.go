@@ -19,7 +19,10 @@ import (
 
 func runCmd() command {
 	return newCommand("run", "SPEC",
-		"Run a sweep now, in the foreground; re-running an unfinished sweep of the same spec resumes it.", runRun)
+		"Run a sweep now, in the foreground; re-running an unfinished sweep of the same spec resumes it.", runRun).
+		withExamples("specsweep run examples/quickstart.yaml      # run it; the same command again resumes it (after Ctrl-C, a crash)",
+			"specsweep run --new sweep.yaml               # a new sweep of the name, beside the finished one",
+			"specsweep run --db /var/lib/specsweep/specsweep.db sweep.yaml")
 }
 
 type runOptions struct {
@@ -35,8 +38,8 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
 	fs.BoolVar(&o.New, "new", false, "start a new sweep even if one of this name exists (a changed spec, or a rerun)")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
-	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
-	fs.StringVar(&o.LogFormat, "log-format", "text", "log lines on stderr when it is not a terminal: text or json")
+	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to `DIR`/HOST.log")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "`FORMAT` of the log lines on stderr when it is not a terminal: text or json")
 }
 
 func (o *runOptions) args(pos []string) (err error) {

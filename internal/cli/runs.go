@@ -16,7 +16,10 @@ import (
 
 func runsCmd() command {
 	return newCommand("runs", "",
-		"Past runs from the store (the run_summary view), filtered with a SQL expression.", runsRun)
+		"Past runs from the store (the run_summary view), filtered with a SQL expression.", runsRun).
+		withExamples("specsweep runs --sweep quickstart --where \"concurrency = 16\" --sort \"output_tok_s DESC\"",
+			"specsweep runs --best --columns concurrency,method,num_steps,speedup,noise",
+			"specsweep runs --format csv > runs.csv")
 }
 
 type runsOptions struct {
@@ -32,13 +35,13 @@ type runsOptions struct {
 
 func (o *runsOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Sweep, "sweep", "", "only this sweep: its id, or its name (the newest sweep of that name)")
-	fs.StringVar(&o.Where, "where", "", "SQL expression over run_summary's columns, e.g. \"concurrency = 16 AND tp = 4\"")
-	fs.StringVar(&o.Format, "format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
-	fs.StringVar(&o.Sort, "sort", "", "SQL ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
-	fs.IntVar(&o.Limit, "limit", 0, "at most this many rows (0: all)")
+	fs.StringVar(&o.Sweep, "sweep", "", "only this `SWEEP`: its id, or its name (the newest sweep of that name)")
+	fs.StringVar(&o.Where, "where", "", "`SQL` expression over run_summary's columns, e.g. \"concurrency = 16 AND tp = 4\"")
+	fs.StringVar(&o.Format, "format", "table", formatUsage(tabular.Formats, false))
+	fs.StringVar(&o.Sort, "sort", "", "`SQL` ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
+	fs.IntVar(&o.Limit, "limit", 0, "at most `N` rows (0: all)")
 	fs.BoolVar(&o.Best, "best", false, "one row per sweep, tp and concurrency: the configuration with the best median output tok/s over the repeats of the ok runs --where selects, with speedup, runner-up, margin and noise verdict")
-	fs.StringVar(&o.Columns, "columns", "", "comma-separated columns to show, in this order (default: all of the view's, or of --best's)")
+	fs.StringVar(&o.Columns, "columns", "", "comma-separated `LIST` of the columns to show, in this order (default: all of the view's, or of --best's)")
 }
 
 func (o *runsOptions) args(pos []string) error {
@@ -197,7 +200,8 @@ func selectColumns(cols []string, vals [][]any, list string) ([]string, [][]any,
 
 func sweepsCmd() command {
 	return newCommand("sweeps", "",
-		"List the sweeps in the store with their state and point counts.", sweepsRun)
+		"List the sweeps in the store with their state and point counts.", sweepsRun).
+		withExamples("specsweep sweeps", "specsweep sweeps --format json | jq '.[] | select(.state == \"failed\")'")
 }
 
 type sweepsOptions struct {
@@ -207,7 +211,7 @@ type sweepsOptions struct {
 
 func (o *sweepsOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Format, "format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
+	fs.StringVar(&o.Format, "format", "table", formatUsage(tabular.Formats, false))
 }
 
 func (o *sweepsOptions) args(pos []string) error { return noArgs(pos) }
@@ -247,12 +251,8 @@ func sweepsRun(ctx context.Context, env Env, o *sweepsOptions) error {
 }
 
 func checkFormat(f string) error {
-	for _, ok := range tabular.Formats {
-		if f == ok {
-			return nil
-		}
-	}
-	return usagef("unknown --format %q (want one of %s)", f, strings.Join(tabular.Formats, ", "))
+	_, err := outputFormat(f, false, tabular.Formats...)
+	return err
 }
 
 // formatTime shows a time as UTC text for people; machine formats keep unix milliseconds, the

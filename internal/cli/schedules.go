@@ -16,7 +16,8 @@ import (
 
 func schedulesCmd() command {
 	return newCommand("schedules", "",
-		"List the schedules (cron templates that fire NAME@TIME sweeps): id, name, cron, state, next firing, last fired sweep.", schedulesRun)
+		"List the schedules (cron templates that fire NAME@TIME sweeps): id, name, cron, state, next firing, last fired sweep.", schedulesRun).
+		withExamples("specsweep schedules", "specsweep cancel --schedule 2          # one stops firing")
 }
 
 type schedulesOptions struct {
@@ -26,7 +27,7 @@ type schedulesOptions struct {
 
 func (o *schedulesOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Format, "format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
+	fs.StringVar(&o.Format, "format", "table", formatUsage(tabular.Formats, false))
 }
 
 func (o *schedulesOptions) args(pos []string) error { return noArgs(pos) }

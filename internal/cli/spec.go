@@ -15,7 +15,8 @@ import (
 
 func validateCmd() command {
 	return newCommand("validate", "SPEC",
-		"Parse and validate a sweep spec; print every error (and warning) as SPEC:LINE:COL: message.", validateRun)
+		"Parse and validate a sweep spec; print every error (and warning) as SPEC:LINE:COL: message.", validateRun).
+		withExamples("specsweep validate sweep.yaml")
 }
 
 type validateOptions struct {
@@ -48,16 +49,23 @@ func validateRun(ctx context.Context, env Env, o *validateOptions) error {
 
 func planCmd() command {
 	return newCommand("plan", "SPEC",
-		"Print the expanded plan: points in run order, skipped combinations with reasons, run count, rough duration.", planRun)
+		"Print the expanded plan: points in run order, skipped combinations with reasons, run count, rough duration.", planRun).
+		withExamples("specsweep plan sweep.yaml",
+			"specsweep plan --format json sweep.yaml | jq -r '.points[].id'")
 }
 
 type planOptions struct {
-	JSON bool   // --json
-	Spec string // SPEC
+	Format string // --format: table or json
+	JSON   bool   // --json: --format json
+	Spec   string // SPEC
 }
 
+// planFormats are plan's --format values: the text plan, or the plan as one JSON object.
+var planFormats = []string{"table", "json"}
+
 func (o *planOptions) flags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.JSON, "json", false, "print the plan as one JSON object")
+	fs.StringVar(&o.Format, "format", "table", formatUsage(planFormats, true)+"; json is the plan as one object")
+	fs.BoolVar(&o.JSON, "json", false, "the same as --format json")
 }
 
 func (o *planOptions) args(pos []string) (err error) {
@@ -67,12 +75,16 @@ func (o *planOptions) args(pos []string) (err error) {
 
 // planRun prints the expanded plan of the spec.
 func planRun(ctx context.Context, env Env, o *planOptions) error {
+	format, err := outputFormat(o.Format, o.JSON, planFormats...)
+	if err != nil {
+		return err
+	}
 	spec, err := loadSpec(o.Spec)
 	if err != nil {
 		return err
 	}
 	p := spec.Plan()
-	if o.JSON {
+	if format == "json" {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(p)
