@@ -67,6 +67,12 @@ var runDetailColumns = []string{"run_id", "plan_order", "baseline", "attempt", "
 	"total_output_tokens", "input_tok_s", "ttft_mean_ms", "itl_mean_ms", "tpot_mean_ms", "tpot_p99_ms",
 	"e2e_mean_ms", "e2e_p99_ms", "error"}
 
+// RunColumns are the columns a RunsQuery's Where and OrderBy may use: run_summary's, in the
+// contract's order, then run_detail's others.
+func RunColumns() (summary, detail []string) {
+	return append([]string(nil), runSummaryColumns...), append([]string(nil), runDetailColumns...)
+}
+
 // RunSummaries reads the run_summary rows q selects (Where and OrderBy are the user's SQL, as for
 // QueryRuns), in one query.
 func (db *DB) RunSummaries(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
