@@ -575,6 +575,7 @@ func printStatus(env Env, s orchestrator.SweepStatus, checks map[string]store.Po
 	}
 	checked := len(checks) > 0
 	var pruned []prunedPoint
+	var failed []failedPoint
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "#\tID\tMETHOD\tSTEPS\tTOPK\tDRAFT\tTP\tSTATE\tHOST\tATTEMPTS"
 	if checked {
@@ -592,11 +593,15 @@ func printStatus(env Env, s orchestrator.SweepStatus, checks map[string]store.Po
 			fmt.Fprintf(tw, "%s\t", checkCell(checks[p.ID].Check))
 		}
 		fmt.Fprintf(tw, "%s\n", failure)
-		if p.State == store.PointPruned {
+		switch p.State {
+		case store.PointPruned:
 			pruned = append(pruned, prunedPoint{label: pointLabel(p), reason: p.Reason})
+		case store.PointFailed:
+			failed = append(failed, failedPoint{label: pointLabel(p), class: string(p.FailureClass), detail: p.FailureDetail})
 		}
 	}
 	tw.Flush()
+	printFailures(w, failed)
 	printPruned(w, pruned)
 }
 
