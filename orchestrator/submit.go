@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -77,4 +78,95 @@ func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOp
 		return store.Sweep{}, fmt.Errorf("orchestrator: store sweep %q: %w", spec.Name, err)
 	}
 	return st.Sweep(ctx, id)
+}
+
+// ErrScheduleActive: a schedule of the spec's name already fires (SubmitNamed with a cron).
+var ErrScheduleActive = errors.New("schedule already active")
+
+// ErrUnfinished: the sweep of this spec is interrupted or cancelled and could be queued again, but
+// the submission asks for a start time it would not keep (SubmitNamed with At).
+var ErrUnfinished = errors.New("sweep unfinished")
+
+// SubmitNamedStore is what SubmitNamed needs of the store (*store.DB satisfies it).
+type SubmitNamedStore interface {
+	SubmitStore
+	ControlStore
+	LatestSweepByName(ctx context.Context, name string) (store.Sweep, error)
+	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
+}
+
+// Submitted says what SubmitNamed did.
+type Submitted struct {
+	// Sweep is the sweep in the queue (or the schedule's template).
+	Sweep store.Sweep
+	// Resumed: Sweep is the latest sweep of the spec's name, put back in the queue (it was
+	// interrupted, cancelled, or running while its process had died).
+	Resumed bool
+	// Prior is the latest sweep of the spec's name as it was found (zero when none, or forceNew): the
+	// sweep resumed, or the failed or cancelled sweep of an earlier version of the spec that a new
+	// sweep follows.
+	Prior store.Sweep
+}
+
+// SubmitNamed is Submit under the rule of names that Prepare applies for `run`: the spec's name
+// means the latest sweep of that name that is not a schedule's template. Unless forceNew, a
+// one-off submission of the same spec puts that sweep back in the queue when it is interrupted or
+// cancelled (or running while its process died), and is refused with a *SweepExistsError when it is
+// queued (ErrQueued), running in a live process (ErrRunning), done or failed (ErrFinished), or made
+// from a different spec (ErrSpecChanged) unless it failed or was cancelled (Abandoned: a new sweep,
+// with that one as Prior); a cron schedule is refused while a schedule of that name
+// is active (ErrScheduleActive). Anything else is a new sweep, as Submit makes it.
+func SubmitNamed(ctx context.Context, st SubmitNamedStore, spec *sweep.Spec, opts SubmitOptions, forceNew bool) (Submitted, error) {
+	submit := func(prior store.Sweep) (Submitted, error) {
+		sw, err := Submit(ctx, st, spec, opts)
+		return Submitted{Sweep: sw, Prior: prior}, err
+	}
+	if forceNew {
+		return submit(store.Sweep{})
+	}
+	if opts.Cron != "" || spec.Schedule != nil {
+		scheds, err := st.ListSweeps(ctx, store.SweepScheduled)
+		if err != nil {
+			return Submitted{}, fmt.Errorf("orchestrator: look up schedule %q: %w", spec.Name, err)
+		}
+		for i := len(scheds) - 1; i >= 0; i-- {
+			if s := scheds[i]; s.Name == spec.Name && s.Template() {
+				return Submitted{Prior: s}, existsError(s, ErrScheduleActive)
+			}
+		}
+		return submit(store.Sweep{})
+	}
+	prev, err := st.LatestSweepByName(ctx, spec.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return submit(store.Sweep{})
+	case err != nil:
+		return Submitted{}, fmt.Errorf("orchestrator: look up sweep %q: %w", spec.Name, err)
+	}
+	refuse := func(why error) (Submitted, error) {
+		e := existsError(prev, why)
+		e.NewHash = spec.Plan().SpecHash
+		return Submitted{Prior: prev}, e
+	}
+	live := LocalLiveness(time.Now())
+	orphan, _ := live.Orphaned(prev)
+	switch {
+	case prev.SpecHash != spec.Plan().SpecHash && Abandoned(prev.State):
+		return submit(prev)
+	case prev.SpecHash != spec.Plan().SpecHash:
+		return refuse(ErrSpecChanged)
+	case prev.State == store.SweepDone || prev.State == store.SweepFailed:
+		return refuse(ErrFinished)
+	case prev.State == store.SweepQueued:
+		return refuse(ErrQueued)
+	case prev.State == store.SweepRunning && !orphan:
+		return refuse(ErrRunning)
+	case !opts.At.IsZero():
+		return refuse(ErrUnfinished)
+	}
+	sw, err := Resume(ctx, st, prev, live, "resumed by specsweep submit")
+	if err != nil {
+		return Submitted{Prior: prev}, err
+	}
+	return Submitted{Sweep: sw, Resumed: true, Prior: prev}, nil
 }

@@ -141,11 +141,15 @@ func TestSweeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ref, want := range map[string]int64{"alpha": a2, "beta": b, " 1 ": a1, "42": num, "4": num} {
+	for ref, want := range map[string]int64{"alpha": a2, "beta": b, " 1 ": a1, "4": num} {
 		s, err := db.FindSweep(ctx, ref)
 		if err != nil || s.ID != want {
 			t.Errorf("FindSweep(%q) = %d, %v; want %d", ref, s.ID, err, want)
 		}
+	}
+	// A name never means a schedule's template (its id does): "42" names only the template.
+	if s, err := db.FindSweep(ctx, "42"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("FindSweep(42) = %d, %v; want not found (a template is addressed by its id)", s.ID, err)
 	}
 	if _, err := db.FindSweep(ctx, "gamma"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"gamma"`) {
 		t.Errorf("FindSweep(gamma): %v", err)

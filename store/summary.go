@@ -67,6 +67,12 @@ var runDetailColumns = []string{"run_id", "plan_order", "baseline", "attempt", "
 	"total_output_tokens", "input_tok_s", "ttft_mean_ms", "itl_mean_ms", "tpot_mean_ms", "tpot_p99_ms",
 	"e2e_mean_ms", "e2e_p99_ms", "error"}
 
+// RunColumns are the columns a RunsQuery's Where and OrderBy may use: run_summary's, in the
+// contract's order, then run_detail's others.
+func RunColumns() (summary, detail []string) {
+	return append([]string(nil), runSummaryColumns...), append([]string(nil), runDetailColumns...)
+}
+
 // RunSummaries reads the run_summary rows q selects (Where and OrderBy are the user's SQL, as for
 // QueryRuns), in one query.
 func (db *DB) RunSummaries(ctx context.Context, q RunsQuery) ([]RunSummary, error) {
@@ -506,4 +512,69 @@ func vTime(v driver.Value) time.Time {
 		return time.UnixMilli(i).UTC()
 	}
 	return time.Time{}
+}
+
+// PointTiming is what one stored point measured that predicts another point's duration (`plan`'s
+// estimate): its server's argv and environment, its tp, its start-to-ready time of the current
+// attempt (0 when it never got ready) and its ok runs' output tok/s by concurrency level.
+type PointTiming struct {
+	SweepID int64
+	PointID string
+	Argv    []string
+	Env     map[string]string
+	TP      int
+	LoadS   float64
+	TokS    map[int][]float64
+}
+
+// PointTimings reads every stored point that got ready or has an ok run, with what it measured,
+// oldest sweep first, in two queries.
+func (db *DB) PointTimings(ctx context.Context) ([]PointTiming, error) {
+	wrap := func(err error) error { return fmt.Errorf("store: point timings: %w", err) }
+	rows, err := db.rw.QueryContext(ctx, `SELECT sweep_id, point_id, argv, env, tp, coalesce(load_s, 0) FROM points p
+		WHERE load_s > 0 OR EXISTS (SELECT 1 FROM runs r WHERE r.point_ref = p.id AND r.status = 'ok')
+		ORDER BY sweep_id, plan_order`)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	var out []PointTiming
+	at := map[[2]any]int{}
+	for rows.Next() {
+		var t PointTiming
+		var argv, env string
+		if err := rows.Scan(&t.SweepID, &t.PointID, &argv, &env, &t.TP, &t.LoadS); err != nil {
+			rows.Close()
+			return nil, wrap(err)
+		}
+		if err := json.Unmarshal([]byte(argv), &t.Argv); err != nil {
+			rows.Close()
+			return nil, wrap(fmt.Errorf("point %s: argv: %w", t.PointID, err))
+		}
+		if err := json.Unmarshal([]byte(env), &t.Env); err != nil {
+			rows.Close()
+			return nil, wrap(fmt.Errorf("point %s: env: %w", t.PointID, err))
+		}
+		t.TokS = map[int][]float64{}
+		at[[2]any{t.SweepID, t.PointID}] = len(out)
+		out = append(out, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, wrap(err)
+	}
+	err = db.scan(ctx, `SELECT p.sweep_id, p.point_id, r.concurrency, r.output_tok_s FROM runs r
+		JOIN points p ON p.id = r.point_ref WHERE r.status = 'ok' AND r.output_tok_s > 0`, nil, func(_ []string, v []driver.Value) error {
+		if i, ok := at[[2]any{vInt64(v[0]), vString(v[1])}]; ok {
+			var tok float64
+			if vFloat(v[3], &tok) != nil {
+				c := int(vInt64(v[2]))
+				out[i].TokS[c] = append(out[i].TokS[c], tok)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return out, nil
 }

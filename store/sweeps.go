@@ -33,7 +33,7 @@ var sweepTransitions = map[SweepState][]SweepState{
 	SweepQueued:      {SweepRunning, SweepCancelled},
 	SweepRunning:     {SweepDone, SweepFailed, SweepCancelled, SweepInterrupted, SweepQueued},
 	SweepInterrupted: {SweepQueued, SweepRunning, SweepCancelled},
-	SweepCancelled:   {SweepQueued, SweepScheduled},
+	SweepCancelled:   {SweepQueued, SweepScheduled, SweepRunning},
 	SweepFailed:      {SweepQueued},
 	SweepDone:        nil,
 }
@@ -50,6 +50,17 @@ func (s SweepState) CanTransition(to SweepState) bool {
 	}
 	return false
 }
+
+// Template reports whether the sweep is a schedule's template: a sweep with a cron schedule that
+// no schedule fired and that has no points of its own (it fires NAME@TIME sweeps). A sweep that
+// `specsweep run` made from a spec with schedule.cron has points, and is no template.
+func (s Sweep) Template() bool {
+	return s.Schedule != "" && s.ScheduleID == 0 && s.Points == 0
+}
+
+// notTemplate is the SQL condition of a sweep s that is not a schedule's template (Sweep.Template).
+const notTemplate = `NOT (s.schedule <> '' AND s.schedule_id IS NULL
+	AND NOT EXISTS (SELECT 1 FROM points t WHERE t.sweep_id = s.id))`
 
 // Terminal reports whether the sweep has ended (done, failed or cancelled).
 func (s SweepState) Terminal() bool {
@@ -328,18 +339,20 @@ func (db *DB) Sweep(ctx context.Context, id int64) (Sweep, error) {
 	return s, nil
 }
 
-// LatestSweepByName returns the most recently created sweep of that name.
+// LatestSweepByName returns the most recently created sweep of that name that is not a schedule's
+// template (templates are addressed as schedules, by id).
 func (db *DB) LatestSweepByName(ctx context.Context, name string) (Sweep, error) {
-	s, err := db.sweepWhere(ctx, "WHERE s.name = ?", name)
+	s, err := db.sweepWhere(ctx, "WHERE s.name = ? AND "+notTemplate, name)
 	if err != nil {
 		return Sweep{}, fmt.Errorf("store: sweep named %q: %w", name, err)
 	}
 	return s, nil
 }
 
-// FindSweep resolves a user's reference to a sweep: a decimal id, or a name
-// (the latest sweep of that name). A name that looks like a number is tried
-// as a name when no sweep has that id.
+// FindSweep resolves a user's reference to a sweep: a decimal id (any sweep,
+// a schedule's template too), or a name: the latest sweep of that name that
+// is not a schedule's template (templates are addressed as schedules, by id).
+// A name that looks like a number is tried as a name when no sweep has that id.
 func (db *DB) FindSweep(ctx context.Context, ref string) (Sweep, error) {
 	ref = strings.TrimSpace(ref)
 	if id, err := strconv.ParseInt(ref, 10, 64); err == nil {
@@ -351,7 +364,7 @@ func (db *DB) FindSweep(ctx context.Context, ref string) (Sweep, error) {
 			return s, nil
 		}
 	}
-	s, err := db.sweepWhere(ctx, "WHERE s.name = ?", ref)
+	s, err := db.sweepWhere(ctx, "WHERE s.name = ? AND "+notTemplate, ref)
 	if err != nil {
 		return Sweep{}, fmt.Errorf("store: find sweep %q (no sweep has this id or name): %w", ref, err)
 	}

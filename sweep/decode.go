@@ -788,7 +788,11 @@ func (p *parser) crossCheck(s *Spec) {
 		}
 		for i, tp := range s.Matrix.TP {
 			if tp > largest.GPUs && i < len(p.tpRefs) {
-				p.errf(p.tpRefs[i], "matrix.tp: tp %d fits no host (the largest, %q, has %d GPUs)", tp, largest.Name, largest.GPUs)
+				gpus := "GPUs"
+				if largest.GPUs == 1 {
+					gpus = "GPU"
+				}
+				p.errf(p.tpRefs[i], "matrix.tp: tp %d fits no host (the largest, %q, has %d %s)", tp, largest.Name, largest.GPUs, gpus)
 			}
 		}
 	}

@@ -185,7 +185,7 @@ func (s *Spec) Plan() *Plan {
 	}
 	slices.SortStableFunc(pl.Points, func(a, b Point) int { return comparePoints(a, b, rank) })
 	pl.Runs = satMul(satMul(len(pl.Points), len(s.Workload.Concurrency)), s.Workload.Repeats)
-	pl.Estimate = s.estimate(pl.Points)
+	pl.Estimate = s.EstimateWith(pl.Points, DefaultAssumptions())
 	return pl
 }
 
@@ -283,30 +283,59 @@ const (
 	estimateStreamTok = 100.0            // output tokens per second per stream
 )
 
+// Assumptions are what the duration estimate takes of one point (docs/spec.md, "Estimate"): Plan
+// uses DefaultAssumptions; a caller that knows better (measured load times and decode speeds of
+// the model, a simulator's time scale) passes its own to EstimateWith.
+type Assumptions struct {
+	Load time.Duration // start to ready
+	Stop time.Duration // drain and stop after the load
+	// StreamTokS is the decode speed of one stream in output tokens per second, at any
+	// concurrency level, unless LevelTokS has the level.
+	StreamTokS float64
+	LevelTokS  map[int]float64
+}
+
+// DefaultAssumptions are the estimate's assumptions without measurements: a 90 s load, a 5 s stop,
+// 100 output tokens per second per stream.
+func DefaultAssumptions() Assumptions {
+	return Assumptions{Load: estimateLoad, Stop: estimateStop, StreamTokS: estimateStreamTok}
+}
+
 // pointDuration estimates one point: load, warmup, the ladder repeated, stop.
-func (s *Spec) pointDuration() time.Duration {
+func (s *Spec) pointDuration(a Assumptions) time.Duration {
 	w := s.Workload
-	wave := float64(w.OutputTokens) / estimateStreamTok // seconds for one batch of concurrent requests
+	// wave is the seconds one batch of concurrent requests takes at level c.
+	wave := func(c int) float64 {
+		tok := a.StreamTokS
+		if v, ok := a.LevelTokS[c]; ok && v > 0 {
+			tok = v
+		}
+		if tok <= 0 {
+			tok = estimateStreamTok
+		}
+		return float64(w.OutputTokens) / tok
+	}
 	secs := 0.0
 	if w.WarmupRequests > 0 && len(w.Concurrency) > 0 {
-		secs += math.Ceil(float64(w.WarmupRequests)/float64(slices.Max(w.Concurrency))) * wave
+		top := slices.Max(w.Concurrency)
+		secs += math.Ceil(float64(w.WarmupRequests)/float64(top)) * wave(top)
 	}
 	ladder := 0.0
 	for _, c := range w.Concurrency {
-		ladder += math.Ceil(float64(w.Requests)/float64(c)) * wave
+		ladder += math.Ceil(float64(w.Requests)/float64(c)) * wave(c)
 	}
 	secs += ladder * float64(w.Repeats)
-	total := float64(estimateLoad+estimateStop) + secs*float64(time.Second)
+	total := float64(a.Load+a.Stop) + secs*float64(time.Second)
 	if total >= math.MaxInt64 {
 		return math.MaxInt64
 	}
 	return time.Duration(total)
 }
 
-// estimate spreads the points over the hosts in plan order, each to the host
-// that can hold its tp and is free first, and returns when the last ends.
-func (s *Spec) estimate(points []Point) time.Duration {
-	d := s.pointDuration()
+// EstimateWith spreads the points over the hosts in plan order, each to the host that can hold
+// its tp and is free first, each point taking what a predicts, and returns when the last ends.
+func (s *Spec) EstimateWith(points []Point, a Assumptions) time.Duration {
+	d := s.pointDuration(a)
 	free := make([]time.Duration, len(s.Hosts))
 	var end time.Duration
 	for _, pt := range points {

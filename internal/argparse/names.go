@@ -11,6 +11,8 @@ const (
 	Port   = "--port"
 	Host   = "--host"
 	APIKey = "--api-key"
+	// ModelPath is also spelled --model (an alias).
+	ModelPath = "--model-path"
 	// TPSize is also spelled --tensor-parallel-size (an alias), and --tp is its documented
 	// abbreviation.
 	TPSize = "--tp-size"

@@ -19,7 +19,9 @@ import (
 
 func benchCmd() command {
 	return newCommand("bench", "",
-		"One load test against a running server, like sglang.bench_serving: a table, or --json lines per level.", benchRun)
+		"One load test against a running server, like sglang.bench_serving: a table, or JSON lines per level.", benchRun).
+		withExamples("specsweep bench --url http://127.0.0.1:30000 --concurrency 1,4,16",
+			"specsweep bench --url http://127.0.0.1:30000 --request-rate 4 --duration 60s --format json")
 }
 
 type benchOptions struct {
@@ -36,7 +38,8 @@ type benchOptions struct {
 	Temperature  float64       // --temperature
 	Dataset      string        // --dataset: random or sharegpt:PATH
 	Seed         uint64        // --seed
-	JSON         bool          // --json
+	Format       string        // --format: table or json
+	JSON         bool          // --json: --format json
 	SaveRequests string        // --save-requests: a file
 	Timeout      time.Duration // --timeout
 	StallTimeout time.Duration // --stall-timeout
@@ -48,10 +51,10 @@ type benchOptions struct {
 }
 
 func (o *benchOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.URL, "url", "", "server base URL, e.g. http://127.0.0.1:30000 (required)")
+	fs.StringVar(&o.URL, "url", "", "server base `URL`, e.g. http://127.0.0.1:30000 (required)")
 	fs.StringVar(&o.API, "api", "chat", "endpoint: chat (/v1/chat/completions) or completions (/v1/completions)")
 	fs.StringVar(&o.Model, "model", "", "model name sent with each request (default: the first id of /v1/models)")
-	fs.StringVar(&o.Concurrency, "concurrency", "1", "comma-separated levels of requests in flight, e.g. 1,4,16 (with --request-rate: caps on requests in flight; unset there: no cap)")
+	fs.StringVar(&o.Concurrency, "concurrency", "1", "comma-separated `LEVELS` of requests in flight, e.g. 1,4,16 (with --request-rate: caps on requests in flight; unset there: no cap)")
 	fs.Float64Var(&o.RequestRate, "request-rate", 0, "open loop: Poisson arrivals at this many requests per second (0: closed loop)")
 	fs.IntVar(&o.Requests, "requests", 64, "measured requests per level")
 	fs.DurationVar(&o.Duration, "duration", 0, "instead of --requests: send requests for this long per level, e.g. 60s")
@@ -60,12 +63,13 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.OutputTokens, "output-tokens", 512, "max_tokens of every request (sent with ignore_eos)")
 	fs.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature of every request (0: greedy; speculative acceptance is lower when sampling)")
 	fs.StringVar(&o.Dataset, "dataset", "random", "prompts: random, or sharegpt:PATH (a ShareGPT JSON file)")
+	fs.StringVar(&o.Format, "format", "table", formatUsage(benchFormats, true)+"; json is one object per level, with bench_serving's field names")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of prompts and arrival times")
-	fs.BoolVar(&o.JSON, "json", false, "one JSON object per level (bench_serving's field names) instead of a table")
-	fs.StringVar(&o.SaveRequests, "save-requests", "", "write one JSON line per measured request to FILE")
+	fs.BoolVar(&o.JSON, "json", false, "the same as --format json")
+	fs.StringVar(&o.SaveRequests, "save-requests", "", "write one JSON line per measured request to `FILE`")
 	fs.DurationVar(&o.Timeout, "timeout", 0, fmt.Sprintf("per-request timeout; 0: %v + %v per output token", workload.DefaultTimeoutBase, workload.DefaultTimeoutPerToken))
 	fs.DurationVar(&o.StallTimeout, "stall-timeout", workload.DefaultStallTimeout, "fail a request after this long without response headers or, once streaming, without data")
-	fs.StringVar(&o.APIKey, "api-key", "", "bearer token for a server started with --api-key (default $SPECSWEEP_API_KEY)")
+	fs.StringVar(&o.APIKey, "api-key", "", "bearer `TOKEN` for a server started with --api-key (default $SPECSWEEP_API_KEY)")
 }
 
 func (o *benchOptions) given(set map[string]bool) {
@@ -74,8 +78,16 @@ func (o *benchOptions) given(set map[string]bool) {
 
 func (o *benchOptions) args(pos []string) error { return noArgs(pos) }
 
+// benchFormats are bench's --format values.
+var benchFormats = []string{"table", "json"}
+
 // benchRun runs the load test of o against a server, level by level.
 func benchRun(ctx context.Context, env Env, o *benchOptions) error {
+	format, err := outputFormat(o.Format, o.JSON, benchFormats...)
+	if err != nil {
+		return err
+	}
+	asJSON := format == "json"
 	if o.URL == "" {
 		return usagef("--url is required")
 	}
@@ -164,7 +176,7 @@ func benchRun(ctx context.Context, env Env, o *benchOptions) error {
 		if res.Aborted != "" || res.Completed == 0 {
 			bad = append(bad, levelName(c, o.RequestRate))
 		}
-		if o.JSON {
+		if asJSON {
 			b, err := json.Marshal(res.BenchServing())
 			if err != nil {
 				return err
@@ -177,7 +189,7 @@ func benchRun(ctx context.Context, env Env, o *benchOptions) error {
 			break // the server is failing: further levels would only fail too
 		}
 	}
-	if !o.JSON {
+	if !asJSON {
 		if err := writeBenchTable(env.Stdout, results, o.RequestRate); err != nil {
 			return err
 		}

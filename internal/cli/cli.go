@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/specsweep/specsweep/internal/textdist"
 )
 
 // Exit codes of the specsweep command (docs/cli.md: 0 ok, 1 failure, 2 usage, 3 the daemon cannot
@@ -34,11 +37,19 @@ type Env struct {
 // flags to its fields (flags), parses the command line, stores the positional arguments (args) and
 // calls run; a test may fill the struct itself and call the run function directly.
 type command struct {
-	name    string
-	args    string // positional synopsis for the usage line
-	summary string
-	opts    func() options
-	run     func(ctx context.Context, env Env, o options) error
+	name     string
+	args     string // positional synopsis for the usage line
+	summary  string
+	examples []string // command lines, each with a "# what it does" comment, for --help
+	opts     func() options
+	run      func(ctx context.Context, env Env, o options) error
+}
+
+// withExamples gives the command the examples its --help shows: each a command line, optionally
+// followed by "  # what it does".
+func (c command) withExamples(ex ...string) command {
+	c.examples = ex
+	return c
 }
 
 // options is a command's options struct.
@@ -109,11 +120,13 @@ func commands() []command {
 		resumeCmd(),
 		runsCmd(),
 		sweepsCmd(),
+		schedulesCmd(),
 		benchCmd(),
 		doctorCmd(),
 		reportCmd(),
 		exportCmd(),
 		restoreCmd(),
+		versionCmd(),
 	}
 }
 
@@ -132,18 +145,19 @@ func Main(ctx context.Context, args []string, env Env) int {
 		printTopUsage(w, cmds)
 		return code
 	}
-	if args[0] == "version" || args[0] == "--version" {
-		fmt.Fprintln(env.Stdout, "specsweep", Version())
-		return ExitOK
+	if args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	var cmd *command
+	var names []string
 	for i := range cmds {
+		names = append(names, cmds[i].name)
 		if cmds[i].name == args[0] {
 			cmd = &cmds[i]
 		}
 	}
 	if cmd == nil {
-		fmt.Fprintf(env.Stderr, "specsweep: unknown command %q\n\n", args[0])
+		fmt.Fprintf(env.Stderr, "specsweep: unknown command %q%s\n\n", args[0], didYouMean(args[0], names, ""))
 		printTopUsage(env.Stderr, cmds)
 		return ExitUsage
 	}
@@ -157,7 +171,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return ExitOK
 	}
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "specsweep %s: %v\n", cmd.name, err)
+		fmt.Fprintf(env.Stderr, "specsweep %s: %v%s\n", cmd.name, err, flagHint(err, fs))
 		printCmdUsage(env.Stderr, cmd, fs)
 		return ExitUsage
 	}
@@ -220,35 +234,142 @@ func printTopUsage(w io.Writer, cmds []command) {
 	for _, c := range cmds {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'specsweep COMMAND --help' for a command's flags. Exit codes: 0 ok, 1 failure, 2 usage.")
+	fmt.Fprintln(w, "\nRun 'specsweep COMMAND --help' for a command's flags and examples. Exit codes: 0 ok, 1 failure, 2 usage.")
+}
+
+// didYouMean is " (did you mean X?)" for the known word nearest to word, when one is near enough to
+// be a slip (an edit distance of at most 2, and less than half the word); "" otherwise. prefix is
+// put before the suggestion ("--" for a flag).
+func didYouMean(word string, known []string, prefix string) string {
+	best, dist := "", 3
+	for _, k := range known {
+		if d := textdist.Distance(word, k); d < dist && 2*d < len(word) {
+			best, dist = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+}
+
+// flagHint suggests the nearest flag for the flag package's "flag provided but not defined: -x".
+func flagHint(err error, fs *flag.FlagSet) string {
+	const undefined = "flag provided but not defined: "
+	msg := err.Error()
+	if !strings.HasPrefix(msg, undefined) {
+		return ""
+	}
+	name := strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-")
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	hint := didYouMean(name, names, "--")
+	if hint != "" && len(name) > 0 {
+		if f := fs.Lookup(strings.TrimSuffix(strings.TrimPrefix(hint, " (did you mean --"), "?)")); f != nil && len(f.Name) == 1 {
+			hint = strings.Replace(hint, "--", "-", 1)
+		}
+	}
+	return hint
+}
+
+// hiddenFlag: --json is not listed where the command has --format (it is --format json, kept for
+// the scripts written before --format; the --format line says so).
+func hiddenFlag(fs *flag.FlagSet, name string) bool {
+	return name == "json" && fs.Lookup("format") != nil
+}
+
+// flagHead is a flag as users type it: "-o DIR" for a one-letter flag, "--db PATH" otherwise (the
+// placeholder from the usage's `backquoted` word, else the value's type; none for a bool).
+func flagHead(f *flag.Flag) string {
+	typ, _ := flag.UnquoteUsage(f)
+	head := "--" + f.Name
+	if len(f.Name) == 1 {
+		head = "-" + f.Name
+	}
+	if typ != "" {
+		head += " " + typ
+	}
+	return head
+}
+
+// flagDefault is " (default X)" for a flag whose default is not its type's zero value: a string
+// quoted (unless it is numbers, as "1,4,16"), a number or a duration as is.
+func flagDefault(f *flag.Flag) string {
+	if f.DefValue == "" {
+		return ""
+	}
+	if t := reflect.TypeOf(f.Value); t.Kind() == reflect.Pointer {
+		if z, ok := reflect.New(t.Elem()).Interface().(flag.Value); ok && z.String() == f.DefValue {
+			return "" // the type's zero value: 0, false, 0s
+		}
+		if t.Elem().Kind() == reflect.String && strings.Trim(f.DefValue, "0123456789.,") != "" {
+			return fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+	}
+	return " (default " + f.DefValue + ")"
 }
 
 func printCmdUsage(w io.Writer, c *command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: specsweep %s [flags] %s\n\n%s\n", c.name, c.args, c.summary)
+	fmt.Fprintf(w, "%s\n\n%s\n", strings.TrimSpace("Usage: specsweep "+c.name+" [flags] "+c.args), c.summary)
 	var names []string
-	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if len(names) == 0 {
-		return
+	fs.VisitAll(func(f *flag.Flag) {
+		if !hiddenFlag(fs, f.Name) {
+			names = append(names, f.Name)
+		}
+	})
+	if len(names) > 0 {
+		sort.Strings(names)
+		width := 0
+		for _, n := range names {
+			if h := len(flagHead(fs.Lookup(n))); h <= maxFlagHead {
+				width = max(width, h)
+			}
+		}
+		fmt.Fprintln(w, "\nFlags:")
+		for _, n := range names {
+			f := fs.Lookup(n)
+			_, usage := flag.UnquoteUsage(f)
+			head := flagHead(f)
+			if len(head) > width {
+				// A long flag: its text goes on the next line, where the others' start.
+				fmt.Fprintf(w, "  %s\n  %-*s  %s%s\n", head, width, "", usage, flagDefault(f))
+				continue
+			}
+			fmt.Fprintf(w, "  %-*s  %s%s\n", width, head, usage, flagDefault(f))
+		}
 	}
-	sort.Strings(names)
-	fmt.Fprintln(w, "\nFlags:")
-	for _, n := range names {
-		f := fs.Lookup(n)
-		typ, usage := flag.UnquoteUsage(f)
-		head := "--" + n
-		if typ != "" {
-			head += " " + typ
-		}
-		def := ""
-		if f.DefValue != "" && f.DefValue != "false" {
-			def = fmt.Sprintf(" (default %q)", f.DefValue)
-		}
-		fmt.Fprintf(w, "  %-22s %s%s\n", head, usage, def)
+	if len(c.examples) > 0 {
+		fmt.Fprintln(w, "\nExamples:")
+		printExamples(w, c.examples)
 	}
 }
 
+// printExamples writes command lines, their "# comments" aligned in one column.
+func printExamples(w io.Writer, examples []string) {
+	type line struct{ cmd, comment string }
+	lines := make([]line, len(examples))
+	width := 0
+	for i, e := range examples {
+		cmd, comment, ok := strings.Cut(e, " # ")
+		lines[i] = line{strings.TrimSpace(cmd), strings.TrimSpace(comment)}
+		if ok {
+			width = max(width, len(lines[i].cmd))
+		}
+	}
+	for _, l := range lines {
+		if l.comment == "" {
+			fmt.Fprintf(w, "  %s\n", l.cmd)
+			continue
+		}
+		fmt.Fprintf(w, "  %-*s  # %s\n", width, l.cmd, l.comment)
+	}
+}
+
+// maxFlagHead is the widest flag head that shares its line with its text.
+const maxFlagHead = 24
+
 // dbUsage is the text of most commands' --db.
-const dbUsage = "database file (default $SPECSWEEP_DB or ./specsweep.db)"
+const dbUsage = "database `PATH` (default $SPECSWEEP_DB or ./specsweep.db)"
 
 // dbPath resolves --db: the flag, then $SPECSWEEP_DB, then ./specsweep.db.
 func dbPath(env Env, flagValue string) string {

@@ -149,9 +149,9 @@ type daemonFlags struct {
 }
 
 func (d *daemonFlags) flags(fs *flag.FlagSet) {
-	fs.StringVar(&d.DB, "db", "", "the daemon's database file, for its token file DB.token and address record DB.daemon (default $SPECSWEEP_DB or ./specsweep.db)")
-	fs.StringVar(&d.Listen, "listen", "", "the daemon's address, [https://]HOST:PORT (default: the address the daemon recorded in DB.daemon)")
-	fs.StringVar(&d.TokenFile, "token-file", "", "the daemon's --token-file, if it runs with one")
+	fs.StringVar(&d.DB, "db", "", "the daemon's database `PATH`, for its token file DB.token and address record DB.daemon (default $SPECSWEEP_DB or ./specsweep.db)")
+	fs.StringVar(&d.Listen, "listen", "", "the daemon's address, `[https://]HOST:PORT` (default: the address the daemon recorded in DB.daemon)")
+	fs.StringVar(&d.TokenFile, "token-file", "", "the daemon's --token-file `FILE`, if it runs with one")
 }
 
 // daemonConn is one connection to a daemon that proved it knows the token; requests on it carry
@@ -416,7 +416,10 @@ func (o *oneConn) remoteAddr() string {
 
 func apiCmd() command {
 	return newCommand("api", "METHOD PATH",
-		"Send one request to the daemon's HTTP API with its token, once the daemon proved it knows the token; print the answer.", apiRun)
+		"Send one request to the daemon's HTTP API with its token, once the daemon proved it knows the token; print the answer.", apiRun).
+		withExamples("sudo specsweep api --db /var/lib/specsweep/specsweep.db GET /api/sweeps/3",
+			"specsweep api --data sweep.yaml POST '/api/sweeps?at=2026-12-01T22:00:00Z'",
+			"specsweep api POST /api/sweeps/3/cancel")
 }
 
 type apiOptions struct {
@@ -428,7 +431,7 @@ type apiOptions struct {
 
 func (o *apiOptions) flags(fs *flag.FlagSet) {
 	o.Daemon.flags(fs)
-	fs.StringVar(&o.Data, "data", "", "the request's body: a file (\"-\": stdin), sent as application/json when it starts with {, else application/yaml")
+	fs.StringVar(&o.Data, "data", "", "the request's body: a `FILE` (\"-\": stdin), sent as application/json when it starts with {, else application/yaml")
 }
 
 func (o *apiOptions) args(pos []string) error {

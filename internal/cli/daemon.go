@@ -28,7 +28,9 @@ import (
 
 func daemonCmd() command {
 	return newCommand("daemon", "",
-		"Run queued and scheduled sweeps until stopped; status API and /metrics on --listen.", daemonRun)
+		"Run queued and scheduled sweeps until stopped; status API and /metrics on --listen.", daemonRun).
+		withExamples("specsweep daemon --db /var/lib/specsweep/specsweep.db",
+			"specsweep daemon --listen 0.0.0.0:8377 --tls-cert cert.pem --tls-key key.pem")
 }
 
 type daemonOptions struct {
@@ -48,16 +50,16 @@ type daemonOptions struct {
 
 func (o *daemonOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8377", "HTTP address of the status API and /metrics (\"\" for none)")
-	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token the HTTP API requires (mode 0600; default DB.token, created at the first start)")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:8377", "the `ADDR` (host:port) of the status API and /metrics (\"\" for none)")
+	fs.StringVar(&o.TokenFile, "token-file", "", "`FILE` holding the bearer token the HTTP API requires (mode 0600; default DB.token, created at the first start)")
 	fs.BoolVar(&o.AllowLocalDriver, "allow-local-driver", false, "accept specs with driver: local over the HTTP API (they run commands here as the daemon's user)")
 	fs.BoolVar(&o.AllowAnyKeyPath, "allow-any-key-path", false, "accept identity_file and known_hosts paths outside the daemon's ~/.ssh over the HTTP API")
-	fs.StringVar(&o.DatasetDir, "dataset-dir", "", "directory that workload.dataset files of specs submitted over the HTTP API must lie in (none: refused)")
+	fs.StringVar(&o.DatasetDir, "dataset-dir", "", "the `DIR` that workload.dataset files of specs submitted over the HTTP API must lie in (none: refused)")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
-	fs.StringVar(&o.LogFormat, "log-format", "text", "log format on stderr: text or json")
-	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
-	fs.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) file (with --tls-key)")
-	fs.StringVar(&o.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "log `FORMAT` on stderr: text or json")
+	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to `DIR`/HOST.log")
+	fs.StringVar(&o.TLSCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain) `FILE` (with --tls-key)")
+	fs.StringVar(&o.TLSKey, "tls-key", "", "the PEM private key `FILE` of --tls-cert")
 	fs.DurationVar(&o.MinEvery, "min-every", sweep.MinEvery, "the shortest @every of a schedule the daemon fires (a shorter one is logged and skipped; the API always holds specs to the default)")
 	fs.BoolVar(&o.InsecureListen, "insecure-listen", false, "allow plain HTTP on a --listen address that is not loopback (the token and sessions cross the network in clear)")
 }
@@ -308,11 +310,15 @@ func listenError(listen string, err error) error {
 
 func submitCmd() command {
 	return newCommand("submit", "SPEC",
-		"Queue a sweep for the daemon: now, once at a time (--at), or on a cron schedule (--cron or the spec's schedule.cron).", submitRun)
+		"Queue a sweep for the daemon: now, once at a time (--at), or on a cron schedule (--cron or the spec's schedule.cron).", submitRun).
+		withExamples("specsweep submit sweep.yaml                              # as soon as its hosts are free",
+			"specsweep submit --at 2026-12-01T22:00:00Z sweep.yaml    # not before then",
+			"specsweep submit --cron \"0 22 * * *\" sweep.yaml          # every night at 22:00 UTC")
 }
 
 type submitOptions struct {
 	DB       string        // --db
+	New      bool          // --new
 	Cron     string        // --cron
 	At       string        // --at: an RFC 3339 time
 	MinEvery time.Duration // --min-every
@@ -321,8 +327,9 @@ type submitOptions struct {
 
 func (o *submitOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Cron, "cron", "", "cron schedule, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
-	fs.StringVar(&o.At, "at", "", "start no earlier than this time (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
+	fs.BoolVar(&o.New, "new", false, "queue a new sweep even if one of this name exists (queued, finished, or from a changed spec)")
+	fs.StringVar(&o.Cron, "cron", "", "cron schedule `EXPR`, UTC unless prefixed CRON_TZ=Zone (overrides the spec's schedule.cron)")
+	fs.StringVar(&o.At, "at", "", "start no earlier than this `TIME` (RFC 3339, e.g. 2026-12-01T22:00:00Z)")
 	fs.DurationVar(&o.MinEvery, "min-every", sweep.MinEvery, "the shortest @every accepted for --cron (the daemon fires it only with a --min-every as short)")
 }
 
@@ -353,12 +360,20 @@ func submitRun(ctx context.Context, env Env, o *submitOptions) error {
 		return err
 	}
 	defer st.Close()
-	sw, err := orchestrator.Submit(ctx, st, spec, opts)
+	got, err := orchestrator.SubmitNamed(ctx, st, spec, opts, o.New)
 	if err != nil {
-		return submitWords(err)
+		return prepareWords("submit", submitWords(err))
 	}
-	switch sw.State {
-	case store.SweepScheduled:
+	sw := got.Sweep
+	switch {
+	case got.Resumed:
+		more := ""
+		if sw.Waiting > 0 {
+			more = fmt.Sprintf(", %d for the search to decide", sw.Waiting)
+		}
+		fmt.Fprintf(env.Stdout, "%d\nsweep %s (id %d) was %s; it is queued again (as `specsweep resume %d` does): %d point(s) to run%s\n",
+			sw.ID, sw.Name, sw.ID, priorWords(got.Prior), sw.ID, sw.Pending, more)
+	case sw.State == store.SweepScheduled:
 		fmt.Fprintf(env.Stdout, "%d\nscheduled sweep %s (id %d) on %q: the daemon fires a new sweep %s@TIME at each time\n",
 			sw.ID, sw.Name, sw.ID, sw.Schedule, sw.Name)
 	default:
@@ -368,24 +383,45 @@ func submitRun(ctx context.Context, env Env, o *submitOptions) error {
 		}
 		fmt.Fprintf(env.Stdout, "%d\nqueued sweep %s (id %d, %d points): the daemon runs it %s\n",
 			sw.ID, sw.Name, sw.ID, sw.Points, when)
+		if got.Prior.ID != 0 {
+			fmt.Fprintln(env.Stdout, afreshWords(got.Prior))
+		}
 	}
 	return nil
 }
 
+// priorWords is the state a sweep was found in, as a person reads it: "cancelled", "interrupted",
+// or "interrupted (its process died: ...)" for a running sweep whose process died.
+func priorWords(sw store.Sweep) string {
+	shown, note := shownState(sw, orchestrator.LocalLiveness(time.Now()))
+	if note != "" {
+		return fmt.Sprintf("%s (%s)", shown, strings.SplitN(note, ";", 2)[0])
+	}
+	return shown
+}
+
 func statusCmd() command {
 	return newCommand("status", "[SWEEP]",
-		"Sweeps with state, points done/failed/pending and ETA; one sweep in detail.", statusRun)
+		"Sweeps with state, points done/failed/pending and ETA; one sweep in detail.", statusRun).
+		withExamples("specsweep status                       # every sweep",
+			"specsweep status qwen-nightly          # one sweep: its points, and each failed point's cause",
+			"specsweep status --format json 3       # as the daemon's API has it")
 }
 
 type statusOptions struct {
-	DB    string  // --db
-	JSON  bool    // --json
-	Sweep *string // [SWEEP]: nil lists every sweep
+	DB     string  // --db
+	Format string  // --format: table or json
+	JSON   bool    // --json: --format json
+	Sweep  *string // [SWEEP]: nil lists every sweep
 }
+
+// statusFormats are status's --format values.
+var statusFormats = []string{"table", "json"}
 
 func (o *statusOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.BoolVar(&o.JSON, "json", false, "print JSON")
+	fs.StringVar(&o.Format, "format", "table", formatUsage(statusFormats, true)+"; json is the API's shape")
+	fs.BoolVar(&o.JSON, "json", false, "the same as --format json")
 }
 
 func (o *statusOptions) args(pos []string) error {
@@ -400,24 +436,32 @@ func (o *statusOptions) args(pos []string) error {
 
 // statusRun prints every sweep, or one in detail.
 func statusRun(ctx context.Context, env Env, o *statusOptions) error {
+	format, err := outputFormat(o.Format, o.JSON, statusFormats...)
+	if err != nil {
+		return err
+	}
+	asJSON := format == "json"
 	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	if o.Sweep == nil {
-		return statusList(ctx, env, st, o.JSON)
+		return statusList(ctx, env, st, asJSON)
 	}
-	sw, err := st.FindSweep(ctx, *o.Sweep)
+	sw, err := findSweep(ctx, st, *o.Sweep)
 	if err != nil {
 		return err
+	}
+	if sw.Template() && !asJSON {
+		return printSchedule(ctx, env, st, sw)
 	}
 	s, err := orchestrator.Status(ctx, st, sw.ID)
 	if err != nil {
 		return err
 	}
-	if o.JSON {
-		out := api.SweepDetailJSON{SweepJSON: api.SweepToJSON(s.Sweep, s.ETA)}
+	if asJSON {
+		out := api.SweepDetailJSON{SweepJSON: sweepJSON(s.Sweep, s.ETA, time.Now())}
 		for _, p := range s.Points {
 			out.Points = append(out.Points, api.PointToJSON(p))
 		}
@@ -462,14 +506,17 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 			}
 		}
 		if asJSON {
-			out = append(out, api.SweepToJSON(s, e))
+			out = append(out, sweepJSON(s, e, time.Now()))
 			continue
 		}
 		state := shown
 		if note != "" {
 			state += " (no process since " + s.Holder.Heartbeat.UTC().Format("15:04Z") + ")"
 		}
-		if s.Schedule != "" {
+		switch next := nextFire(s, time.Now()); {
+		case s.Template() && !next.IsZero():
+			state += " (" + s.Schedule + ", next " + next.UTC().Format("2006-01-02 15:04Z") + ")"
+		case s.Schedule != "":
 			state += " (" + s.Schedule + ")"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t", s.ID, s.Name, state, s.Points, s.Done, s.Failed,
@@ -486,6 +533,17 @@ func statusList(ctx context.Context, env Env, st *store.DB, asJSON bool) error {
 		return writeIndentedJSON(env.Stdout, out)
 	}
 	return tw.Flush()
+}
+
+// sweepJSON is the API's shape of a sweep (api.SweepToJSON), with a schedule's next firing, as the
+// API's list and detail carry it.
+func sweepJSON(s store.Sweep, eta time.Duration, now time.Time) api.SweepJSON {
+	j := api.SweepToJSON(s, eta)
+	if next := nextFire(s, now); !next.IsZero() {
+		ms := next.UnixMilli()
+		j.NextFire = &ms
+	}
+	return j
 }
 
 // printStatus writes one sweep's state: its counts, the output check's block when points do not
@@ -517,6 +575,7 @@ func printStatus(env Env, s orchestrator.SweepStatus, checks map[string]store.Po
 	}
 	checked := len(checks) > 0
 	var pruned []prunedPoint
+	var failed []failedPoint
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "#\tID\tMETHOD\tSTEPS\tTOPK\tDRAFT\tTP\tSTATE\tHOST\tATTEMPTS"
 	if checked {
@@ -534,11 +593,15 @@ func printStatus(env Env, s orchestrator.SweepStatus, checks map[string]store.Po
 			fmt.Fprintf(tw, "%s\t", checkCell(checks[p.ID].Check))
 		}
 		fmt.Fprintf(tw, "%s\n", failure)
-		if p.State == store.PointPruned {
+		switch p.State {
+		case store.PointPruned:
 			pruned = append(pruned, prunedPoint{label: pointLabel(p), reason: p.Reason})
+		case store.PointFailed:
+			failed = append(failed, failedPoint{label: pointLabel(p), class: string(p.FailureClass), detail: p.FailureDetail})
 		}
 	}
 	tw.Flush()
+	printFailures(w, failed)
 	printPruned(w, pruned)
 }
 
@@ -555,29 +618,42 @@ func etaText(d time.Duration) string {
 	return roundDuration(d)
 }
 
-// sweepOptions are the options of a command acting on one stored sweep (cancel, resume).
+// sweepOptions are the options of a command acting on one stored sweep or schedule (cancel, resume).
 type sweepOptions struct {
-	DB    string // --db
-	Sweep string // SWEEP: an id or a name
+	DB       string // --db
+	Schedule string // --schedule: a schedule's id, instead of SWEEP
+	Sweep    string // SWEEP: an id or a name
 }
 
 func (o *sweepOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
+	fs.StringVar(&o.Schedule, "schedule", "", "act on the schedule of this `ID` (specsweep schedules lists them) instead of a SWEEP")
 }
 
 func (o *sweepOptions) args(pos []string) (err error) {
-	o.Sweep, err = oneArg(pos, "SWEEP")
+	if o.Schedule != "" {
+		if len(pos) > 0 {
+			return usagef("give a SWEEP or --schedule ID, not both")
+		}
+		return nil
+	}
+	o.Sweep, err = oneArg(pos, "SWEEP (or --schedule ID)")
 	return err
 }
 
-// onSweep resolves o.Sweep in the read-write store and hands it to act.
+// onSweep resolves o.Sweep (or o.Schedule) in the read-write store and hands it to act.
 func onSweep(ctx context.Context, env Env, o *sweepOptions, act func(st *store.DB, sw store.Sweep) error) error {
 	st, err := store.Open(ctx, dbPath(env, o.DB))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	sw, err := st.FindSweep(ctx, o.Sweep)
+	var sw store.Sweep
+	if o.Schedule != "" {
+		sw, err = findSchedule(ctx, st, o.Schedule)
+	} else {
+		sw, err = findSweep(ctx, st, o.Sweep)
+	}
 	if err != nil {
 		return err
 	}
@@ -586,47 +662,110 @@ func onSweep(ctx context.Context, env Env, o *sweepOptions, act func(st *store.D
 
 func cancelCmd() command {
 	return newCommand("cancel", "SWEEP",
-		"Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.", cancelRun)
+		"Cancel a sweep: its pending points are cancelled; the process running it stops its points and restores the units.", cancelRun).
+		withExamples("specsweep cancel 3",
+			"specsweep cancel --schedule 2          # a schedule stops firing (specsweep schedules lists them)")
 }
 
 // cancelRun cancels the sweep o.Sweep.
 func cancelRun(ctx context.Context, env Env, o *sweepOptions) error {
 	return onSweep(ctx, env, o, func(st *store.DB, sw store.Sweep) error {
-		if err := st.CancelSweep(ctx, sw.ID, "cancelled by specsweep cancel"); err != nil {
+		live := orchestrator.LocalLiveness(time.Now())
+		if sw.Template() && sw.State == store.SweepCancelled {
+			return fmt.Errorf("schedule %s (id %d, %q) is already cancelled: it fires no more; `specsweep resume --schedule %d` starts it again",
+				sw.Name, sw.ID, sw.Schedule, sw.ID)
+		}
+		if sw.State.Terminal() {
+			return fmt.Errorf("sweep %s (id %d) has already ended (%s: %s): nothing to cancel", sw.Name, sw.ID, sw.State, countsText(sw))
+		}
+		orphan, _ := live.Orphaned(sw)
+		if err := orchestrator.Cancel(ctx, st, sw, live, "cancelled by specsweep cancel"); err != nil {
 			if errors.Is(err, store.ErrTransition) {
 				return fmt.Errorf("sweep %s (id %d) is %s and cannot be cancelled", sw.Name, sw.ID, sw.State)
 			}
 			return err
 		}
-		msg := "no point was running"
-		if sw.Running > 0 {
-			msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them)", sw.Running)
+		if sw.State == store.SweepScheduled {
+			fmt.Fprintf(env.Stdout, "cancelled schedule %s (id %d, %q): it fires no more (its sweeps already fired are left as they are); `specsweep resume --schedule %d` starts it again\n",
+				sw.Name, sw.ID, sw.Schedule, sw.ID)
+			return nil
 		}
-		fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; `specsweep resume %d` queues it again\n", sw.Name, sw.ID, msg, sw.ID)
+		var msg string
+		switch {
+		case orphan:
+			_, note := shownState(sw, live)
+			msg = "no process was running it (" + strings.SplitN(note, ";", 2)[0] + ")"
+		case sw.Running > 0:
+			msg = fmt.Sprintf("%d running point(s) stop within seconds (units restored by the process running them: %s)", sw.Running, holderText(sw.Holder, false))
+		case sw.State == store.SweepRunning:
+			msg = "the process running it (" + holderText(sw.Holder, false) + ") stops within seconds"
+		default:
+			msg = fmt.Sprintf("it was %s, no point was running", sw.State)
+		}
+		fmt.Fprintf(env.Stdout, "cancelled sweep %s (id %d): %s; %s\n", sw.Name, sw.ID, msg, resumeHint(sw))
 		return nil
 	})
 }
 
 func resumeCmd() command {
 	return newCommand("resume", "SWEEP",
-		"Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).", resumeRun)
+		"Put a cancelled, interrupted or failed sweep back in the daemon's queue (cancelled and interrupted points re-run).", resumeRun).
+		withExamples("specsweep resume 3",
+			"specsweep resume --schedule 2          # a cancelled schedule fires again")
 }
 
 // resumeRun puts the sweep o.Sweep back in the daemon's queue.
 func resumeRun(ctx context.Context, env Env, o *sweepOptions) error {
 	return onSweep(ctx, env, o, func(st *store.DB, sw store.Sweep) error {
-		got, err := st.ResumeSweep(ctx, sw.ID, "resumed by specsweep resume")
+		live := orchestrator.LocalLiveness(time.Now())
+		if orchestrator.HeldElsewhere(sw, live) || (sw.State == store.SweepRunning && sw.Holder.Kind == "") {
+			return fmt.Errorf("sweep %s (id %d) is running (%s): nothing to resume; `specsweep status %d` follows it",
+				sw.Name, sw.ID, holderText(sw.Holder, true), sw.ID)
+		}
+		got, err := orchestrator.Resume(ctx, st, sw, live, "resumed by specsweep resume")
 		if errors.Is(err, store.ErrNotResumable) {
-			return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
+			return notResumable(sw)
 		}
 		if err != nil {
 			return err
+		}
+		if got.State == store.SweepScheduled {
+			fmt.Fprintf(env.Stdout, "schedule %s (id %d) is active again: it fires on %q, next at %s\n", got.Name, got.ID, got.Schedule,
+				fireText(nextFire(got, time.Now())))
+			return nil
 		}
 		more := ""
 		if got.Waiting > 0 {
 			more = fmt.Sprintf(", %d for the search to decide", got.Waiting)
 		}
+		if got.Pending+got.Waiting == 0 && got.Failed > 0 {
+			more += fmt.Sprintf(" (its %d failed point(s) stay failed: `specsweep run --new SPEC` or `specsweep submit --new SPEC` starts afresh)", got.Failed)
+		}
 		fmt.Fprintf(env.Stdout, "sweep %s (id %d) is %s again: %d point(s) to run%s\n", got.Name, got.ID, got.State, got.Pending, more)
 		return nil
 	})
+}
+
+// notResumable words resume's refusal of a sweep in a state it cannot resume from.
+func notResumable(sw store.Sweep) error {
+	switch sw.State {
+	case store.SweepQueued:
+		return fmt.Errorf("sweep %s (id %d) is already queued: nothing to resume; the daemon runs it %s", sw.Name, sw.ID, queuedWhen(sw))
+	case store.SweepDone:
+		return fmt.Errorf("sweep %s (id %d) is done (%s): nothing to resume; `specsweep report %d` shows its results, "+
+			"`specsweep run --new SPEC` or `specsweep submit --new SPEC` runs it again as a new sweep", sw.Name, sw.ID, countsText(sw), sw.ID)
+	case store.SweepScheduled:
+		return fmt.Errorf("schedule %s (id %d) is active (it fires on %q, next at %s): nothing to resume", sw.Name, sw.ID, sw.Schedule,
+			fireText(nextFire(sw, time.Now())))
+	}
+	return fmt.Errorf("sweep %s (id %d) is %s: only cancelled, interrupted or failed sweeps can be resumed", sw.Name, sw.ID, sw.State)
+}
+
+// queuedWhen says when the daemon runs a queued sweep: "as soon as its hosts are free", or "not
+// before TIME".
+func queuedWhen(sw store.Sweep) string {
+	if !sw.NotBefore.IsZero() && sw.NotBefore.After(time.Now()) {
+		return "not before " + sw.NotBefore.UTC().Format(time.RFC3339)
+	}
+	return "as soon as its hosts are free"
 }

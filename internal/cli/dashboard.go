@@ -24,7 +24,9 @@ func dashboardRoutes(rs []web.Route) []api.Route {
 
 func dashboardCmd() command {
 	return newCommand("dashboard", "",
-		"Print a one-time login URL for the daemon's web dashboard (reads the daemon's token file); --revoke ends every session.", dashboardRun)
+		"Print a one-time login URL for the daemon's web dashboard (reads the daemon's token file); --revoke ends every session.", dashboardRun).
+		withExamples("sudo specsweep dashboard --db /var/lib/specsweep/specsweep.db",
+			"sudo specsweep dashboard --revoke      # log every browser out")
 }
 
 type dashboardOptions struct {

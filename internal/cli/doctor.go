@@ -5,23 +5,31 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/store"
 )
 
 func doctorCmd() command {
 	return newCommand("doctor", "SPEC",
-		"Check every host of a spec: SSH, host key, login, root/sudo, systemctl, the unit, the port, GPUs, disk.", doctorRun)
+		"Check every host of a spec: SSH, host key, login, root/sudo, systemctl, the unit, the port, GPUs, disk.", doctorRun).
+		withExamples("specsweep doctor sweep.yaml",
+			"specsweep doctor --accept-new-host-keys sweep.yaml     # first contact with new hosts")
 }
 
 type doctorOptions struct {
+	DB                string // --db: checked for a sweep of the spec that runs now
 	AcceptNewHostKeys bool   // --accept-new-host-keys
 	Spec              string // SPEC
 }
 
 func (o *doctorOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.DB, "db", "", "database `PATH` checked for a sweep of the spec that runs now, whose servers the checks would see (default $SPECSWEEP_DB or ./specsweep.db)")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown host keys to known_hosts (a changed key is always refused)")
 }
 
@@ -30,11 +38,33 @@ func (o *doctorOptions) args(pos []string) (err error) {
 	return err
 }
 
+// runningNote is a note for doctor when the database (if there is one) has a sweep of the spec's
+// name running in a live process: its servers hold the hosts, and the port and unit checks see them.
+func runningNote(ctx context.Context, dbFile, name string) string {
+	if _, err := os.Stat(dbFile); err != nil {
+		return ""
+	}
+	st, err := store.OpenReadOnly(ctx, dbFile)
+	if err != nil {
+		return ""
+	}
+	defer st.Close()
+	sw, err := st.LatestSweepByName(ctx, name)
+	if err != nil || !orchestrator.HeldElsewhere(sw, orchestrator.LocalLiveness(time.Now())) {
+		return ""
+	}
+	return fmt.Sprintf("note: sweep %s (id %d) is running in %s (%s): its servers hold these hosts now, so the port and unit checks see them",
+		sw.Name, sw.ID, dbFile, holderText(sw.Holder, false))
+}
+
 // doctorRun checks every host of the spec and prints one line per check.
 func doctorRun(ctx context.Context, env Env, o *doctorOptions) error {
 	spec, err := loadSpec(o.Spec)
 	if err != nil {
 		return err
+	}
+	if note := runningNote(ctx, dbPath(env, o.DB), spec.Name); note != "" {
+		fmt.Fprintln(env.Stderr, note)
 	}
 	hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, getenv: env.Getenv})
 	if err != nil {

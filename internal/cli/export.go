@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
 
 	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/store"
@@ -10,7 +11,8 @@ import (
 
 func exportCmd() command {
 	return newCommand("export", "SWEEP",
-		"Write a sweep's runs as bench_serving-compatible JSON lines (plus each point's configuration).", exportRun)
+		"Write a sweep's runs as bench_serving-compatible JSON lines (plus each point's configuration).", exportRun).
+		withExamples("specsweep export quickstart > runs.jsonl")
 }
 
 type exportOptions struct {
@@ -21,7 +23,7 @@ type exportOptions struct {
 
 func (o *exportOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Format, "format", "jsonl", "output format: jsonl")
+	fs.StringVar(&o.Format, "format", "jsonl", formatUsage(exportFormats, false)+" (bench_serving's lines)")
 }
 
 func (o *exportOptions) args(pos []string) (err error) {
@@ -29,20 +31,36 @@ func (o *exportOptions) args(pos []string) (err error) {
 	return err
 }
 
+// exportFormats are export's --format values.
+var exportFormats = []string{"jsonl"}
+
 // exportRun writes the runs of o.Sweep as JSON lines.
 func exportRun(ctx context.Context, env Env, o *exportOptions) error {
-	if o.Format != "jsonl" {
-		return usagef("unknown --format %q (want jsonl)", o.Format)
+	if _, err := outputFormat(o.Format, false, exportFormats...); err != nil {
+		return err
 	}
 	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	s, err := st.FindSweep(ctx, o.Sweep)
+	s, err := findSweep(ctx, st, o.Sweep)
 	if err != nil {
 		return err
 	}
-	_, err = report.ExportJSONL(ctx, st, s.ID, env.Stdout)
-	return err
+	if s.Template() {
+		_, err := recordedWords("export", s, 0)
+		return err
+	}
+	n, err := report.ExportJSONL(ctx, st, s.ID, env.Stdout)
+	if err != nil {
+		return err
+	}
+	// A note for people on stderr: stdout stays JSON lines.
+	if note, _ := recordedWords("export", s, n); note != "" {
+		fmt.Fprintln(env.Stderr, note)
+	} else if n == 0 {
+		fmt.Fprintf(env.Stderr, "note: sweep %s (id %d) is %s and has no ok run to export (%s)\n", s.Name, s.ID, stateWord(s), countsText(s))
+	}
+	return nil
 }

@@ -141,7 +141,8 @@ func TestMismatchShownFirst(t *testing.T) {
 		t.Errorf("status: want the block after the counts, before the points:\n%s", out)
 	}
 	seen := 0
-	for _, l := range strings.Split(out[max(table, 0):], "\n") {
+	pointTable, _, _ := strings.Cut(out[max(table, 0):], "\n\n") // the point table, not the blocks after it
+	for _, l := range strings.Split(pointTable, "\n") {
 		f := strings.Fields(l)
 		if len(f) < 11 {
 			continue

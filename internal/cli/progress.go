@@ -141,7 +141,7 @@ func (p *progress) draw() {
 		u, ok := p.last[h]
 		what := "waiting"
 		if ok {
-			what = strings.TrimSpace(fmt.Sprintf("%s %s %s", u.Label, u.Phase, u.Detail))
+			what = hostLine(u)
 		}
 		fmt.Fprintf(&b, "  %-12s %s\n", h, what)
 	}
@@ -155,6 +155,16 @@ func (p *progress) draw() {
 	}
 	fmt.Fprint(p.w, b.String())
 	p.drawnLines = len(p.hosts) + 1
+}
+
+// hostLine is what a host does now: its point, the phase and the detail, the phase said once when
+// the detail starts with it ("eagle3 s=3 k=1 n=4 tp=4 ready after 1.2 s", not "ready ready after").
+func hostLine(u orchestrator.Update) string {
+	phase := string(u.Phase)
+	if phase != "" && strings.HasPrefix(u.Detail, phase) {
+		phase = ""
+	}
+	return strings.Join(strings.Fields(u.Label+" "+phase+" "+u.Detail), " ")
 }
 
 // eta estimates the remaining time from the measured point durations, spread over the hosts.

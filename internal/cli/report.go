@@ -13,7 +13,11 @@ import (
 
 func reportCmd() command {
 	return newCommand("report", "SWEEP",
-		"A report of a sweep with charts: best configuration per concurrency, Pareto front, failures, provenance (HTML, Markdown or LaTeX).", reportRun)
+		"A report of a sweep with charts: best configuration per concurrency, Pareto front, failures, provenance (HTML, Markdown or LaTeX).", reportRun).
+		withExamples("specsweep report quickstart                 # report-quickstart-ID/report.html",
+			"specsweep report --format md -o results 3",
+			"specsweep report --compare 4 3               # sweep 4 against sweep 3, point by point",
+			"specsweep report --format tex --fragment -o paper 3")
 }
 
 type reportOptions struct {
@@ -27,9 +31,9 @@ type reportOptions struct {
 
 func (o *reportOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Format, "format", "html", "report format: "+strings.Join(report.Formats, ", "))
-	fs.StringVar(&o.Out, "o", "", "output directory (default report-NAME-ID)")
-	fs.StringVar(&o.Compare, "compare", "", "a second sweep (id or name) to compare against SWEEP, point by point and best by best")
+	fs.StringVar(&o.Format, "format", "html", "report `FORMAT`: "+strings.Join(report.Formats, ", "))
+	fs.StringVar(&o.Out, "o", "", "output `DIR` (default report-NAME-ID)")
+	fs.StringVar(&o.Compare, "compare", "", "a second `SWEEP` (id or name) to compare against SWEEP, point by point and best by best")
 	fs.BoolVar(&o.Fragment, "fragment", false, "tex: write a fragment to \\input into a paper instead of a whole document")
 }
 
@@ -41,7 +45,7 @@ func (o *reportOptions) args(pos []string) (err error) {
 // reportRun writes the report of o.Sweep and prints its main file's path.
 func reportRun(ctx context.Context, env Env, o *reportOptions) error {
 	if !isReportFormat(o.Format) {
-		return usagef("unknown --format %q (want one of %s)", o.Format, strings.Join(report.Formats, ", "))
+		return usagef("unknown --format %q (want one of %s)%s", o.Format, strings.Join(report.Formats, ", "), didYouMean(o.Format, report.Formats, ""))
 	}
 	if o.Fragment && o.Format != "tex" {
 		return usagef("--fragment needs --format tex")
@@ -51,7 +55,19 @@ func reportRun(ctx context.Context, env Env, o *reportOptions) error {
 		return err
 	}
 	defer st.Close()
-	s, err := report.Load(ctx, st, o.Sweep)
+	sw, err := findSweep(ctx, st, o.Sweep)
+	if err != nil {
+		return err
+	}
+	if sw.Template() {
+		_, err := recordedWords("report", sw, 0)
+		return err
+	}
+	s, err := report.LoadID(ctx, st, sw.ID)
+	if err != nil {
+		return err
+	}
+	note, err := recordedWords("report", sw, countRuns(s))
 	if err != nil {
 		return err
 	}
@@ -60,7 +76,15 @@ func reportRun(ctx context.Context, env Env, o *reportOptions) error {
 		opt.Dir = fmt.Sprintf("report-%s-%d", s.Name, s.ID)
 	}
 	if o.Compare != "" {
-		if opt.Compare, err = report.Load(ctx, st, o.Compare); err != nil {
+		other, err := findSweep(ctx, st, o.Compare)
+		if err != nil {
+			return err
+		}
+		if other.Template() {
+			_, err := recordedWords("report", other, 0)
+			return err
+		}
+		if opt.Compare, err = report.LoadID(ctx, st, other.ID); err != nil {
 			return err
 		}
 	}
@@ -68,12 +92,26 @@ func reportRun(ctx context.Context, env Env, o *reportOptions) error {
 	if err != nil {
 		return err
 	}
+	if note != "" {
+		fmt.Fprintln(env.Stderr, note)
+	}
 	if len(files) > 1 {
 		fmt.Fprintf(env.Stdout, "%s (and %d chart files in %s)\n", files[0], len(files)-1, filepath.Join(opt.Dir, "charts"))
 	} else {
 		fmt.Fprintln(env.Stdout, files[0])
 	}
 	return nil
+}
+
+// countRuns counts the runs a loaded sweep's cells aggregate.
+func countRuns(s *report.Sweep) int {
+	n := 0
+	for _, p := range s.Points {
+		for _, c := range p.Cells {
+			n += c.TokS.N
+		}
+	}
+	return n
 }
 
 func isReportFormat(f string) bool {

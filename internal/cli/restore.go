@@ -8,14 +8,17 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/specsweep/specsweep/hostctl"
+	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
 )
 
 func restoreCmd() command {
 	return newCommand("restore", "SPEC",
-		"Put every host of a spec back as the operator left it (drop-in, environment file and marker removed, the unit running again if it ran).", restoreRun)
+		"Put every host of a spec back as the operator left it (drop-in, environment file and marker removed, the unit running again if it ran).", restoreRun).
+		withExamples("specsweep restore sweep.yaml            # after a specsweep that died and will not be resumed")
 }
 
 type restoreOptions struct {
@@ -25,7 +28,7 @@ type restoreOptions struct {
 }
 
 func (o *restoreOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.DB, "db", "", "database file checked for a running sweep of the spec (default $SPECSWEEP_DB or ./specsweep.db)")
+	fs.StringVar(&o.DB, "db", "", "database `PATH` checked for a running sweep of the spec (default $SPECSWEEP_DB or ./specsweep.db)")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown host keys to known_hosts (a changed key is always refused)")
 }
 
@@ -87,7 +90,7 @@ func restoreGuard(ctx context.Context, dbFile, name string) (func(), error) {
 	}
 	unlock, err := lockSweep(dbFile, name)
 	if err != nil {
-		return nil, fmt.Errorf("restore: %w: stop it first (Ctrl-C restores its hosts itself)", err)
+		return nil, fmt.Errorf("%w: stop it first (Ctrl-C restores its hosts itself)", err)
 	}
 	if err := runningSweepOf(ctx, dbFile, name); err != nil {
 		unlock()
@@ -97,7 +100,8 @@ func restoreGuard(ctx context.Context, dbFile, name string) (func(), error) {
 }
 
 // runningSweepOf refuses when the database has the sweep name running, or an instance of the
-// schedule of that name (known by its schedule id).
+// schedule of that name (known by its schedule id), in a live process: a running sweep whose process
+// died (orchestrator.Liveness) is what restore is for.
 func runningSweepOf(ctx context.Context, dbFile, name string) error {
 	st, err := store.OpenReadOnly(ctx, dbFile)
 	if err != nil {
@@ -114,11 +118,16 @@ func runningSweepOf(ctx context.Context, dbFile, name string) error {
 			named[sw.ID] = true
 		}
 	}
+	live := orchestrator.LocalLiveness(time.Now())
 	for _, sw := range all {
-		if sw.State == store.SweepRunning && (named[sw.ID] || named[sw.ScheduleID]) {
-			return fmt.Errorf("restore: sweep %s (id %d) is running in %s: `specsweep cancel %d` first (the process running it restores its hosts)",
-				sw.Name, sw.ID, dbFile, sw.ID)
+		if sw.State != store.SweepRunning || !(named[sw.ID] || named[sw.ScheduleID]) {
+			continue
 		}
+		if orphan, _ := live.Orphaned(sw); orphan {
+			continue // its process died: nothing runs on its hosts any more
+		}
+		return fmt.Errorf("sweep %s (id %d) is running in %s (%s): `specsweep cancel %d` first (the process running it restores its hosts)",
+			sw.Name, sw.ID, dbFile, holderText(sw.Holder, true), sw.ID)
 	}
 	return nil
 }

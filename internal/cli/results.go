@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -79,28 +78,13 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 		return err
 	}
 
-	var failed []*report.Point
+	var failed []failedPoint
 	for _, p := range s.Points {
 		if p.State == string(store.PointFailed) {
-			failed = append(failed, p)
+			failed = append(failed, failedPoint{label: fmt.Sprintf("%s tp=%d", p.Label(), p.TP), class: p.FailureClass, detail: p.FailureDetail})
 		}
 	}
-	slices.SortStableFunc(failed, func(a, b *report.Point) int { return strings.Compare(a.ID, b.ID) })
-	if len(failed) > 0 {
-		fmt.Fprintf(w, "\nFailed points (%d):\n", len(failed))
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "METHOD\tSTEPS\tTOPK\tDRAFT\tTP\tCLASS\tWHY")
-		for _, p := range failed {
-			why := firstLine(p.FailureDetail)
-			if why == "" {
-				why = "-"
-			}
-			fmt.Fprintln(tw, strings.Join(append(label(p), p.FailureClass, why), "\t"))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
+	printFailures(w, failed)
 	last := 1
 	if len(s.Levels) > 0 {
 		last = s.Levels[len(s.Levels)-1]
@@ -108,6 +92,38 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 	fmt.Fprintf(w, "\nStored in %s (sweep id %d). Query it, e.g.:\n  specsweep runs --db %s --sweep %d --where \"concurrency = %d\" --sort \"output_tok_s DESC\"\n",
 		dbFile, sweepID, dbFile, sweepID, last)
 	return nil
+}
+
+// failedPoint is a failed point's label and its stored failure: the class, and the detail (the cause
+// on its first line, then the evidence lines from the server's log, orchestrator.failureDetail).
+type failedPoint struct{ label, class, detail string }
+
+// printFailures lists the failed points in plan order, each with its cause (its failure class and
+// the first line of its detail) and, indented under it, its first evidence line (the server's log
+// line that shows it, when there is one); nothing when no point failed.
+func printFailures(w io.Writer, pts []failedPoint) {
+	if len(pts) == 0 {
+		return
+	}
+	width := 0
+	for _, p := range pts {
+		width = max(width, len(p.label))
+	}
+	fmt.Fprintf(w, "\nFailed points (%d): cause, then the first evidence line from the server's log:\n", len(pts))
+	for _, p := range pts {
+		cause, evidence, _ := strings.Cut(p.detail, "\n")
+		if cause == "" {
+			cause = "(no detail recorded)"
+		}
+		class := p.class
+		if class == "" {
+			class = "failed"
+		}
+		fmt.Fprintf(w, "  %-*s  %s: %s\n", width, p.label, class, cause)
+		if evidence = strings.TrimSpace(firstLine(evidence)); evidence != "" {
+			fmt.Fprintf(w, "  %-*s    %s\n", width, "", evidence)
+		}
+	}
 }
 
 // prunedPoint is a point the search decided need not run, with its reason.

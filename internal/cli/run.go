@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
@@ -18,7 +19,10 @@ import (
 
 func runCmd() command {
 	return newCommand("run", "SPEC",
-		"Run a sweep now, in the foreground; re-running an unfinished sweep of the same spec resumes it.", runRun)
+		"Run a sweep now, in the foreground; re-running an unfinished sweep of the same spec resumes it.", runRun).
+		withExamples("specsweep run examples/quickstart.yaml      # run it; the same command again resumes it (after Ctrl-C, a crash)",
+			"specsweep run --new sweep.yaml               # a new sweep of the name, beside the finished one",
+			"specsweep run --db /var/lib/specsweep/specsweep.db sweep.yaml")
 }
 
 type runOptions struct {
@@ -34,8 +38,8 @@ func (o *runOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
 	fs.BoolVar(&o.New, "new", false, "start a new sweep even if one of this name exists (a changed spec, or a rerun)")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
-	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to DIR/HOST.log")
-	fs.StringVar(&o.LogFormat, "log-format", "text", "log lines on stderr when it is not a terminal: text or json")
+	fs.StringVar(&o.LogDir, "log-dir", "", "local driver: write each host's server log to `DIR`/HOST.log")
+	fs.StringVar(&o.LogFormat, "log-format", "text", "`FORMAT` of the log lines on stderr when it is not a terminal: text or json")
 }
 
 func (o *runOptions) args(pos []string) (err error) {
@@ -65,13 +69,11 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	defer unlock()
 
 	prep, err := orchestrator.Prepare(ctx, st, spec, o.New)
-	err = prepareWords(err)
 	if errors.Is(err, orchestrator.ErrFinished) {
-		fmt.Fprintf(env.Stdout, "%v\n\n", err)
-		return printResults(ctx, env.Stdout, st, prep.SweepID, dbFile)
+		return printFinished(ctx, env, st, prep.Prior, dbFile)
 	}
 	if err != nil {
-		return err
+		return prepareWords("run", err)
 	}
 	if o.LogDir != "" {
 		if err := os.MkdirAll(o.LogDir, 0o700); err != nil {
@@ -83,9 +85,15 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	log := newLogger(env.Stderr, o.LogFormat, tty)
 	prog := newProgress(env.Stderr, tty, spec, spec.Hosts)
 	if prep.Resumed {
-		prog.printf("resuming sweep %s (id %d): %d interrupted point(s) will re-run from the start\n",
-			spec.Name, prep.SweepID, prep.Recovered)
+		what := "its points not done yet run now"
+		if prep.Recovered > 0 {
+			what = fmt.Sprintf("%d interrupted point(s) will re-run from the start", prep.Recovered)
+		}
+		prog.printf("resuming sweep %s (id %d)%s: %s\n", spec.Name, prep.SweepID, resumedFrom(prep.Prior), what)
 	} else {
+		if prep.Prior.ID != 0 {
+			prog.printf("%s\n", afreshWords(prep.Prior))
+		}
 		searched := ""
 		if spec.Searched() {
 			searched = " (the search decides which run)"
@@ -119,8 +127,8 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 	}
 	if out.State == store.SweepCancelled {
 		fmt.Fprintf(env.Stdout, "sweep %s (id %d) was cancelled: %d done, %d failed, %d cancelled%s; units restored. "+
-			"`specsweep resume %d` queues it again.\n", spec.Name, prep.SweepID, out.Done, out.Failed, out.Cancelled,
-			searchCounts(out.PointCounts), prep.SweepID)
+			"Run the same command again to resume it here, or `specsweep resume %d` queues it for the daemon.\n",
+			spec.Name, prep.SweepID, out.Done, out.Failed, out.Cancelled, searchCounts(out.PointCounts), prep.SweepID)
 		return runErr
 	}
 	if err := printResults(ctx, env.Stdout, st, prep.SweepID, dbFile); err != nil {
@@ -133,6 +141,38 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		return exitError{code: ExitFailure, err: fmt.Errorf("sweep %s ended %s", spec.Name, out.State)}
 	}
 	return nil
+}
+
+// resumedFrom says, for the line of a resumed sweep, what state it was found in when that is worth
+// saying: ", cancelled before: its cancelled points run again", ", which was queued for the daemon:
+// it runs here now", ", whose process died (...)".
+func resumedFrom(prior store.Sweep) string {
+	switch shown, note := shownState(prior, orchestrator.LocalLiveness(time.Now())); {
+	case prior.State == store.SweepCancelled:
+		return ", cancelled before: its cancelled points run again"
+	case prior.State == store.SweepQueued:
+		return ", which was queued for the daemon: it runs here now"
+	case note != "":
+		return fmt.Sprintf(", %s: %s", shown, strings.SplitN(note, ";", 2)[0])
+	}
+	return ""
+}
+
+// printFinished answers `run` of a spec whose sweep already finished: a done sweep's results (exit
+// 0), or a failed sweep's results with each failed point's cause (exit 1), with how to start afresh.
+func printFinished(ctx context.Context, env Env, st *store.DB, sw store.Sweep, dbFile string) error {
+	if sw.State == store.SweepDone {
+		fmt.Fprintf(env.Stdout, "sweep %s (id %d) already finished (done, %s); its results follow. "+
+			"`specsweep run --new SPEC` runs it again as a new sweep of this name.\n\n", sw.Name, sw.ID, countsText(sw))
+		return printResults(ctx, env.Stdout, st, sw.ID, dbFile)
+	}
+	fmt.Fprintf(env.Stdout, "sweep %s (id %d) already finished: it failed (%s); its results and each failed point's cause follow. "+
+		"`specsweep run --new SPEC` starts afresh (a new sweep of this name); `specsweep resume %d` queues this one for the daemon "+
+		"(its failed points stay failed).\n\n", sw.Name, sw.ID, countsText(sw), sw.ID)
+	if err := printResults(ctx, env.Stdout, st, sw.ID, dbFile); err != nil {
+		return err
+	}
+	return exitError{code: ExitFailure, err: fmt.Errorf("sweep %s (id %d) is failed; nothing was run", sw.Name, sw.ID)}
 }
 
 // lockSweep keeps two processes from running the same sweep of one database at once (each would

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -16,7 +17,10 @@ import (
 
 func runsCmd() command {
 	return newCommand("runs", "",
-		"Past runs from the store (the run_summary view), filtered with a SQL expression.", runsRun)
+		"Past runs from the store (the run_summary view), filtered with a SQL expression.", runsRun).
+		withExamples("specsweep runs --sweep quickstart --where \"concurrency = 16\" --sort \"output_tok_s DESC\"",
+			"specsweep runs --best --columns concurrency,method,num_steps,speedup,noise",
+			"specsweep runs --format csv > runs.csv")
 }
 
 type runsOptions struct {
@@ -28,17 +32,26 @@ type runsOptions struct {
 	Limit   int    // --limit: 0 for all
 	Best    bool   // --best
 	Columns string // --columns: comma-separated
+	Wide    bool   // --wide: every column in the table
 }
+
+// runsTableColumns are the columns `runs` shows in a table by default: the configuration, the level
+// and the figures a person compares first. --wide shows all of run_summary's, csv and json keep
+// them all.
+var runsTableColumns = []string{"sweep", "method", "num_steps", "topk", "num_draft_tokens", "tp", "concurrency", "repeat",
+	"status", "output_tok_s", "speedup", "accept_length", "ttft_p99_ms", "tpot_p50_ms", "started_at"}
 
 func (o *runsOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Sweep, "sweep", "", "only this sweep: its id, or its name (the latest sweep of that name)")
-	fs.StringVar(&o.Where, "where", "", "SQL expression over run_summary's columns, e.g. \"concurrency = 16 AND tp = 4\"")
-	fs.StringVar(&o.Format, "format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
-	fs.StringVar(&o.Sort, "sort", "", "SQL ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
-	fs.IntVar(&o.Limit, "limit", 0, "at most this many rows (0: all)")
+	fs.StringVar(&o.Sweep, "sweep", "", "only this `SWEEP`: its id, or its name (the newest sweep of that name)")
+	fs.StringVar(&o.Where, "where", "", "`SQL` expression over run_summary's columns, e.g. \"concurrency = 16 AND tp = 4\"")
+	fs.StringVar(&o.Format, "format", "table", formatUsage(tabular.Formats, false))
+	fs.StringVar(&o.Sort, "sort", "", "`SQL` ORDER BY list over run_summary's columns, e.g. \"output_tok_s DESC\"")
+	fs.IntVar(&o.Limit, "limit", 0, "at most `N` rows (0: all)")
 	fs.BoolVar(&o.Best, "best", false, "one row per sweep, tp and concurrency: the configuration with the best median output tok/s over the repeats of the ok runs --where selects, with speedup, runner-up, margin and noise verdict")
-	fs.StringVar(&o.Columns, "columns", "", "comma-separated columns to show, in this order (default: all of the view's, or of --best's)")
+	fs.StringVar(&o.Columns, "columns", "", "comma-separated `LIST` of the columns to show, in this order (default: in a table, "+
+		strings.Join(runsTableColumns, ",")+"; in csv and json, all of the view's; with --best, all of its)")
+	fs.BoolVar(&o.Wide, "wide", false, "a table of every column of run_summary (times stay local)")
 }
 
 func (o *runsOptions) args(pos []string) error {
@@ -56,6 +69,9 @@ func runsRun(ctx context.Context, env Env, o *runsOptions) error {
 	if err := checkFormat(o.Format); err != nil {
 		return err
 	}
+	if o.Wide && (o.Columns != "" || o.Format != "table") {
+		return usagef("--wide is every column in a table: not with --columns or --format %s", o.Format)
+	}
 	if o.Limit < 0 {
 		return usagef("--limit must not be negative")
 	}
@@ -64,7 +80,14 @@ func runsRun(ctx context.Context, env Env, o *runsOptions) error {
 		return err
 	}
 	defer st.Close()
-	q := store.RunsQuery{Sweep: o.Sweep, Where: o.Where, OrderBy: o.Sort, Limit: o.Limit}
+	q := store.RunsQuery{Where: o.Where, OrderBy: o.Sort, Limit: o.Limit}
+	if o.Sweep != "" {
+		sw, err := findSweep(ctx, st, o.Sweep)
+		if err != nil {
+			return err
+		}
+		q.SweepID = sw.ID
+	}
 	var cols []string
 	var vals [][]any
 	var skipped []string // mismatching points --best left out
@@ -72,7 +95,7 @@ func runsRun(ctx context.Context, env Env, o *runsOptions) error {
 		q.Limit = 0
 		sweeps, err := report.FromRuns(ctx, st, q)
 		if err != nil {
-			return err
+			return badQueryWords(err, o.Where, o.Sort)
 		}
 		cols, vals = bestRows(sweeps)
 		skipped = measuredMismatches(sweeps)
@@ -82,14 +105,21 @@ func runsRun(ctx context.Context, env Env, o *runsOptions) error {
 	} else {
 		rows, err := st.QueryRuns(ctx, q)
 		if err != nil {
-			return err
+			return badQueryWords(err, o.Where, o.Sort)
 		}
 		cols, vals = rows.Columns, rows.Values
 	}
-	if o.Columns != "" {
-		if cols, vals, err = selectColumns(cols, vals, o.Columns); err != nil {
+	columns := o.Columns
+	if columns == "" && o.Format == "table" && !o.Best && !o.Wide {
+		columns = strings.Join(runsTableColumns, ",")
+	}
+	if columns != "" {
+		if cols, vals, err = selectColumns(cols, vals, columns); err != nil {
 			return err
 		}
+	}
+	if o.Format == "table" {
+		localTimes(cols, vals, "started_at", "finished_at")
 	}
 	if err := tabular.Write(env.Stdout, o.Format, cols, vals); err != nil {
 		return err
@@ -104,6 +134,52 @@ func runsRun(ctx context.Context, env Env, o *runsOptions) error {
 			len(skipped), strings.Join(skipped, ", "))
 	}
 	return nil
+}
+
+// localTimes shows the named time columns (unix ms, the store's one representation of time) as local
+// times for a person, with the zone's name.
+func localTimes(cols []string, vals [][]any, names ...string) {
+	for i, c := range cols {
+		if !slices.Contains(names, c) {
+			continue
+		}
+		for _, row := range vals {
+			if ms, ok := row[i].(int64); ok {
+				row[i] = formatTime(time.UnixMilli(ms), "table")
+			}
+		}
+	}
+}
+
+// badQueryWords words a --where or --sort the store refused: the expression, SQLite's reason and,
+// for an unknown column, the columns there are.
+func badQueryWords(err error, where, sort string) error {
+	if !errors.Is(err, store.ErrBadQuery) {
+		return err
+	}
+	why := err.Error()
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range m.Unwrap() {
+			if !errors.Is(e, store.ErrBadQuery) {
+				why = e.Error()
+			}
+		}
+	}
+	var given []string
+	if where != "" {
+		given = append(given, fmt.Sprintf("--where %q", where))
+	}
+	if sort != "" {
+		given = append(given, fmt.Sprintf("--sort %q", sort))
+	}
+	what := strings.Join(given, " ")
+	msg := fmt.Sprintf("bad query: %s: %s", what, why)
+	if strings.Contains(why, "no such column") {
+		summary, detail := store.RunColumns()
+		msg += fmt.Sprintf("; the columns are run_summary's: %s; and run_detail's: %s (docs/schema.md)",
+			strings.Join(summary, ", "), strings.Join(detail, ", "))
+	}
+	return wordedError{msg: msg, err: err}
 }
 
 // measuredMismatches names the points report.BestPerLevel leaves out of the sweeps' ranking because
@@ -190,7 +266,8 @@ func selectColumns(cols []string, vals [][]any, list string) ([]string, [][]any,
 
 func sweepsCmd() command {
 	return newCommand("sweeps", "",
-		"List the sweeps in the store with their state and point counts.", sweepsRun)
+		"List the sweeps in the store with their state and point counts.", sweepsRun).
+		withExamples("specsweep sweeps", "specsweep sweeps --format json | jq '.[] | select(.state == \"failed\")'")
 }
 
 type sweepsOptions struct {
@@ -200,7 +277,7 @@ type sweepsOptions struct {
 
 func (o *sweepsOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Format, "format", "table", "output format: "+strings.Join(tabular.Formats, ", "))
+	fs.StringVar(&o.Format, "format", "table", formatUsage(tabular.Formats, false))
 }
 
 func (o *sweepsOptions) args(pos []string) error { return noArgs(pos) }
@@ -240,16 +317,12 @@ func sweepsRun(ctx context.Context, env Env, o *sweepsOptions) error {
 }
 
 func checkFormat(f string) error {
-	for _, ok := range tabular.Formats {
-		if f == ok {
-			return nil
-		}
-	}
-	return usagef("unknown --format %q (want one of %s)", f, strings.Join(tabular.Formats, ", "))
+	_, err := outputFormat(f, false, tabular.Formats...)
+	return err
 }
 
-// formatTime shows a time as UTC text for people; machine formats keep unix milliseconds, the
-// store's one representation of time.
+// formatTime shows a time as local text for people, with the zone's name ("2026-12-01 23:00:05
+// CET"); machine formats keep unix milliseconds, the store's one representation of time.
 func formatTime(t time.Time, format string) any {
 	if t.IsZero() {
 		return nil
@@ -257,5 +330,5 @@ func formatTime(t time.Time, format string) any {
 	if format != "table" {
 		return t.UnixMilli()
 	}
-	return t.UTC().Format("2006-01-02 15:04:05Z")
+	return t.Local().Format("2006-01-02 15:04:05 MST")
 }

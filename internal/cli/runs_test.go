@@ -132,7 +132,7 @@ func TestRunsRejectsBadQueriesAndWrites(t *testing.T) {
 	if _, errs, code := runMain(t, env, "runs", "--format", "xml"); code != ExitUsage || !strings.Contains(errs, "xml") {
 		t.Errorf("bad format: code %d, %q", code, errs)
 	}
-	if _, errs, code := runMain(t, env, "runs", "--sweep", "nosuch"); code != ExitFailure || !strings.Contains(errs, "not found") {
+	if _, errs, code := runMain(t, env, "runs", "--sweep", "nosuch"); code != ExitFailure || !strings.Contains(errs, `no sweep has the id or name "nosuch"`) {
 		t.Errorf("unknown sweep: code %d, %q", code, errs)
 	}
 	missing := filepath.Join(t.TempDir(), "none.db")
@@ -153,5 +153,55 @@ func TestSweepsList(t *testing.T) {
 	}
 	if rows[0]["name"] != "quickstart" || rows[0]["done"] != float64(len(plan.Points)) || rows[0]["pending"] != 0.0 {
 		t.Errorf("sweeps row: %v", rows[0])
+	}
+}
+
+// TestRunsTableIsReadable: `runs` as a table shows a readable set of columns with local times
+// (the zone named); --wide shows every column, --columns chooses; csv and json keep every column
+// and unix ms; a --where naming no column lists the columns there are.
+func TestRunsTableIsReadable(t *testing.T) {
+	path, plan := recordedDB(t)
+	env := map[string]string{"SPECSWEEP_DB": path}
+	started := time.Unix(1_700_000_000, 0).Local().Format("2006-01-02 15:04:05 MST")
+
+	out, errs, code := runMain(t, env, "runs", "--where", "concurrency = 1")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if code != ExitOK || len(lines) != 1+len(plan.Points) {
+		t.Fatalf("runs: exit %d, %d lines\n%s%s", code, len(lines), out, errs)
+	}
+	head := strings.Fields(lines[0])
+	want := []string{"sweep", "method", "num_steps", "topk", "num_draft_tokens", "tp", "concurrency", "repeat", "status",
+		"output_tok_s", "speedup", "accept_length", "ttft_p99_ms", "tpot_p50_ms", "started_at"}
+	if strings.Join(head, " ") != strings.Join(want, " ") {
+		t.Errorf("table columns %q, want %q", head, want)
+	}
+	if !strings.HasSuffix(lines[1], started) {
+		t.Errorf("started_at is not the local time %q:\n%s", started, out)
+	}
+
+	out, _, _ = runMain(t, env, "runs", "--where", "concurrency = 1", "--wide")
+	head = strings.Fields(strings.SplitN(out, "\n", 2)[0])
+	if len(head) != 28 || head[1] != "sweep_id" || !strings.Contains(out, started) || strings.Contains(out, "1700000000000") {
+		t.Errorf("--wide: %d columns, local times:\n%s", len(head), out)
+	}
+	out, _, _ = runMain(t, env, "runs", "--where", "concurrency = 1", "--columns", "point_id,started_at")
+	if !strings.HasPrefix(out, "point_id") || !strings.Contains(out, plan.Points[0].ID+"  "+started) {
+		t.Errorf("--columns:\n%s", out)
+	}
+	for _, format := range []string{"csv", "json"} {
+		out, _, _ = runMain(t, env, "runs", "--where", "concurrency = 1", "--format", format)
+		if !strings.Contains(out, "1700000000000") || !strings.Contains(out, "accept_length_source") || !strings.Contains(out, "sweep_id") {
+			t.Errorf("--format %s: not every column and unix ms:\n%s", format, out)
+		}
+	}
+	if _, errs, code := runMain(t, env, "runs", "--wide", "--format", "csv"); code != ExitUsage || !strings.Contains(errs, "--wide") {
+		t.Errorf("--wide --format csv: exit %d\n%s", code, errs)
+	}
+	_, errs, code = runMain(t, env, "runs", "--where", "no_such_column = 1")
+	for _, w := range []string{`bad query: --where "no_such_column = 1": no such column: no_such_column`,
+		"the columns are run_summary's: sweep, sweep_id, point_id,", "and run_detail's: run_id, plan_order,"} {
+		if code != ExitFailure || !strings.Contains(errs, w) {
+			t.Errorf("a --where naming no column: exit %d, lacks %q:\n%s", code, w, errs)
+		}
 	}
 }

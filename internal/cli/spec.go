@@ -15,7 +15,8 @@ import (
 
 func validateCmd() command {
 	return newCommand("validate", "SPEC",
-		"Parse and validate a sweep spec; print every error (and warning) as SPEC:LINE:COL: message.", validateRun)
+		"Parse and validate a sweep spec; print every error (and warning) as SPEC:LINE:COL: message.", validateRun).
+		withExamples("specsweep validate sweep.yaml")
 }
 
 type validateOptions struct {
@@ -48,16 +49,26 @@ func validateRun(ctx context.Context, env Env, o *validateOptions) error {
 
 func planCmd() command {
 	return newCommand("plan", "SPEC",
-		"Print the expanded plan: points in run order, skipped combinations with reasons, run count, rough duration.", planRun)
+		"Print the expanded plan: points in run order, skipped combinations with reasons, run count, rough duration.", planRun).
+		withExamples("specsweep plan sweep.yaml",
+			"specsweep plan --db specsweep.db sweep.yaml  # the estimate from this model's measured times",
+			"specsweep plan --format json sweep.yaml | jq -r '.points[].id'")
 }
 
 type planOptions struct {
-	JSON bool   // --json
-	Spec string // SPEC
+	DB     string // --db: measured load times and decode speeds for the estimate
+	Format string // --format: table or json
+	JSON   bool   // --json: --format json
+	Spec   string // SPEC
 }
 
+// planFormats are plan's --format values: the text plan, or the plan as one JSON object.
+var planFormats = []string{"table", "json"}
+
 func (o *planOptions) flags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.JSON, "json", false, "print the plan as one JSON object")
+	fs.StringVar(&o.DB, "db", "", "database `PATH` whose measured load times and decode speeds of the model the duration estimate uses (default $SPECSWEEP_DB or ./specsweep.db, when it exists)")
+	fs.StringVar(&o.Format, "format", "table", formatUsage(planFormats, true)+"; json is the plan as one object")
+	fs.BoolVar(&o.JSON, "json", false, "the same as --format json")
 }
 
 func (o *planOptions) args(pos []string) (err error) {
@@ -67,17 +78,26 @@ func (o *planOptions) args(pos []string) (err error) {
 
 // planRun prints the expanded plan of the spec.
 func planRun(ctx context.Context, env Env, o *planOptions) error {
+	format, err := outputFormat(o.Format, o.JSON, planFormats...)
+	if err != nil {
+		return err
+	}
 	spec, err := loadSpec(o.Spec)
 	if err != nil {
 		return err
 	}
 	p := spec.Plan()
-	if o.JSON {
+	if format == "json" {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(p)
 	}
-	printPlan(env, spec, p)
+	timings, dbFile, err := storedTimings(ctx, env, o.DB)
+	if err != nil {
+		return err
+	}
+	d, basis := planEstimate(ctx, spec, p.Points, timings, dbFile)
+	printPlan(env, spec, p, d, basis)
 	return nil
 }
 
@@ -94,7 +114,8 @@ func loadSpec(path string) (*sweep.Spec, error) {
 	return nil, err
 }
 
-func printPlan(env Env, spec *sweep.Spec, p *sweep.Plan) {
+// printPlan writes the text plan, with the duration estimate d and the words of its basis.
+func printPlan(env Env, spec *sweep.Spec, p *sweep.Plan, d time.Duration, basis string) {
 	w := env.Stdout
 	fmt.Fprintf(w, "sweep %s  spec_hash %s\n\n", p.Name, shortHash(p.SpecHash))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -124,11 +145,12 @@ func printPlan(env Env, spec *sweep.Spec, p *sweep.Plan) {
 	if words := searchWords(spec, len(p.Points)); words != "" {
 		// The runs and the duration are of every planned point: the most the search may run.
 		fmt.Fprintf(w, "\n%s.\n%d points x %d concurrency levels x %d repeats = at most %d runs; rough duration at most %s\n",
-			words, len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(p.Estimate))
-		return
+			words, len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(d))
+	} else {
+		fmt.Fprintf(w, "\n%d points x %d concurrency levels x %d repeats = %d runs; rough duration %s\n",
+			len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(d))
 	}
-	fmt.Fprintf(w, "\n%d points x %d concurrency levels x %d repeats = %d runs; rough duration %s\n",
-		len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(p.Estimate))
+	fmt.Fprintf(w, "  based on %s\n", basis)
 }
 
 func optInt(v *int) string {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/store"
 )
 
 // TestSubmitWordsScheduleConflictsWithItsFlags: the orchestrator's typed refusal is worded with
@@ -46,17 +47,19 @@ workload: {concurrency: [1], requests: 2, input_tokens: 8, output_tokens: 8}
 // TestRunWordsAnExistingSweepWithNew: Prepare's refusals name run's --new.
 func TestRunWordsAnExistingSweepWithNew(t *testing.T) {
 	changed := &orchestrator.SweepExistsError{Name: "s", ID: 3, State: "done", Hash: "aaaa", NewHash: "bbbb", Err: orchestrator.ErrSpecChanged}
-	err := prepareWords(changed)
-	if !errors.Is(err, orchestrator.ErrSpecChanged) || !strings.Contains(err.Error(), "pass --new to start a new sweep") {
+	err := prepareWords("run", changed)
+	if !errors.Is(err, orchestrator.ErrSpecChanged) || !strings.Contains(err.Error(), "`specsweep run --new SPEC` starts a new sweep") ||
+		!strings.Contains(err.Error(), "sweep s (id 3, done) was made from a different version of this spec") {
 		t.Errorf("spec changed: %v", err)
 	}
-	finished := &orchestrator.SweepExistsError{Name: "s", ID: 3, State: "done", Err: orchestrator.ErrFinished}
-	err = prepareWords(finished)
-	if !errors.Is(err, orchestrator.ErrFinished) || !strings.Contains(err.Error(), "already finished: pass --new to run it again") {
+	finished := &orchestrator.SweepExistsError{Name: "s", ID: 3, State: "done", Err: orchestrator.ErrFinished,
+		Prior: store.Sweep{ID: 3, Name: "s", State: store.SweepDone}}
+	err = prepareWords("submit", finished)
+	if !strings.Contains(err.Error(), "already finished (done") || !strings.Contains(err.Error(), "`specsweep submit --new SPEC` starts a new sweep") {
 		t.Errorf("finished: %v", err)
 	}
 	other := errors.New("disk I/O error")
-	if prepareWords(other) != other || prepareWords(nil) != nil {
+	if prepareWords("run", other) != other || prepareWords("run", nil) != nil {
 		t.Error("other errors are passed through")
 	}
 }
