@@ -20,8 +20,7 @@ func TestFailuresShowTheirCauseAndEvidence(t *testing.T) {
 	db := dir + "/f.db"
 	out, errs, code := runMain(t, nil, "run", "--db", db, spec)
 	block := "Failed points (1): cause, then the first evidence line from the server's log:\n" +
-		"  baseline tp=4  bad_args: cannot run the server command\n" +
-		"                   fork/exec /nonexistent/sglangsim: no such file or directory\n"
+		"  baseline tp=4  launch_failed: cannot start the server: fork/exec /nonexistent/sglangsim: no such file or directory\n"
 	if code != ExitFailure || !strings.Contains(out, block) {
 		t.Errorf("run of a spec whose command does not exist: exit %d, lacks\n%s\nstdout:\n%s\nstderr:\n%s", code, block, out, errs)
 	}
