@@ -16,6 +16,9 @@ const (
 	// TPSize is also spelled --tensor-parallel-size (an alias), and --tp is its documented
 	// abbreviation.
 	TPSize = "--tp-size"
+	// MemFractionStatic is the share of a GPU SGLang keeps for weights and the KV cache (doctor's
+	// model fit check).
+	MemFractionStatic = "--mem-fraction-static"
 
 	// Credentials, hidden from stored argvs.
 	AdminAPIKey        = "--admin-api-key"

@@ -76,13 +76,42 @@ func TestUsageAndHelp(t *testing.T) {
 
 func exampleSpecs(t *testing.T) []string {
 	t.Helper()
-	specs, _ := filepath.Glob("../../examples/*.yaml")
+	var specs []string
+	mine, _ := filepath.Glob("../../examples/*.yaml")
+	for _, f := range mine {
+		specs = append(specs, exampleCopy(t, filepath.Base(f)))
+	}
 	shared, _ := filepath.Glob("../../../shared/examples/*.yaml")
 	specs = append(specs, shared...)
 	if len(specs) == 0 {
 		t.Fatal("no example specs found")
 	}
 	return specs
+}
+
+// exampleCopy is examples/NAME copied into a temporary tree beside a bin/sglangsim stand-in, as the
+// example sits in a checkout after make build: its `../bin/sglangsim` (resolved against the spec's
+// folder) exists without building anything, and no test depends on what bin/ holds.
+func exampleCopy(t *testing.T, name string) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"examples", "bin"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "bin", "sglangsim"), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join("../../examples", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(root, "examples", name)
+	if err := os.WriteFile(f, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func TestValidateAndPlanExamples(t *testing.T) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"flag"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -65,7 +66,16 @@ func TestOneOutputConvention(t *testing.T) {
 	}
 
 	// --json and --format json print the same.
-	spec := "../../examples/quickstart.yaml"
+	spec := exampleCopy(t, "quickstart.yaml")
+	// submit needs an absolute command (the daemon has no spec folder): the copy's stand-in.
+	data, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := filepath.Join(filepath.Dir(filepath.Dir(spec)), "bin", "sglangsim")
+	if err := os.WriteFile(spec, []byte(strings.Replace(string(data), "../bin/sglangsim", abs, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	a, _, c1 := runMain(t, nil, "plan", "--json", spec)
 	b, _, c2 := runMain(t, nil, "plan", "--format", "json", spec)
 	if c1 != 0 || c2 != 0 || a != b || !strings.HasPrefix(a, "{") {

@@ -355,6 +355,9 @@ func submitRun(ctx context.Context, env Env, o *submitOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := daemonCanResolve(spec, o.Spec); err != nil {
+		return err
+	}
 	st, err := store.Open(ctx, dbPath(env, o.DB))
 	if err != nil {
 		return err

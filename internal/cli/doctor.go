@@ -66,7 +66,7 @@ func doctorRun(ctx context.Context, env Env, o *doctorOptions) error {
 	if note := runningNote(ctx, dbPath(env, o.DB), spec.Name); note != "" {
 		fmt.Fprintln(env.Stderr, note)
 	}
-	hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, getenv: env.Getenv})
+	hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, getenv: env.Getenv, specDir: specDir(o.Spec)})
 	if err != nil {
 		return err
 	}

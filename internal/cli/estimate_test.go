@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"path/filepath"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -33,7 +34,12 @@ func roughDuration(t *testing.T, out string) (time.Duration, string) {
 func TestPlanEstimatesFromMeasuredTimes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	spec := writeFile(t, dir, "cell.yaml", stateSpec("/opt/sglangsim", 31999))
+	// plan checks that a local command can start here: a stand-in is enough, nothing runs.
+	stub := writeFile(t, dir, "sglangsim", "#!/bin/sh\nexit 1\n")
+	if err := os.Chmod(stub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := writeFile(t, dir, "cell.yaml", stateSpec(stub, 31999))
 
 	// The simulator at 0.01 with no load or warmup: well under a second, not minutes.
 	out, errs, code := runMain(t, nil, "plan", spec)

@@ -15,12 +15,13 @@ type hostOptions struct {
 	logDir            string // local driver: server logs go to LOGDIR/HOST.log when set
 	event             func(host, kind, detail string)
 	getenv            func(string) string // the environment ~/.ssh/config, keys and the agent are found in
+	specDir           string              // the spec file's folder ("" for a spec the daemon got as text)
 }
 
 // openOptions maps the command line and the spec to what hostctl.Open takes.
 func openOptions(spec *sweep.Spec, opts hostOptions) hostctl.Options {
 	o := hostctl.Options{Sweep: spec.Name, Port: spec.Server.Port, AcceptNewHostKeys: opts.acceptNewHostKeys,
-		LogDir: opts.logDir, Getenv: opts.getenv, Event: opts.event}
+		LogDir: opts.logDir, Getenv: opts.getenv, Event: opts.event, SpecDir: opts.specDir, Fit: fitOf(spec)}
 	if len(spec.Server.Command) > 0 {
 		o.Command = spec.Server.Command[0]
 	}

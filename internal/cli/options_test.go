@@ -103,7 +103,7 @@ func directEnv(stdout, stderr io.Writer) Env {
 // The run functions take their options struct directly, with no command line.
 func TestRunFunctionsTakeTheirOptions(t *testing.T) {
 	ctx := context.Background()
-	const spec = "../../examples/quickstart.yaml"
+	spec := exampleCopy(t, "quickstart.yaml")
 	var out, errs bytes.Buffer
 	if err := validateRun(ctx, directEnv(&out, &errs), &validateOptions{Spec: spec}); err != nil {
 		t.Fatalf("validateRun: %v (stderr %s)", err, errs.String())

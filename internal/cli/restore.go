@@ -48,7 +48,7 @@ func restoreRun(ctx context.Context, env Env, o *restoreOptions) error {
 		return err
 	}
 	defer unlock()
-	hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys})
+	hosts, err := newHosts(ctx, spec, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, specDir: specDir(o.Spec)})
 	if err != nil {
 		return err
 	}

@@ -105,7 +105,7 @@ func runRun(ctx context.Context, env Env, o *runOptions) error {
 		return err
 	}
 
-	hosts := sweepHosts(ctx, st, spec, prep.SweepID, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, logDir: o.LogDir, getenv: env.Getenv})
+	hosts := sweepHosts(ctx, st, spec, prep.SweepID, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, logDir: o.LogDir, getenv: env.Getenv, specDir: specDir(o.Spec)})
 	ohosts := make([]orchestrator.Host, 0, len(hosts))
 	for _, h := range hosts {
 		defer h.Close()

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -40,6 +41,9 @@ func validateRun(ctx context.Context, env Env, o *validateOptions) error {
 	// which each warning spells out.
 	for _, w := range spec.Warnings {
 		fmt.Fprintln(env.Stderr, w)
+	}
+	if err := checkOnThisMachine(env, spec, o.Spec); err != nil {
+		return err
 	}
 	p := spec.Plan()
 	fmt.Fprintf(env.Stdout, "%s: ok: sweep %q, %d points (%d skipped), %d runs\n",
@@ -86,6 +90,9 @@ func planRun(ctx context.Context, env Env, o *planOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := checkOnThisMachine(env, spec, o.Spec); err != nil {
+		return err
+	}
 	p := spec.Plan()
 	if format == "json" {
 		enc := json.NewEncoder(env.Stdout)
@@ -98,6 +105,18 @@ func planRun(ctx context.Context, env Env, o *planOptions) error {
 	}
 	d, basis := planEstimate(ctx, spec, p.Points, timings, dbFile)
 	printPlan(env, spec, p, d, basis)
+	return nil
+}
+
+// checkOnThisMachine prints machineChecks' warnings and fails with its errors.
+func checkOnThisMachine(env Env, spec *sweep.Spec, path string) error {
+	errs, warns := machineChecks(spec, path)
+	for _, w := range warns {
+		fmt.Fprintln(env.Stderr, w)
+	}
+	if len(errs) > 0 {
+		return exitError{code: ExitFailure, err: errors.New(strings.Join(errs, "\n"))}
+	}
 	return nil
 }
 
