@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"path/filepath"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
