@@ -37,10 +37,9 @@ import (
 type APIStore interface {
 	orchestrator.SubmitStore
 	orchestrator.StatusStore
+	orchestrator.ControlStore
 	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
 	ListSweepsPage(ctx context.Context, pg store.SweepPage) ([]store.Sweep, bool, error)
-	CancelSweep(ctx context.Context, id int64, reason string) error
-	ResumeSweep(ctx context.Context, id int64, reason string) (store.Sweep, error)
 	StateCounts(ctx context.Context) (store.StateCounts, error)
 }
 
@@ -438,7 +437,7 @@ type SweepJSON struct {
 	FinishedAt *int64  `json:"finished_at"`
 	NotBefore  *int64  `json:"not_before,omitempty"`
 	ETASeconds float64 `json:"eta_s,omitempty"`
-	// NextFire is a schedule's next firing (the API's list and detail; not in `status --json`).
+	// NextFire is a schedule's next firing (the API's list and detail, and `status --json`).
 	NextFire *int64 `json:"next_fire,omitempty"`
 	// DaemonDeaths counts the daemons that died running the sweep since it was submitted or
 	// resumed; at DefaultHoldAfterDeaths it is held (interrupted) until resumed.
@@ -739,7 +738,11 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	err := a.c.Store.CancelSweep(r.Context(), id, "cancelled over HTTP")
+	// As the CLI does (orchestrator.Cancel): a sweep whose process died gives its running points back first.
+	sw, err := a.c.Store.Sweep(r.Context(), id)
+	if err == nil {
+		err = orchestrator.Cancel(r.Context(), a.c.Store, sw, orchestrator.LocalLiveness(time.Now()), "cancelled over HTTP")
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		httpError(w, http.StatusNotFound, fmt.Sprintf("no sweep %d", id))
@@ -758,7 +761,11 @@ func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sw, err := a.c.Store.ResumeSweep(r.Context(), id, "resumed over HTTP")
+	// As the CLI does (orchestrator.Resume): a running sweep whose process died can be queued again.
+	sw, err := a.c.Store.Sweep(r.Context(), id)
+	if err == nil {
+		sw, err = orchestrator.Resume(r.Context(), a.c.Store, sw, orchestrator.LocalLiveness(time.Now()), "resumed over HTTP")
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		httpError(w, http.StatusNotFound, fmt.Sprintf("no sweep %d", id))

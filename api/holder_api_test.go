@@ -52,6 +52,14 @@ func TestAPIShowsASweepWhoseProcessDied(t *testing.T) {
 	if j.OrphanedSince == nil || j.Holder.Heartbeat == nil || *j.OrphanedSince != *j.Holder.Heartbeat || j.ETASeconds != 0 {
 		t.Fatalf("a dead holder: %+v orphaned %v eta %v", j.Holder, j.OrphanedSince, j.ETASeconds)
 	}
+	// Such a sweep can be queued again over HTTP, as from the CLI (the store alone refused a
+	// running sweep).
+	if w := a.do("POST", "/api/sweeps/"+jsonInt(id)+"/resume", "", nil); w.Code != http.StatusOK {
+		t.Fatalf("resume of a sweep whose process died: %d %s", w.Code, w.Body)
+	}
+	if j := get(); j.State != string(store.SweepQueued) {
+		t.Fatalf("after resume: state %s", j.State)
+	}
 }
 
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
