@@ -30,9 +30,10 @@ STATICCHECK ?= $(or $(shell command -v staticcheck 2>/dev/null),$(TOOLBIN)/stati
 
 all: build
 
+# One go build for both binaries: the packages they share compile once, the rest side by side.
 build: sqlite-note
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/specsweep ./cmd/specsweep
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/sglangsim ./cmd/sglangsim
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/specsweep ./cmd/sglangsim
 
 # Says, on a cold build cache only, what the slow part of the first build is and how to skip it.
 sqlite-note:

@@ -23,9 +23,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/specsweep/specsweep/internal/refusals"
 	"github.com/specsweep/specsweep/orchestrator"
@@ -68,78 +65,6 @@ type Route struct {
 	Handler http.Handler
 	Open    bool
 	Page    bool
-}
-
-// Metrics are the daemon's Prometheus metrics: sweeps by state and points by state and failure
-// class (read from the store at each scrape), point durations, time to ready, hosts up.
-type Metrics struct {
-	reg      *prometheus.Registry
-	duration *prometheus.HistogramVec
-	ready    prometheus.Histogram
-	hostUp   *prometheus.GaugeVec
-}
-
-// NewMetrics registers the metrics on a registry of their own.
-func NewMetrics(st APIStore) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "specsweep_point_duration_seconds",
-			Help:    "Time a point held its host, from claim to done or failed.",
-			Buckets: prometheus.ExponentialBuckets(5, 2, 12)}, []string{"outcome"}),
-		ready: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "specsweep_ready_seconds",
-			Help:    "Time from a server's start to its readiness (load time plus detection lag).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
-		hostUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "specsweep_host_up",
-			Help: "1 while the host answers, 0 after host trouble (until it answers again)."}, []string{"host"}),
-	}
-	m.reg.MustRegister(m.duration, m.ready, m.hostUp, &storeCollector{st: st},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
-}
-
-// Observe feeds a sweep's update into the metrics.
-func (m *Metrics) Observe(_ int64, u orchestrator.Update) {
-	switch u.Phase {
-	case orchestrator.PhaseReady:
-		m.ready.Observe(u.Duration.Seconds())
-		m.hostUp.WithLabelValues(u.Host).Set(1)
-	case orchestrator.PhaseDone:
-		m.duration.WithLabelValues("done").Observe(u.Duration.Seconds())
-	case orchestrator.PhaseFailed:
-		m.duration.WithLabelValues("failed").Observe(u.Duration.Seconds())
-	case orchestrator.PhaseRetry:
-		m.hostUp.WithLabelValues(u.Host).Set(0)
-	case orchestrator.PhaseStarting:
-		// Set on first sight, so every host of a running sweep is listed.
-		m.hostUp.WithLabelValues(u.Host)
-	}
-}
-
-var (
-	sweepsDesc = prometheus.NewDesc("specsweep_sweeps", "Sweeps in the store by state.", []string{"state"}, nil)
-	pointsDesc = prometheus.NewDesc("specsweep_points", "Points in the store by state and failure class.",
-		[]string{"state", "failure_class"}, nil)
-)
-
-// storeCollector reads the counts at scrape time: the store is the truth, also for sweeps run by
-// `specsweep run` beside the daemon.
-type storeCollector struct{ st APIStore }
-
-func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sweepsDesc; ch <- pointsDesc }
-
-func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	counts, err := c.st.StateCounts(ctx)
-	if err != nil {
-		counts = store.StateCounts{Sweeps: map[store.SweepState]int{}}
-	}
-	for _, s := range []store.SweepState{store.SweepScheduled, store.SweepQueued, store.SweepRunning,
-		store.SweepInterrupted, store.SweepDone, store.SweepFailed, store.SweepCancelled} {
-		ch <- prometheus.MustNewConstMetric(sweepsDesc, prometheus.GaugeValue, float64(counts.Sweeps[s]), string(s))
-	}
-	for _, p := range counts.Points {
-		ch <- prometheus.MustNewConstMetric(pointsDesc, prometheus.GaugeValue, float64(p.N), string(p.State), string(p.FailureClass))
-	}
 }
 
 // MaxBodyBytes caps a request body (a spec is far smaller).
@@ -188,7 +113,7 @@ func NewAPI(c APIConfig) (http.Handler, error) {
 	a := &api{c: c, hosts: allowedHosts(c.ListenHost), want: []byte("Bearer " + c.Token), refusals: refusals.New(c.Log, nil, nil)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(c.Metrics.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", c.Metrics)
 	mux.Handle("GET /api/sweeps", a.protect(a.list))
 	mux.Handle("GET /api/sweeps/{id}", a.protect(a.get))
 	mux.Handle("POST /api/sweeps", a.protect(a.submit))

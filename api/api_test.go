@@ -31,9 +31,10 @@ workload: {concurrency: [1], requests: 2, input_tokens: 8, output_tokens: 8}
 }
 
 type apiHarness struct {
-	t  *testing.T
-	db *store.DB
-	h  http.Handler
+	t       *testing.T
+	db      *store.DB
+	h       http.Handler
+	metrics *Metrics
 }
 
 func newAPIHarness(t *testing.T, c APIConfig) *apiHarness {
@@ -51,7 +52,7 @@ func newAPIHarness(t *testing.T, c APIConfig) *apiHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &apiHarness{t: t, db: db, h: h}
+	return &apiHarness{t: t, db: db, h: h, metrics: c.Metrics}
 }
 
 // do sends a request as a well-behaved client (loopback Host, the token, YAML body) changed by edit.
