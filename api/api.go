@@ -23,7 +23,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/specsweep/specsweep/internal/refusals"
 	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
