@@ -270,17 +270,20 @@ func sweepsCmd() command {
 		withExamples("specsweep sweeps", "specsweep sweeps --format json | jq '.[] | select(.state == \"failed\")'")
 }
 
-type sweepsOptions struct {
+// listOptions are the options of a command that lists a table of the store (sweeps, schedules).
+type listOptions struct {
 	DB     string // --db
 	Format string // --format: one of tabular.Formats
 }
 
-func (o *sweepsOptions) flags(fs *flag.FlagSet) {
+func (o *listOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
 	fs.StringVar(&o.Format, "format", "table", formatUsage(tabular.Formats, false))
 }
 
-func (o *sweepsOptions) args(pos []string) error { return noArgs(pos) }
+func (o *listOptions) args(pos []string) error { return noArgs(pos) }
+
+type sweepsOptions = listOptions
 
 // sweepsRun lists the sweeps of the store.
 func sweepsRun(ctx context.Context, env Env, o *sweepsOptions) error {

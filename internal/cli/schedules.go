@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,17 +19,7 @@ func schedulesCmd() command {
 		withExamples("specsweep schedules", "specsweep cancel --schedule 2          # one stops firing")
 }
 
-type schedulesOptions struct {
-	DB     string // --db
-	Format string // --format: one of tabular.Formats
-}
-
-func (o *schedulesOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.DB, "db", "", dbUsage)
-	fs.StringVar(&o.Format, "format", "table", formatUsage(tabular.Formats, false))
-}
-
-func (o *schedulesOptions) args(pos []string) error { return noArgs(pos) }
+type schedulesOptions = listOptions
 
 // schedulesRun lists the schedules of the store, oldest first.
 func schedulesRun(ctx context.Context, env Env, o *schedulesOptions) error {
