@@ -239,7 +239,9 @@ SlurmctldTimeout=10
 SlurmdTimeout=10
 MessageTimeout=5
 TCPTimeout=2
-KillWait=5
+# KillWait: 10 s, not 5: a clean drain (sglangsim's SIGTERM path, then its own SIGKILL) on a loaded
+# 2-core machine took 5.5 to 7 s, past 5, and was taken for Slurm's SIGKILL (stop_timeout_sigkill).
+KillWait=10
 InactiveLimit=0
 Waittime=0
 MinJobAge=600
