@@ -195,7 +195,7 @@ func TestSlurmCluster(t *testing.T) {
 		if jc["NodeList"] != ja["NodeList"] {
 			t.Fatalf("third job runs on %s, want the node freed by %s (%s)", jc["NodeList"], a, ja["NodeList"])
 		}
-		// The cancelled job's processes are gone from its node (KillWait=5).
+		// The cancelled job's processes are gone from its node (within KillWait).
 		node := c.Node(ja["NodeList"])
 		for {
 			out, _ := node.Nsenter(ctx, "sh", "-c", "ps -eo args | grep -c '^sleep 600$'")
