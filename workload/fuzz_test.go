@@ -2,8 +2,16 @@ package workload
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -74,4 +82,81 @@ func (o *oneByteReader) Read(p []byte) (int, error) {
 func FuzzJSONText(f *testing.F) {
 	f.Add("say \"hi\" <b>\n\xff\u2028")
 	f.Fuzz(func(t *testing.T, s string) { checkJSONText(t, s) })
+}
+
+// FuzzReadPromptSet reads arbitrary bytes as a prompt set file in every format and detected: no
+// panic; an error is a *SetError at a line of the file (or about the file as a whole); a set read
+// has items of non-blank turns at the file's lines, within the limits, the file's hash and its
+// categories; and a set detected reads the same when its format is named.
+func FuzzReadPromptSet(f *testing.F) {
+	for _, s := range []string{
+		`[{"conversations": [{"from": "human", "value": "Describe a quiet morning"}, {"from": "gpt", "value": "Birds."}]}, {"id": 2}]`,
+		"[\n {\"conversations\": [\n  {\"from\": \"user\", \"value\": \"Write a function that reverses a list\", \"x\": [1, {}]}\n ]}\n]\n",
+		`{"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": [{"type": "text", "text": "Describe a quiet morning"}]}, {"role": "assistant", "content": "x"}, {"role": "user", "content": "Again"}], "category": "writing", "max_tokens": 64}` + "\n",
+		"\ufeff{\"prompt\": \"Write a function that reverses a list\", \"category\": \"code\"}\r\n\r\n{\"question\": \"How many legs do three spiders have?\"}",
+		`{"question_id": 1, "category": "writing", "turns": ["Describe a quiet morning", "Now as a poem"]}` + "\n" + `{"question_id": 2, "category": "math", "turns": ["Add 2 and 2"]}`,
+		"[{\"conversations\": [{\"from\": \"human\", \"value\": \"a\\q\"}]}]",
+		"{\"turns\": [\"a\", 2]}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	limits := SetLimits{MaxItems: 20, MaxLineBytes: 1 << 10, MaxFileBytes: 1 << 14, MaxTurns: 3, MaxTokens: 1000}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		path := filepath.Join(t.TempDir(), "set")
+		if err := os.WriteFile(path, in, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lines := bytes.Count(in, []byte{'\n'}) + 1
+		sum := sha256.Sum256(in)
+		for _, format := range append([]string{""}, setFormats...) {
+			set, err := ReadPromptSet(t.Context(), "f", path, format, limits)
+			if err != nil {
+				var se *SetError
+				switch {
+				case !errors.As(err, &se):
+					t.Fatalf("format %q: %v is not a SetError", format, err)
+				case se.Path != path || se.Line < 0 || se.Line > lines:
+					t.Fatalf("format %q: %v: line %d of a %d-line file", format, err, se.Line, lines)
+				case se.Line == 0 && !strings.HasPrefix(se.Msg, "no prompts") && !strings.Contains(se.Msg, "larger than"):
+					t.Fatalf("format %q: %v: no line", format, err)
+				}
+				continue
+			}
+			if (format != "" && set.Format != format) || !slices.Contains(setFormats, set.Format) {
+				t.Fatalf("format %q read as %q", format, set.Format)
+			}
+			if set.Hash != hex.EncodeToString(sum[:]) {
+				t.Fatalf("format %q: hash %s", format, set.Hash)
+			}
+			if len(set.Items) == 0 || len(set.Items) > limits.MaxItems {
+				t.Fatalf("format %q: %d items", format, len(set.Items))
+			}
+			var cats []string
+			last := 1
+			for _, it := range set.Items {
+				if len(it.Turns) == 0 || len(it.Turns) > limits.MaxTurns || it.Line < last || it.Line > lines ||
+					it.MaxTokens < 0 || it.MaxTokens > limits.MaxTokens {
+					t.Fatalf("format %q: item %+v (%d lines)", format, it, lines)
+				}
+				for _, turn := range it.Turns {
+					if strings.TrimSpace(turn) == "" {
+						t.Fatalf("format %q: blank turn in %+v", format, it)
+					}
+				}
+				if it.Category != "" && !slices.Contains(cats, it.Category) {
+					cats = append(cats, it.Category)
+				}
+				last = it.Line
+			}
+			if !slices.Equal(cats, set.Categories) {
+				t.Fatalf("format %q: categories %q, items have %q", format, set.Categories, cats)
+			}
+			if format == "" {
+				named, err := ReadPromptSet(t.Context(), "f", path, set.Format, limits)
+				if err != nil || !reflect.DeepEqual(named.Items, set.Items) {
+					t.Fatalf("detected %s, but named it reads %v, %+v", set.Format, err, named)
+				}
+			}
+		}
+	})
 }

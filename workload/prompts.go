@@ -1,12 +1,10 @@
 package workload
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
 	"strings"
 )
 
@@ -94,63 +92,20 @@ func (d *ShareGPTDataset) Prompt(stream uint64, i int) string {
 	return d.Prompts[(stream*0x9e3779b97f4a7c15%n+uint64(i))%n]
 }
 
-// LoadShareGPT reads a ShareGPT JSON file: an array of {"conversations": [{"from", "value"}, ...]}.
-// Each conversation gives its first turn from "human" (or "user"). A file that is not such an array,
-// or has no usable conversation, is an error naming the file and the place.
+// LoadShareGPT reads a ShareGPT JSON file (ReadPromptSet, FormatShareGPT, DefaultSetLimits): an
+// array of {"conversations": [{"from", "value"}, ...]}. Each conversation gives its first turn from
+// "human" (or "user"). A file that is not such an array, or has no usable conversation, is an error
+// naming the file and the line.
 func LoadShareGPT(path string, seed uint64) (*ShareGPTDataset, error) {
-	f, err := os.Open(path)
+	set, err := ReadPromptSet(context.Background(), path, path, FormatShareGPT, SetLimits{})
 	if err != nil {
 		return nil, fmt.Errorf("sharegpt dataset: %w", err)
 	}
-	defer f.Close()
-	prompts, err := parseShareGPT(f)
-	if err != nil {
-		return nil, fmt.Errorf("sharegpt dataset %s: %w", path, err)
+	prompts := make([]string, len(set.Items))
+	for i, it := range set.Items {
+		prompts[i] = it.Turns[0]
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x73686172656770))
 	rng.Shuffle(len(prompts), func(i, j int) { prompts[i], prompts[j] = prompts[j], prompts[i] })
 	return &ShareGPTDataset{Path: path, Prompts: prompts}, nil
-}
-
-func parseShareGPT(r io.Reader) ([]string, error) {
-	dec := json.NewDecoder(r)
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, fmt.Errorf("want a JSON array of conversations, found %v", tok)
-	}
-	var prompts []string
-	entries := 0
-	for dec.More() {
-		var e struct {
-			Conversations []struct {
-				From  string `json:"from"`
-				Value string `json:"value"`
-			} `json:"conversations"`
-		}
-		if err := dec.Decode(&e); err != nil {
-			return nil, fmt.Errorf("entry %d: %w", entries, err)
-		}
-		entries++
-		for _, t := range e.Conversations {
-			if t.From == "human" || t.From == "user" {
-				if strings.TrimSpace(t.Value) != "" {
-					prompts = append(prompts, t.Value)
-				}
-				break
-			}
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("after entry %d: %w", entries, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON array")
-	}
-	if len(prompts) == 0 {
-		return nil, fmt.Errorf("no conversation with a non-empty human turn among %d entries", entries)
-	}
-	return prompts, nil
 }
