@@ -239,9 +239,9 @@ SlurmctldTimeout=10
 SlurmdTimeout=10
 MessageTimeout=5
 TCPTimeout=2
-# KillWait: 10 s, not 5: a clean drain (sglangsim's SIGTERM path, then its own SIGKILL) on a loaded
-# 2-core machine took 5.5 to 7 s, past 5, and was taken for Slurm's SIGKILL (stop_timeout_sigkill).
-KillWait=10
+# KillWait: 15 s, not 5: a clean drain (sglangsim's SIGTERM path, then its own SIGKILL) on a loaded
+# 2-core machine took 5.5 to 7 s, and 10.8 s under CI's own load, past 5, and was taken for Slurm's SIGKILL (stop_timeout_sigkill).
+KillWait=15
 InactiveLimit=0
 Waittime=0
 MinJobAge=600

@@ -420,7 +420,7 @@ func TestSlurmConf(t *testing.T) {
 		"ProctrackType=proctrack/linuxproc\n", "TaskPlugin=task/none\n", "SlurmdParameters=config_overrides\n", "ReturnToService=2\n",
 		"NodeName=DEFAULT CPUs=8 RealMemory=16384 Gres=gpu:4 State=UNKNOWN\n",
 		"NodeName=sst-1-7-3 NodeAddr=10.231.7.3 NodeHostname=sst-1-7-3\n",
-		"PartitionName=gpu Nodes=sst-1-7-3,sst-1-7-4 Default=YES MaxTime=INFINITE State=UP\n", "KillWait=10\n", "\nKillWait=7\n"} {
+		"PartitionName=gpu Nodes=sst-1-7-3,sst-1-7-4 Default=YES MaxTime=INFINITE State=UP\n", "KillWait=15\n", "\nKillWait=7\n"} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("slurm.conf lacks %q", want)
 		}
