@@ -5,7 +5,7 @@ DB        ?= specsweep.db
 QUICKSTART = examples/quickstart.yaml
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    = -X github.com/specsweep/specsweep/internal/cli.version=$(VERSION)
-TESTFLAGS ?= -count=1 -timeout 30m
+TESTFLAGS ?= -count=1 -timeout 60m
 
 # SQLite: link the system's library when its headers are there (Debian's libsqlite3-dev) and it is new
 # enough for the store (3.33: sqlite_schema; store's TestLinkedSQLite checks every feature it uses),
