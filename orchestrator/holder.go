@@ -24,12 +24,15 @@ type Liveness struct {
 // LocalLiveness is the liveness seen from this process at now.
 func LocalLiveness(now time.Time) Liveness {
 	host, _ := os.Hostname()
-	return Liveness{Now: now, Host: host, Alive: processAlive}
+	return Liveness{Now: now, Host: host, Alive: ProcessAlive}
 }
 
-// processAlive: signal 0 checks that a process exists without touching it; EPERM means it exists
-// under another user.
-func processAlive(pid int) bool {
+// ProcessAlive reports whether pid is a process on this machine (0 or less: false). Signal 0
+// checks that it exists without touching it; EPERM means it exists under another user.
+func ProcessAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }

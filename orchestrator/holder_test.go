@@ -90,7 +90,7 @@ func TestOrphaned(t *testing.T) {
 			t.Errorf("%s: Orphaned = %v since %v, want %v", c.name, got, since, c.want)
 		}
 	}
-	if !processAlive(1) || processAlive(1<<22+12345) {
-		t.Error("processAlive: pid 1 should live, a pid above pid_max should not")
+	if !ProcessAlive(1) || ProcessAlive(1<<22+12345) || ProcessAlive(0) {
+		t.Error("ProcessAlive: pid 1 should live, a pid above pid_max or 0 should not")
 	}
 }

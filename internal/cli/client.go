@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/api"
+	"github.com/specsweep/specsweep/orchestrator"
 )
 
 // The CLI's client of the daemon's API (docs/security.md, "The CLI authenticates the daemon"): it
@@ -276,7 +277,7 @@ func connectDaemon(ctx context.Context, env Env, df daemonFlags) (*daemonConn, e
 		if h := portHolderOf(addr); h != "" {
 			msg += "; the port is held by " + h
 		}
-		if fromRecord && !processAlive(rec.PID) {
+		if fromRecord && !orchestrator.ProcessAlive(rec.PID) {
 			msg += fmt.Sprintf("; the daemon that recorded the address (pid %d) is not running", rec.PID)
 		}
 		return errors.New(msg)
@@ -365,22 +366,13 @@ func dialWords(err error, where string, rec daemonRecord, fromRecord bool) error
 	case errors.As(err, &certErr):
 		return fmt.Errorf("the daemon at %s: its TLS certificate is not trusted (%v): %s", where, certErr.Err, notDaemonHint)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		if fromRecord && !processAlive(rec.PID) {
+		if fromRecord && !orchestrator.ProcessAlive(rec.PID) {
 			return fmt.Errorf("nothing listens on %s: the record is stale, the daemon (pid %d) is no longer running; "+
 				"start it (systemctl start specsweep)", where, rec.PID)
 		}
 		return fmt.Errorf("nothing listens on %s: is `specsweep daemon` running, with this --listen?", where)
 	}
 	return fmt.Errorf("hello to the daemon at %s: %w", where, err)
-}
-
-// processAlive reports whether pid is a running process (0: unknown, false).
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // oneConn dials once: the connection on which the daemon proved itself is the only one the token

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/orchestrator"
 )
 
@@ -16,7 +17,7 @@ import (
 // server command that cannot start says why (the OS error), an OOM shows the log's line.
 func TestFailuresShowTheirCauseAndEvidence(t *testing.T) {
 	dir := t.TempDir()
-	spec := writeFile(t, dir, "cell.yaml", stateSpec("/nonexistent/sglangsim", freePort(t)))
+	spec := writeFile(t, dir, "cell.yaml", stateSpec("/nonexistent/sglangsim", testhost.FreePort(t)))
 	db := dir + "/f.db"
 	out, errs, code := runMain(t, nil, "run", "--db", db, spec)
 	block := "Failed points (1): cause, then the first evidence line from the server's log:\n" +

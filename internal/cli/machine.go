@@ -26,7 +26,7 @@ func specDir(path string) string {
 // machineChecks are what validate and plan can check of a spec on this machine, beyond its text:
 // errors (a local host's server command that cannot be started here) and warnings (points a
 // sglangsim server's memory model says cannot start: the simulator's out of memory).
-func machineChecks(spec *sweep.Spec, path string) (errs, warns []string) {
+func machineChecks(spec *sweep.Spec, points []sweep.Point, path string) (errs, warns []string) {
 	if len(spec.Server.Command) == 0 {
 		return nil, nil
 	}
@@ -49,8 +49,9 @@ func machineChecks(spec *sweep.Spec, path string) (errs, warns []string) {
 		labels []string
 	}
 	var groups []*group
-	for _, pt := range spec.Plan().Points {
-		f, err := sim.FitOf(pt.Argv[len(spec.Server.Command):], pt.Env)
+	fits := sim.NewFits()
+	for _, pt := range points {
+		f, err := fits.Of(pt.Argv[len(spec.Server.Command):], pt.Env)
 		if err != nil || f.Reason() == "" {
 			continue // arguments the simulator refuses are bad_args at start: not a memory question
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/specsweep/specsweep/api"
+	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
@@ -192,7 +193,7 @@ func TestAFailedOrCancelledSweepLeavesItsNameFree(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	dbFile := filepath.Join(dir, "e.db")
-	v1 := stateSpec("/nonexistent/sglangsim", freePort(t))
+	v1 := stateSpec("/nonexistent/sglangsim", testhost.FreePort(t))
 	v2 := strings.Replace(v1, "requests: 2", "requests: 3", 1)
 	spec := writeFile(t, dir, "cell.yaml", v1)
 	s1, err := sweep.Load(spec)

@@ -42,10 +42,10 @@ func validateRun(ctx context.Context, env Env, o *validateOptions) error {
 	for _, w := range spec.Warnings {
 		fmt.Fprintln(env.Stderr, w)
 	}
-	if err := checkOnThisMachine(env, spec, o.Spec); err != nil {
+	p := spec.Plan()
+	if err := checkOnThisMachine(env, spec, p.Points, o.Spec); err != nil {
 		return err
 	}
-	p := spec.Plan()
 	fmt.Fprintf(env.Stdout, "%s: ok: sweep %q, %d points (%d skipped), %d runs\n",
 		o.Spec, spec.Name, len(p.Points), len(p.Skipped), p.Runs)
 	return nil
@@ -90,10 +90,10 @@ func planRun(ctx context.Context, env Env, o *planOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkOnThisMachine(env, spec, o.Spec); err != nil {
+	p := spec.Plan()
+	if err := checkOnThisMachine(env, spec, p.Points, o.Spec); err != nil {
 		return err
 	}
-	p := spec.Plan()
 	if format == "json" {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -109,8 +109,8 @@ func planRun(ctx context.Context, env Env, o *planOptions) error {
 }
 
 // checkOnThisMachine prints machineChecks' warnings and fails with its errors.
-func checkOnThisMachine(env Env, spec *sweep.Spec, path string) error {
-	errs, warns := machineChecks(spec, path)
+func checkOnThisMachine(env Env, spec *sweep.Spec, points []sweep.Point, path string) error {
+	errs, warns := machineChecks(spec, points, path)
 	for _, w := range warns {
 		fmt.Fprintln(env.Stderr, w)
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,16 +156,6 @@ workload:
 `, sim, port, port)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // newStateFixture stores the sweep of the spec in state through the store's own calls, as the
 // processes that run sweeps leave it. live is the pid of a live process other than this one (the
 // holder of a running sweep), dead one of a process that ended.
@@ -175,7 +164,7 @@ func newStateFixture(t *testing.T, state, sim string, live, dead int) stateFixtu
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := stateFixture{dir: dir, db: filepath.Join(dir, "s.db"), spec: filepath.Join(dir, "cell.yaml")}
-	if err := os.WriteFile(f.spec, []byte(stateSpec(sim, freePort(t))), 0o644); err != nil {
+	if err := os.WriteFile(f.spec, []byte(stateSpec(sim, testhost.FreePort(t))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	spec, err := sweep.Load(f.spec)

@@ -160,19 +160,12 @@ func shownState(s store.Sweep, l orchestrator.Liveness) (state, note string) {
 	if !orphan {
 		return string(s.State), ""
 	}
-	h := s.Holder
-	who := "specsweep run"
 	how := "run the same `specsweep run` command again to resume it"
-	if h.Kind == store.HolderDaemon {
-		who = "specsweep daemon"
+	if s.Holder.Kind == store.HolderDaemon {
 		how = "start the daemon again (`specsweep daemon`, or `systemctl start specsweep`): it resumes the sweeps it was running"
 	}
-	where := fmt.Sprintf("%s, pid %d", who, h.PID)
-	if h.Host != "" {
-		where += " on " + h.Host
-	}
 	return string(store.SweepInterrupted),
-		fmt.Sprintf("no process has held it since %s (%s); %s", since.UTC().Format("2006-01-02 15:04:05Z"), where, how)
+		fmt.Sprintf("no process has held it since %s (%s); %s", since.UTC().Format("2006-01-02 15:04:05Z"), holderText(s.Holder, false), how)
 }
 
 // recordedWords checks that a sweep has something for a command that reads its results (report,
