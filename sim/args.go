@@ -440,6 +440,9 @@ type ParseOptions struct {
 	// topk; steps and topk > 1 without draft tokens). It is on only when
 	// SGLANGSIM_VERSION is unset: specsweep's tests expect that line.
 	CompatAssert bool
+	// Parser, when set, is Era's parser built once (NewParser reads the release's flag table: about
+	// a millisecond) for many parses; nil builds it.
+	Parser *Parser
 }
 
 // ParseArgs parses argv as the default era does.
@@ -454,9 +457,11 @@ func ParseArgs(argv []string) (*Args, []string, error) {
 // ParseArgsEra parses argv like that era's launch_server and applies its
 // post-init rules. warnings are the logger.warning lines SGLang prints.
 func ParseArgsEra(o ParseOptions, argv []string) (a *Args, warnings []string, err error) {
-	p, err := NewParser(o.Era)
-	if err != nil {
-		return nil, nil, err
+	p := o.Parser
+	if p == nil {
+		if p, err = NewParser(o.Era); err != nil {
+			return nil, nil, err
+		}
 	}
 	raw, notes, err := p.parseRaw(argv)
 	if err != nil {

@@ -34,3 +34,24 @@ func TestFitOf(t *testing.T) {
 		t.Error("arguments the simulator refuses gave a plan")
 	}
 }
+
+// BenchmarkFits: a plan's points asked one after another (validate and plan ask for every point of
+// a sglangsim spec): FitOf reads the release's flag table each time, Fits once.
+func BenchmarkFits(b *testing.B) {
+	args := []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4"}
+	b.Run("FitOf", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := FitOf(args, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Fits", func(b *testing.B) {
+		fs := NewFits()
+		for b.Loop() {
+			if _, err := fs.Of(args, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
