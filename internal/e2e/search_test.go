@@ -49,6 +49,12 @@ func profileFile(t *testing.T, name string, edit func(map[string]any), dir strin
 	return p
 }
 
+// searchEnv runs the simulator at a fifth of real time, not fastEnv's twentieth: at c=1 a request
+// of fastEnv lasts about 20 ms, so the client's round trip and a busy machine's scheduling moved a
+// point's figure by more than the 5% the answer is checked to (TestClimbOnTheSimulator failed 3 runs
+// of 4 beside two busy loops, and once in CI).
+const searchEnv = `SGLANGSIM_TIME_SCALE: "0.2", SGLANGSIM_LOAD_SECONDS: "2.5", SGLANGSIM_WARMUP_SECONDS: "0.5", SGL_FORCE_SHUTDOWN: "1"`
+
 // localSearchSpec is a one-host local sweep of sglangsim with a profile file.
 func localSearchSpec(sim, profile, matrix, workload, search string, port int) string {
 	return fmt.Sprintf(`version: 1
@@ -67,7 +73,7 @@ methods:
 matrix: %s
 workload: %s
 search: %s
-`, sim, port, fastEnv, profile, port, matrix, workload, search)
+`, sim, port, searchEnv, profile, port, matrix, workload, search)
 }
 
 // modelTokS is the simulator model's output tok/s for a point at a level (virtual time, no noise).
@@ -272,6 +278,24 @@ func checkAnswer(t *testing.T, o searchOutcome, p *sim.Profile) {
 			t.Errorf("c=%d: the search's best %s is %.0f tok/s by the model, the grid's best %s %.0f", c, found.Label(), fv, best, bv)
 		}
 		t.Logf("c=%d: search found %s (model %.0f tok/s), grid best %s (%.0f)", c, found.Label(), fv, best, bv)
+	}
+	if t.Failed() {
+		// What the search saw: every point's measured medians beside the model's, and why the rest were pruned.
+		for _, pt := range o.plan.Points {
+			line := fmt.Sprintf("%-28s %-7s", pt.Label(), o.state[pt.ID])
+			for _, c := range w.Concurrency {
+				m := modelTokS(t, p, pt, c, w.Requests, w.InputTokens, w.OutputTokens)
+				if l, ok := o.results[pt.ID].Levels[c]; ok {
+					line += fmt.Sprintf("  c=%d measured %.0f model %.0f", c, sweep.Median(l.OutputTokS), m)
+				} else {
+					line += fmt.Sprintf("  c=%d model %.0f", c, m)
+				}
+			}
+			if r := o.reason[pt.ID]; r != "" {
+				line += "  (" + r + ")"
+			}
+			t.Log(line)
+		}
 	}
 }
 
