@@ -68,6 +68,8 @@ const (
 	LimitRequests         = "workload.requests"
 	LimitWarmup           = "workload.warmup_requests"
 	LimitInputTokens      = "workload.input_tokens"
+	LimitLengths          = "workload.input_tokens#"
+	LimitDatasets         = "workload.datasets#"
 	LimitOutputTokens     = "workload.output_tokens"
 	LimitRepeats          = "workload.repeats"
 	LimitCheckPrompts     = "workload.output_check.prompts"
@@ -187,7 +189,7 @@ func Limits() []Limit {
 			Why:    "each point is a server restart of minutes; 10000 points are weeks of GPU time",
 			values: func(s *Spec) []int64 { return ints(len(s.Plan().Points)) }},
 		{Key: LimitRuns, Min: 1, Max: 200_000,
-			Why:    "points x concurrency levels x repeats, each a stored run; past this the sweep is months long",
+			Why:    "points x concurrency levels x prompt cells x repeats, each a stored run; past this the sweep is months long",
 			values: func(s *Spec) []int64 { return ints(s.Plan().Runs) }},
 		{Key: LimitConcurrency, Min: 1, Max: maxConcurrencyPerSlot,
 			Why:    "one stream per slot in the load generator; SGLang's default CUDA-graph batch is at most 512",
@@ -208,6 +210,22 @@ func Limits() []Limit {
 					return nil
 				}
 				return ints(s.Workload.InputTokens)
+			}},
+		{Key: LimitLengths, Min: 1, Max: 16,
+			Why:    "each length measures every level again; context lengths doubling from 512 to 4M are 14",
+			values: func(s *Spec) []int64 {
+				if len(s.Workload.Lengths()) == 0 {
+					return nil
+				}
+				return ints(len(s.Workload.Lengths()))
+			}},
+		{Key: LimitDatasets, Min: 1, Max: 16,
+			Why: "each prompt set measures every level again and is held in memory while the sweep runs",
+			values: func(s *Spec) []int64 {
+				if len(s.Workload.Datasets) == 0 {
+					return nil
+				}
+				return ints(len(s.Workload.Datasets))
 			}},
 		{Key: LimitOutputTokens, Min: 1, Max: 1 << 20,
 			Why:    "a generation cannot outgrow the context window, a few million tokens at most",
@@ -337,7 +355,7 @@ func (p *parser) planCheck(s *Spec) {
 		return
 	}
 	if l := p.limit(LimitRuns); int64(pl.Runs) > l.Max {
-		p.errf(p.matrixNode, "matrix: plans %d runs (%d points x %d concurrency levels x %d repeats), above the limit %d (%s)",
-			pl.Runs, len(pl.Points), len(s.Workload.Concurrency), s.Workload.Repeats, l.Max, l.Why)
+		p.errf(p.matrixNode, "matrix: plans %d runs (%d points x %d concurrency levels x %d prompt cells x %d repeats), above the limit %d (%s)",
+			pl.Runs, len(pl.Points), len(s.Workload.Concurrency), len(s.Workload.Cells()), s.Workload.Repeats, l.Max, l.Why)
 	}
 }

@@ -39,7 +39,8 @@ func TestLimitsAtTheirBounds(t *testing.T) {
 	}
 	// What the files cannot hold at once: the plan's sizes (points-limit.good.yaml has 10000
 	// points) and the spec's own size.
-	skipMax := map[string]bool{LimitSpecBytes: true, LimitCombinations: true, LimitPoints: true, LimitRuns: true, LimitEveryMin: true}
+	skipMax := map[string]bool{LimitSpecBytes: true, LimitCombinations: true, LimitPoints: true, LimitRuns: true, LimitEveryMin: true,
+		LimitDatasets: true, LimitLengths: true}
 	skipMin := map[string]bool{LimitSpecBytes: true, LimitHosts: true, LimitCombinations: true, LimitPoints: true, LimitRuns: true,
 		LimitLevels: true, LimitEveryMin: true}
 	for _, l := range Limits() {
@@ -48,6 +49,16 @@ func TestLimitsAtTheirBounds(t *testing.T) {
 		}
 		if !skipMin[l.Key] && !holds(l.Values(lo), l.Min) {
 			t.Errorf("limits-min.good.yaml: %s holds %v, not the minimum %s", l.Key, l.Values(lo), l.Format(l.Min))
+		}
+	}
+	cells, err := Load("testdata/cells-limit.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{LimitDatasets, LimitLengths} {
+		l := limitOf(t, key)
+		if !holds(l.Values(cells), l.Max) {
+			t.Errorf("cells-limit.good.yaml: %s holds %v, not the maximum %s", key, l.Values(cells), l.Format(l.Max))
 		}
 	}
 	if d, ok := everyOf(hi.Schedule.Cron); !ok || d != MinEvery {
@@ -78,4 +89,15 @@ func TestSpecSizeBound(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "big.yaml:1:1: spec: 1048579 bytes, above the limit 1048576") {
 		t.Errorf("Parse of %d bytes: %v", len(big), err)
 	}
+}
+
+func limitOf(t *testing.T, key string) Limit {
+	t.Helper()
+	for _, l := range Limits() {
+		if l.Key == key {
+			return l
+		}
+	}
+	t.Fatalf("no limit %s", key)
+	return Limit{}
 }

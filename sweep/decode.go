@@ -551,7 +551,26 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 		}},
 		{"requests", true, setInt(&w.Requests, "requests")},
 		{"warmup_requests", false, setInt(&w.WarmupRequests, "warmup_requests")},
-		{"input_tokens", false, setInt(&w.InputTokens, "input_tokens")},
+		{"input_tokens", false, func(v *yaml.Node) {
+			if r := resolve(v); r.Kind == yaml.SequenceNode {
+				// A list is the context-length axis: every cell is measured at each length.
+				var nodes []*yaml.Node
+				w.InputLengths, nodes = p.boundedList(v, "workload.input_tokens", LimitInputTokens)
+				p.boundedLen(r, "workload.input_tokens", LimitLengths, "lengths", len(r.Content))
+				seen := map[int]bool{}
+				for i, n := range w.InputLengths {
+					if seen[n] {
+						p.errf(nodes[i], "workload.input_tokens: length %d is listed twice", n)
+					}
+					seen[n] = true
+				}
+				if len(w.InputLengths) > 0 {
+					w.InputTokens = w.InputLengths[0]
+				}
+				return
+			}
+			setInt(&w.InputTokens, "input_tokens")(v)
+		}},
 		{"output_tokens", true, setInt(&w.OutputTokens, "output_tokens")},
 		{"dataset", false, func(v *yaml.Node) {
 			x, ok := p.str(v, "workload.dataset")
@@ -566,6 +585,7 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 			}
 			w.Dataset = x
 		}},
+		{"datasets", false, func(v *yaml.Node) { p.datasets(v, w) }},
 		{"repeats", false, setInt(&w.Repeats, "repeats")},
 		{"seed", false, func(v *yaml.Node) {
 			if x, ok := p.integer(v, "workload.seed"); ok {
@@ -586,8 +606,11 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 	if !ok {
 		return
 	}
-	// A random prompt needs a length; ShareGPT prompts bring their own.
-	if datasetOK && w.Dataset == DefaultDataset && !present["input_tokens"] {
+	if present["datasets"] && present["dataset"] && w.Dataset != DefaultDataset {
+		p.errf(resolve(n), "workload: dataset %q and datasets are exclusive: list the file under datasets (format sharegpt)", clip(w.Dataset))
+	}
+	// A random prompt needs a length; ShareGPT prompts and prompt sets bring their own.
+	if datasetOK && w.Dataset == DefaultDataset && !present["input_tokens"] && !present["datasets"] {
 		p.errf(resolve(n), "missing required key \"input_tokens\" in workload (required for dataset random)")
 	}
 	seen := map[int]bool{}

@@ -182,9 +182,14 @@ type Workload struct {
 	Concurrency    []int  `json:"concurrency"`
 	Requests       int    `json:"requests"`
 	WarmupRequests int    `json:"warmup_requests"`
-	InputTokens    int    `json:"input_tokens"`
+	// InputTokens is the random prompts' length; when input_tokens is written as a list it is the
+	// list's first value and InputLengths holds the list (the context-length axis, Cells).
+	InputTokens  int   `json:"input_tokens"`
+	InputLengths []int `json:"input_lengths,omitempty"`
 	OutputTokens   int    `json:"output_tokens"`
 	Dataset        string `json:"dataset"`
+	// Datasets are the prompt sets measured instead of random prompts (workload.datasets).
+	Datasets []PromptSetRef `json:"datasets,omitempty"`
 	Repeats        int    `json:"repeats"`
 	Seed           int64  `json:"seed"`
 	// Temperature is every request's sampling temperature (0, greedy, by default; omitted from the
