@@ -48,7 +48,7 @@ type Outcome struct {
 type sweepRun struct {
 	id      int64
 	spec    *sweep.Spec
-	dataset workload.Dataset
+	sources   []promptSource   // what each level is measured on (sweep.Workload.Cells)
 	search  *searcher      // nil: every stored point runs
 	outputs *outputChecker // nil: no output check
 }
@@ -84,6 +84,7 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		defer func() { close(done); hb.Wait() }()
 	}
 	sr := &sweepRun{id: sweepID, spec: spec}
+	var sharegpt workload.Dataset
 	if p := spec.Workload.DatasetPath(); p != "" {
 		// Load a ShareGPT file once for every point, and fail before touching any host if it is bad.
 		ds, err := workload.ParseDataset(spec.Workload.Dataset, spec.Workload.InputTokens, uint64(spec.Workload.Seed))
@@ -91,7 +92,17 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 			r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, "dataset: "+err.Error())
 			return Outcome{}, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err)
 		}
-		sr.dataset = ds
+		sharegpt = ds
+	}
+	// Prompt sets are read once for every point, and a file changed since the sweep was planned
+	// is refused before any host is touched.
+	sets, err := checkPromptSets(ctx, spec, sw.SpecHash)
+	if err == nil {
+		sr.sources, err = promptSources(spec, sets, sharegpt)
+	}
+	if err != nil {
+		r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, "workload.datasets: "+err.Error())
+		return Outcome{}, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err)
 	}
 
 	if spec.Searched() {
@@ -563,64 +574,75 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 			return false, nil
 		}
 	}
-	total, n := len(w.Concurrency)*w.Repeats, 0
+	total, n := len(w.Concurrency)*w.Repeats*len(sr.sources), 0
 	for rep := 1; rep <= w.Repeats; rep++ {
 		for _, c := range w.Concurrency {
-			n++
-			cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
-				InputTokens: w.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset, Prompts: sr.dataset,
-				Seed: uint64(w.Seed) + uint64(rep-1), HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
-			cfg.ServerLog = inst // accept length from the Decode-batch lines where no verify counter exists
-			a.update(r, PhaseLoad, fmt.Sprintf("concurrency %d, repeat %d (%d/%d)", c, rep, n, total))
-			started := r.cfg.Clock.Now()
-			res, fail, lerr := r.measure(ctx, a, cfg)
-			if ctx.Err() != nil {
-				return false, r.interrupt(ctx, a)
-			}
-			if fail != nil && fail.Class == hostctl.ClassHostUnreachable {
-				// The host, not the server, went away: the attempt's runs are superseded and the point
-				// is tried again (here or elsewhere).
-				return r.hostTrouble(ctx, a, fail)
-			}
-			run := store.Run{SweepID: sr.id, PointID: p.ID, Attempt: p.Attempts, Concurrency: c, Repeat: rep,
-				Status: store.RunOK, Metrics: metrics(res), StartedAt: started, FinishedAt: r.cfg.Clock.Now()}
-			var fin *store.PointFinish
-			switch {
-			case fail != nil:
-				run.Status, run.Error = store.RunFailed, fail.Error()
-				fin = &store.PointFinish{State: store.PointFailed, FailureClass: storeClass(fail.Class, store.FailCrashDuringLoad),
-					FailureDetail: failureDetail(fail)}
-			case lerr != nil:
-				run.Status, run.Error = store.RunFailed, lerr.Error()
-			case res.Completed == 0 || res.Failed > 0 || res.Aborted != "":
-				// A level counts only when every measured request completed (docs/schema.md): figures
-				// of the survivors of a failing server are not a measurement of the configuration.
-				run.Status, run.Error = store.RunFailed, levelError(res)
-			}
-			if fin == nil && n == total {
-				fin = &store.PointFinish{State: store.PointDone}
-			}
-			if fin != nil {
-				if err := a.waitInfo(); err != nil {
+			for _, cs := range sr.sources {
+				n++
+				seed := uint64(w.Seed) + uint64(rep-1)
+				cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
+					InputTokens: cs.source.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset,
+					Seed: seed, HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
+				if cs.prompts != nil {
+					cfg.Prompts = cs.prompts(seed)
+				}
+				cfg.ServerLog = inst // accept length from the Decode-batch lines where no verify counter exists
+				what := fmt.Sprintf("concurrency %d, repeat %d", c, rep)
+				if len(sr.sources) > 1 {
+					what += ", " + cs.source.Label()
+				}
+				a.update(r, PhaseLoad, fmt.Sprintf("%s (%d/%d)", what, n, total))
+				started := r.cfg.Clock.Now()
+				res, fail, lerr := r.measure(ctx, a, cfg)
+				if ctx.Err() != nil {
+					return false, r.interrupt(ctx, a)
+				}
+				if fail != nil && fail.Class == hostctl.ClassHostUnreachable {
+					// The host, not the server, went away: the attempt's runs are superseded and the point
+					// is tried again (here or elsewhere).
+					return r.hostTrouble(ctx, a, fail)
+				}
+				run := store.Run{SweepID: sr.id, PointID: p.ID, Attempt: p.Attempts, Concurrency: c, Repeat: rep,
+					Dataset: cs.source.Dataset, InputTokens: cs.source.InputTokens,
+					Status: store.RunOK, Metrics: metrics(res), StartedAt: started, FinishedAt: r.cfg.Clock.Now()}
+				var fin *store.PointFinish
+				switch {
+				case fail != nil:
+					run.Status, run.Error = store.RunFailed, fail.Error()
+					fin = &store.PointFinish{State: store.PointFailed, FailureClass: storeClass(fail.Class, store.FailCrashDuringLoad),
+						FailureDetail: failureDetail(fail)}
+				case lerr != nil:
+					run.Status, run.Error = store.RunFailed, lerr.Error()
+				case res.Completed == 0 || res.Failed > 0 || res.Aborted != "":
+					// A level counts only when every measured request completed (docs/schema.md): figures
+					// of the survivors of a failing server are not a measurement of the configuration.
+					run.Status, run.Error = store.RunFailed, levelError(res)
+				}
+				if fin == nil && n == total {
+					fin = &store.PointFinish{State: store.PointDone}
+				}
+				if fin != nil {
+					if err := a.waitInfo(); err != nil {
+						if ctx.Err() != nil {
+							return false, r.interrupt(ctx, a)
+						}
+						return false, err
+					}
+				}
+				if err := r.cfg.Store.RecordRunAndFinish(ctx, run, fin); err != nil {
 					if ctx.Err() != nil {
 						return false, r.interrupt(ctx, a)
 					}
 					return false, err
 				}
-			}
-			if err := r.cfg.Store.RecordRunAndFinish(ctx, run, fin); err != nil {
-				if ctx.Err() != nil {
-					return false, r.interrupt(ctx, a)
+				r.cfg.Log.Info("run recorded", "host", h.Name(), "point", p.ID, "concurrency", c, "repeat", rep,
+					"prompts", cs.source.Label(), "status", run.Status, "output_tok_s", outputTokS(res))
+				if fail != nil {
+					a.event(r, ctx, "failure", failureDetail(fail))
+					a.update(r, PhaseFailed, string(fail.Class)+": "+fail.Detail)
+					r.stop(ctx, a)
+					return false, nil
 				}
-				return false, err
-			}
-			r.cfg.Log.Info("run recorded", "host", h.Name(), "point", p.ID, "concurrency", c, "repeat", rep,
-				"status", run.Status, "output_tok_s", outputTokS(res))
-			if fail != nil {
-				a.event(r, ctx, "failure", failureDetail(fail))
-				a.update(r, PhaseFailed, string(fail.Class)+": "+fail.Detail)
-				r.stop(ctx, a)
-				return false, nil
 			}
 		}
 	}

@@ -20,9 +20,10 @@ type searchStore interface {
 // same decisions from the same recorded runs, so a resumed sweep goes on where it stopped), and
 // wakes the workers waiting for a next point.
 type searcher struct {
-	st   searchStore
-	spec *sweep.Spec
-	plan *sweep.Plan
+	st    searchStore
+	spec  *sweep.Spec
+	plan  *sweep.Plan
+	sources []sweep.Source // the weighted objective's sources
 
 	mu      sync.Mutex
 	changed chan struct{} // closed (and replaced) at every decision
@@ -33,7 +34,7 @@ func newSearcher(st Store, spec *sweep.Spec) (*searcher, error) {
 	if !ok {
 		return nil, fmt.Errorf("orchestrator: the store cannot run a search (strategy %s)", spec.Search.Strategy)
 	}
-	return &searcher{st: ss, spec: spec, plan: spec.Plan(), changed: make(chan struct{})}, nil
+	return &searcher{st: ss, spec: spec, plan: spec.Plan(), sources: spec.Workload.Sources(), changed: make(chan struct{})}, nil
 }
 
 // searchState is what decide saw: whether a worker without a point should wait for one.
@@ -53,7 +54,7 @@ func (s *searcher) decide(ctx context.Context, sweepID int64) (searchState, []sw
 	known := make(map[string]sweep.PointResult, len(pts))
 	var state searchState
 	for _, p := range pts {
-		known[p.PointID] = SearchKnowledge(p)
+		known[p.PointID] = SearchKnowledge(p, s.sources)
 		switch p.State {
 		case store.PointWaiting:
 			state.waiting++
@@ -85,9 +86,10 @@ func (s *searcher) wait() <-chan struct{} {
 	return s.changed
 }
 
-// SearchKnowledge is what the search knows of a stored point: its levels that count, by the one
-// aggregation of repeats (sweep.Repeats) the report and `runs --best` read too.
-func SearchKnowledge(p store.SearchPoint) sweep.PointResult {
+// SearchKnowledge is what the search knows of a stored point: its levels that count, each repeat
+// mixed over the workload's sources (sweep.Mix: the weighted objective), by the one aggregation of
+// repeats (sweep.Repeats) the report and `runs --best` read too.
+func SearchKnowledge(p store.SearchPoint, sources []sweep.Source) sweep.PointResult {
 	switch p.State {
 	case store.PointWaiting:
 		return sweep.PointResult{Knowledge: sweep.Undecided}
@@ -98,21 +100,17 @@ func SearchKnowledge(p store.SearchPoint) sweep.PointResult {
 		return sweep.PointResult{Knowledge: sweep.Dropped}
 	}
 	r := sweep.PointResult{Knowledge: sweep.Measured, Levels: map[int]sweep.LevelResult{}}
-	levels := map[int]*sweep.Repeats{}
+	m := sweep.NewMixer(sources)
 	for _, run := range p.Runs {
-		reps := levels[run.Concurrency]
-		if reps == nil {
-			reps = &sweep.Repeats{}
-			levels[run.Concurrency] = reps
-		}
 		var rr sweep.RepeatRun
 		rr.OK = run.Status == store.RunOK
 		rr.Figures[sweep.OutputTokS], rr.Figures[sweep.AcceptLength] = run.OutputTokS, run.AcceptLength
-		reps.Add(rr)
+		m.Add(run.Concurrency, run.Repeat, sweep.SourceKey{Dataset: run.Dataset, InputTokens: run.InputTokens}, rr)
 	}
-	for c, reps := range levels {
+	for _, c := range m.Levels() {
 		// The one rule of which repeats count (sweep.Repeats), as the report's: a level with a
-		// failed repeat is not a measurement of the configuration.
+		// failed repeat (or a source that failed or never ran) is not a measurement of the configuration.
+		reps := m.Repeats(c)
 		if !reps.Counts() {
 			continue
 		}

@@ -189,7 +189,7 @@ func Limits() []Limit {
 			Why:    "each point is a server restart of minutes; 10000 points are weeks of GPU time",
 			values: func(s *Spec) []int64 { return ints(len(s.Plan().Points)) }},
 		{Key: LimitRuns, Min: 1, Max: 200_000,
-			Why:    "points x concurrency levels x prompt cells x repeats, each a stored run; past this the sweep is months long",
+			Why:    "points x concurrency levels x prompt sources x repeats, each a stored run; past this the sweep is months long",
 			values: func(s *Spec) []int64 { return ints(s.Plan().Runs) }},
 		{Key: LimitConcurrency, Min: 1, Max: maxConcurrencyPerSlot,
 			Why:    "one stream per slot in the load generator; SGLang's default CUDA-graph batch is at most 512",
@@ -355,7 +355,7 @@ func (p *parser) planCheck(s *Spec) {
 		return
 	}
 	if l := p.limit(LimitRuns); int64(pl.Runs) > l.Max {
-		p.errf(p.matrixNode, "matrix: plans %d runs (%d points x %d concurrency levels x %d prompt cells x %d repeats), above the limit %d (%s)",
-			pl.Runs, len(pl.Points), len(s.Workload.Concurrency), len(s.Workload.Cells()), s.Workload.Repeats, l.Max, l.Why)
+		p.errf(p.matrixNode, "matrix: plans %d runs (%d points x %d concurrency levels x %d prompt sources x %d repeats), above the limit %d (%s)",
+			pl.Runs, len(pl.Points), len(s.Workload.Concurrency), len(s.Workload.Sources()), s.Workload.Repeats, l.Max, l.Why)
 	}
 }

@@ -51,14 +51,14 @@ func TestLimitsAtTheirBounds(t *testing.T) {
 			t.Errorf("limits-min.good.yaml: %s holds %v, not the minimum %s", l.Key, l.Values(lo), l.Format(l.Min))
 		}
 	}
-	cells, err := Load("testdata/cells-limit.good.yaml")
+	sources, err := Load("testdata/sources-limit.good.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{LimitDatasets, LimitLengths} {
 		l := limitOf(t, key)
-		if !holds(l.Values(cells), l.Max) {
-			t.Errorf("cells-limit.good.yaml: %s holds %v, not the maximum %s", key, l.Values(cells), l.Format(l.Max))
+		if !holds(l.Values(sources), l.Max) {
+			t.Errorf("sources-limit.good.yaml: %s holds %v, not the maximum %s", key, l.Values(sources), l.Format(l.Max))
 		}
 	}
 	if d, ok := everyOf(hi.Schedule.Cron); !ok || d != MinEvery {

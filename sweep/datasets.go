@@ -10,9 +10,9 @@ import (
 )
 
 // Prompt sets and prompt lengths (issue 27; docs/spec.md, "workload"): a sweep measures every level
-// on each *cell* of its workload, a named prompt set (workload.datasets) or specsweep's random
+// on each *source* of its workload, a named prompt set (workload.datasets) or specsweep's random
 // prompts, at each prompt length of workload.input_tokens when it is a list. The answer weighs the
-// cells by the user's traffic mix.
+// sources by the user's traffic mix.
 
 // The formats of a prompt set file (workload.datasets[].format; workload reads them, docs/bench.md,
 // "Prompt set files").
@@ -48,21 +48,21 @@ type PromptSetRef struct {
 	File string `json:"-"`
 }
 
-// Cell is one of the workload's prompt sources at one length: what a run measures besides its
+// Source is one of the workload's prompt sources at one length: what a run measures besides its
 // point, concurrency and repeat.
-type Cell struct {
+type Source struct {
 	// Dataset is the prompt set's name; "" for specsweep's random prompts, "sharegpt" for
 	// workload.dataset sharegpt:PATH.
 	Dataset string
 	// InputTokens is the target prompt length: the random prompts' length, or the length a set is
 	// padded to; 0 for a set sent at its own lengths.
 	InputTokens int
-	// Weight is the cell's share of the weighted objective; the weights of a workload's cells sum to 1.
+	// Weight is the source's share of the weighted objective; the weights of a workload's sources sum to 1.
 	Weight float64
 }
 
-// Label names a cell in tables and logs: "code", "code@8192", "random@512".
-func (c Cell) Label() string {
+// Label names a source in tables and logs: "code", "code@8192", "random@512".
+func (c Source) Label() string {
 	name := c.Dataset
 	if name == "" {
 		name = DefaultDataset
@@ -73,17 +73,17 @@ func (c Cell) Label() string {
 	return name
 }
 
-// Key is the cell as the store keys a run: its dataset and input_tokens.
-func (c Cell) Key() CellKey { return CellKey{c.Dataset, c.InputTokens} }
+// Key is the source as the store keys a run: its dataset and input_tokens.
+func (c Source) Key() SourceKey { return SourceKey{c.Dataset, c.InputTokens} }
 
-// CellKey identifies a cell.
-type CellKey struct {
+// SourceKey identifies a source.
+type SourceKey struct {
 	Dataset     string
 	InputTokens int
 }
 
 // Lengths are the prompt lengths of workload.input_tokens: the list when written as one, else the
-// single value (none for a ShareGPT file or prompt sets given without a length list).
+// single value (none when input_tokens is not given).
 func (w Workload) Lengths() []int {
 	if len(w.InputLengths) > 0 {
 		return w.InputLengths
@@ -94,12 +94,12 @@ func (w Workload) Lengths() []int {
 	return nil
 }
 
-// Cells lists what every level is measured on, in the order it is measured: each prompt set in
+// Sources lists what every level is measured on, in the order it is measured: each prompt set in
 // spec order, at each length of an input_tokens list (padded) or as it is; otherwise the random
 // prompts at each length (or the ShareGPT file). A set's weight is shared equally by its lengths,
 // and the weights are normalised to sum to 1.
-func (w Workload) Cells() []Cell {
-	var out []Cell
+func (w Workload) Sources() []Source {
+	var out []Source
 	switch {
 	case len(w.Datasets) > 0:
 		total := 0.0
@@ -112,15 +112,15 @@ func (w Workload) Cells() []Cell {
 				lens = []int{0}
 			}
 			for _, n := range lens {
-				out = append(out, Cell{Dataset: d.Name, InputTokens: n, Weight: d.Weight / total / float64(len(lens))})
+				out = append(out, Source{Dataset: d.Name, InputTokens: n, Weight: d.Weight / total / float64(len(lens))})
 			}
 		}
 	case w.DatasetPath() != "":
-		out = append(out, Cell{Dataset: "sharegpt", Weight: 1})
+		out = append(out, Source{Dataset: "sharegpt", Weight: 1})
 	default:
 		lens := w.Lengths()
 		for _, n := range lens {
-			out = append(out, Cell{InputTokens: n, Weight: 1 / float64(len(lens))})
+			out = append(out, Source{InputTokens: n, Weight: 1 / float64(len(lens))})
 		}
 	}
 	return out

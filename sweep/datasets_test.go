@@ -9,8 +9,8 @@ import (
 	"github.com/specsweep/specsweep/sweep"
 )
 
-const cellsSpec = `version: 1
-name: cells
+const sourcesSpec = `version: 1
+name: sources
 hosts: [{name: h1, address: h1.example}]
 server: {command: [/usr/bin/python3, -m, sglang.launch_server]}
 methods: {baseline: []}
@@ -23,7 +23,7 @@ workload:
 
 func parseCells(t *testing.T, workload string) *sweep.Spec {
 	t.Helper()
-	s, err := sweep.Parse("cells.yaml", []byte(cellsSpec+workload))
+	s, err := sweep.Parse("sources.yaml", []byte(sourcesSpec+workload))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,18 +46,18 @@ func TestCells(t *testing.T) {
 			[]string{"code@1024", "code@8192", "chat@1024", "chat@8192"}, []float64{0.375, 0.375, 0.125, 0.125}},
 	} {
 		s := parseCells(t, tc.workload)
-		cells := s.Workload.Cells()
+		sources := s.Workload.Sources()
 		var got []string
 		sum := 0.0
-		for i, c := range cells {
+		for i, c := range sources {
 			got = append(got, c.Label())
 			sum += c.Weight
 			if i < len(tc.weights) && math.Abs(c.Weight-tc.weights[i]) > 1e-12 {
-				t.Errorf("%q: cell %s weighs %g, want %g", tc.workload, c.Label(), c.Weight, tc.weights[i])
+				t.Errorf("%q: source %s weighs %g, want %g", tc.workload, c.Label(), c.Weight, tc.weights[i])
 			}
 		}
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
-			t.Errorf("%q: cells %v, want %v", tc.workload, got, tc.want)
+			t.Errorf("%q: sources %v, want %v", tc.workload, got, tc.want)
 		}
 		if math.Abs(sum-1) > 1e-12 {
 			t.Errorf("%q: weights sum to %g", tc.workload, sum)

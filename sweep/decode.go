@@ -553,7 +553,7 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 		{"warmup_requests", false, setInt(&w.WarmupRequests, "warmup_requests")},
 		{"input_tokens", false, func(v *yaml.Node) {
 			if r := resolve(v); r.Kind == yaml.SequenceNode {
-				// A list is the context-length axis: every cell is measured at each length.
+				// A list is the context-length axis: every prompt source is measured at each length.
 				var nodes []*yaml.Node
 				w.InputLengths, nodes = p.boundedList(v, "workload.input_tokens", LimitInputTokens)
 				p.boundedLen(r, "workload.input_tokens", LimitLengths, "lengths", len(r.Content))

@@ -6,29 +6,29 @@ import (
 )
 
 // The weighted objective (issue 27; docs/report.md, "Prompt sets and lengths"): a level of a point
-// is measured on every cell of the workload, and the figure that ranks configurations is the
-// traffic mix's, the cells weighed by their share of the traffic. Each repeat is mixed over its
-// cells first, then the repeats are aggregated as ever (Repeats), so a workload of one cell reads
+// is measured on every source of the workload, and the figure that ranks configurations is the
+// traffic mix's, the sources weighed by their share of the traffic. Each repeat is mixed over its
+// sources first, then the repeats are aggregated as ever (Repeats), so a workload of one source reads
 // exactly as before.
 
 // Mix is the run of the traffic mix of one point at one level and repeat, from the runs of its
-// cells (runs keyed by Cell.Key). Weights are shares of the output tokens, so:
+// sources (runs keyed by Source.Key). Weights are shares of the output tokens, so:
 //   - output tok/s is the weighted harmonic mean (the mix's tokens over the time they take);
 //   - accept length likewise (the mix's tokens over its verify steps);
-//   - the speedup is the baseline's time for the mix over this point's, from each cell's speedup;
-//   - median latencies are weighted means, the p99 TTFT the worst cell's.
+//   - the speedup is the baseline's time for the mix over this point's, from each source's speedup;
+//   - median latencies are weighted means, the p99 TTFT the worst source's.
 //
-// The mix counts (OK) only when every cell ran ok and measured its output tok/s; a figure missing
-// in some cell is missing in the mix. With one cell, its run is returned unchanged whatever its key
-// (runs recorded before cells existed carry none).
-func Mix(cells []Cell, runs map[CellKey]RepeatRun) RepeatRun {
-	if len(cells) == 1 && len(runs) == 1 {
+// The mix counts (OK) only when every source ran ok and measured its output tok/s; a figure missing
+// in some source is missing in the mix. With one source, its run is returned unchanged whatever its key
+// (runs recorded before sources existed carry none).
+func Mix(sources []Source, runs map[SourceKey]RepeatRun) RepeatRun {
+	if len(sources) == 1 && len(runs) == 1 {
 		for _, r := range runs {
 			return r
 		}
 	}
 	var out RepeatRun
-	if len(cells) == 0 {
+	if len(sources) == 0 {
 		return out
 	}
 	var (
@@ -37,7 +37,7 @@ func Mix(cells []Cell, runs map[CellKey]RepeatRun) RepeatRun {
 		p99                           = math.Inf(-1)
 		missing                       [numFigures]bool
 	)
-	for _, c := range cells {
+	for _, c := range sources {
 		r, ok := runs[c.Key()]
 		if !ok || !r.OK || r.Figures[OutputTokS] == nil || !(*r.Figures[OutputTokS] > 0) {
 			return RepeatRun{}
@@ -85,31 +85,31 @@ func Mix(cells []Cell, runs map[CellKey]RepeatRun) RepeatRun {
 	return out
 }
 
-// Mixer gathers a point's runs by level, repeat and cell, and hands each level's repeats, mixed
-// over the cells, to the one aggregation (Repeats).
+// Mixer gathers a point's runs by level, repeat and source, and hands each level's repeats, mixed
+// over the sources, to the one aggregation (Repeats).
 type Mixer struct {
-	cells []Cell
-	runs  map[int]map[int]map[CellKey]RepeatRun // level, repeat, cell
+	sources []Source
+	runs  map[int]map[int]map[SourceKey]RepeatRun // level, repeat, source
 }
 
-// NewMixer mixes over cells (Workload.Cells).
-func NewMixer(cells []Cell) *Mixer {
-	return &Mixer{cells: cells, runs: map[int]map[int]map[CellKey]RepeatRun{}}
+// NewMixer mixes over sources (Workload.Sources).
+func NewMixer(sources []Source) *Mixer {
+	return &Mixer{sources: sources, runs: map[int]map[int]map[SourceKey]RepeatRun{}}
 }
 
-// Add counts one run of a cell at a level and repeat.
-func (m *Mixer) Add(level, repeat int, cell CellKey, run RepeatRun) {
+// Add counts one run of a source at a level and repeat.
+func (m *Mixer) Add(level, repeat int, source SourceKey, run RepeatRun) {
 	reps := m.runs[level]
 	if reps == nil {
-		reps = map[int]map[CellKey]RepeatRun{}
+		reps = map[int]map[SourceKey]RepeatRun{}
 		m.runs[level] = reps
 	}
 	cs := reps[repeat]
 	if cs == nil {
-		cs = map[CellKey]RepeatRun{}
+		cs = map[SourceKey]RepeatRun{}
 		reps[repeat] = cs
 	}
-	cs[cell] = run
+	cs[source] = run
 }
 
 // Levels are the levels that have runs, ascending.
@@ -122,7 +122,7 @@ func (m *Mixer) Levels() []int {
 	return out
 }
 
-// Repeats is a level's repeats, each mixed over the cells (nil when the level has no run).
+// Repeats is a level's repeats, each mixed over the sources (nil when the level has no run).
 func (m *Mixer) Repeats(level int) *Repeats {
 	reps := m.runs[level]
 	if reps == nil {
@@ -135,17 +135,17 @@ func (m *Mixer) Repeats(level int) *Repeats {
 	slices.Sort(keys)
 	out := &Repeats{}
 	for _, r := range keys {
-		out.Add(Mix(m.cells, reps[r]))
+		out.Add(Mix(m.sources, reps[r]))
 	}
 	return out
 }
 
-// Cell is one cell's repeats at a level (nil when it has none): the per-set figures.
-func (m *Mixer) Cell(level int, cell CellKey) *Repeats {
+// Source is one source's repeats at a level (nil when it has none): the per-set figures.
+func (m *Mixer) Source(level int, source SourceKey) *Repeats {
 	reps := m.runs[level]
 	var keys []int
 	for r, cs := range reps {
-		if _, ok := cs[cell]; ok {
+		if _, ok := cs[source]; ok {
 			keys = append(keys, r)
 		}
 	}
@@ -155,7 +155,7 @@ func (m *Mixer) Cell(level int, cell CellKey) *Repeats {
 	slices.Sort(keys)
 	out := &Repeats{}
 	for _, r := range keys {
-		out.Add(reps[r][cell])
+		out.Add(reps[r][source])
 	}
 	return out
 }

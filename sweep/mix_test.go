@@ -7,7 +7,7 @@ import (
 
 func fig(v float64) *float64 { return &v }
 
-func cellRun(tokS, accept, speedup, ttft float64) RepeatRun {
+func sourceRun(tokS, accept, speedup, ttft float64) RepeatRun {
 	var r RepeatRun
 	r.OK = true
 	r.Figures[OutputTokS], r.Figures[AcceptLength], r.Figures[Speedup] = fig(tokS), fig(accept), fig(speedup)
@@ -16,14 +16,14 @@ func cellRun(tokS, accept, speedup, ttft float64) RepeatRun {
 }
 
 // TestMix: the mix's tok/s is the mix's tokens over the time they take, its speedup the baseline's
-// time over this point's, and a missing or failed cell leaves no mix.
+// time over this point's, and a missing or failed source leaves no mix.
 func TestMix(t *testing.T) {
-	cells := []Cell{{Dataset: "code", Weight: 0.75}, {Dataset: "chat", Weight: 0.25}}
-	runs := map[CellKey]RepeatRun{
-		{Dataset: "code"}: cellRun(300, 4, 2, 10),
-		{Dataset: "chat"}: cellRun(100, 2, 1.25, 30),
+	sources := []Source{{Dataset: "code", Weight: 0.75}, {Dataset: "chat", Weight: 0.25}}
+	runs := map[SourceKey]RepeatRun{
+		{Dataset: "code"}: sourceRun(300, 4, 2, 10),
+		{Dataset: "chat"}: sourceRun(100, 2, 1.25, 30),
 	}
-	m := Mix(cells, runs)
+	m := Mix(sources, runs)
 	// 0.75 of the tokens at 300 tok/s and 0.25 at 100: 1/(0.75/300 + 0.25/100) = 200 tok/s.
 	near := func(name string, got *float64, want float64) {
 		t.Helper()
@@ -41,47 +41,47 @@ func TestMix(t *testing.T) {
 	near("ttft p50", m.Figures[TTFTP50Ms], 0.75*10+0.25*30)
 	near("ttft p99", m.Figures[TTFTP99Ms], 60)
 
-	delete(runs, CellKey{Dataset: "chat"})
-	if Mix(cells, runs).OK {
-		t.Error("a mix with a cell missing counts")
+	delete(runs, SourceKey{Dataset: "chat"})
+	if Mix(sources, runs).OK {
+		t.Error("a mix with a source missing counts")
 	}
-	failed := cellRun(100, 2, 1, 30)
+	failed := sourceRun(100, 2, 1, 30)
 	failed.OK = false
-	runs[CellKey{Dataset: "chat"}] = failed
-	if Mix(cells, runs).OK {
-		t.Error("a mix with a failed cell counts")
+	runs[SourceKey{Dataset: "chat"}] = failed
+	if Mix(sources, runs).OK {
+		t.Error("a mix with a failed source counts")
 	}
 	// A baseline has no accept length: the mix has none either, and still counts.
-	base := map[CellKey]RepeatRun{{Dataset: "code"}: {OK: true}, {Dataset: "chat"}: {OK: true}}
+	base := map[SourceKey]RepeatRun{{Dataset: "code"}: {OK: true}, {Dataset: "chat"}: {OK: true}}
 	for k := range base {
 		r := base[k]
 		r.Figures[OutputTokS] = fig(100)
 		base[k] = r
 	}
-	if b := Mix(cells, base); !b.OK || b.Figures[AcceptLength] != nil || b.Figures[Speedup] != nil {
+	if b := Mix(sources, base); !b.OK || b.Figures[AcceptLength] != nil || b.Figures[Speedup] != nil {
 		t.Errorf("baseline mix %+v", b)
 	}
 }
 
-// TestMixOneCell: a workload of one cell reads as before, whatever key its runs carry.
+// TestMixOneCell: a workload of one source reads as before, whatever key its runs carry.
 func TestMixOneCell(t *testing.T) {
-	r := cellRun(123, 3, 1.5, 7)
-	m := Mix([]Cell{{InputTokens: 512, Weight: 1}}, map[CellKey]RepeatRun{{}: r})
+	r := sourceRun(123, 3, 1.5, 7)
+	m := Mix([]Source{{InputTokens: 512, Weight: 1}}, map[SourceKey]RepeatRun{{}: r})
 	if m != r {
-		t.Errorf("one cell mixed to %+v, want %+v", m, r)
+		t.Errorf("one source mixed to %+v, want %+v", m, r)
 	}
 }
 
-// TestMixer: levels and repeats are mixed over cells before the repeats are aggregated, and each
-// cell keeps its own repeats.
+// TestMixer: levels and repeats are mixed over sources before the repeats are aggregated, and each
+// source keeps its own repeats.
 func TestMixer(t *testing.T) {
-	cells := []Cell{{Dataset: "code", Weight: 0.5}, {Dataset: "chat", Weight: 0.5}}
-	m := NewMixer(cells)
+	sources := []Source{{Dataset: "code", Weight: 0.5}, {Dataset: "chat", Weight: 0.5}}
+	m := NewMixer(sources)
 	for rep, v := range []float64{100, 120} {
-		m.Add(4, rep+1, CellKey{Dataset: "code"}, cellRun(2*v, 3, 1, 1))
-		m.Add(4, rep+1, CellKey{Dataset: "chat"}, cellRun(v, 2, 1, 1))
+		m.Add(4, rep+1, SourceKey{Dataset: "code"}, sourceRun(2*v, 3, 1, 1))
+		m.Add(4, rep+1, SourceKey{Dataset: "chat"}, sourceRun(v, 2, 1, 1))
 	}
-	m.Add(8, 1, CellKey{Dataset: "code"}, cellRun(100, 3, 1, 1)) // chat never ran at 8
+	m.Add(8, 1, SourceKey{Dataset: "code"}, sourceRun(100, 3, 1, 1)) // chat never ran at 8
 	if got := m.Levels(); len(got) != 2 || got[0] != 4 || got[1] != 8 {
 		t.Errorf("levels %v", got)
 	}
@@ -90,12 +90,12 @@ func TestMixer(t *testing.T) {
 		t.Errorf("level 4 mixes to %v", v)
 	}
 	if m.Repeats(8).Counts() {
-		t.Error("level 8 counts without its chat cell")
+		t.Error("level 8 counts without its chat source")
 	}
-	if c := m.Cell(4, CellKey{Dataset: "chat"}); c.Stat(OutputTokS).Median != 110 {
+	if c := m.Source(4, SourceKey{Dataset: "chat"}); c.Stat(OutputTokS).Median != 110 {
 		t.Errorf("chat at 4: %+v", c.Stat(OutputTokS))
 	}
-	if m.Cell(8, CellKey{Dataset: "chat"}) != nil {
+	if m.Source(8, SourceKey{Dataset: "chat"}) != nil {
 		t.Error("chat at 8 has repeats")
 	}
 }

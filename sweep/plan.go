@@ -184,7 +184,7 @@ func (s *Spec) Plan() *Plan {
 		}
 	}
 	slices.SortStableFunc(pl.Points, func(a, b Point) int { return comparePoints(a, b, rank) })
-	pl.Runs = satMul(satMul(satMul(len(pl.Points), len(s.Workload.Concurrency)), max(len(s.Workload.Cells()), 1)), s.Workload.Repeats)
+	pl.Runs = satMul(satMul(satMul(len(pl.Points), len(s.Workload.Concurrency)), max(len(s.Workload.Sources()), 1)), s.Workload.Repeats)
 	pl.Estimate = s.EstimateWith(pl.Points, DefaultAssumptions())
 	return pl
 }
@@ -324,7 +324,7 @@ func (s *Spec) pointDuration(a Assumptions) time.Duration {
 	for _, c := range w.Concurrency {
 		ladder += math.Ceil(float64(w.Requests)/float64(c)) * wave(c)
 	}
-	secs += ladder * float64(w.Repeats) * float64(max(len(w.Cells()), 1))
+	secs += ladder * float64(w.Repeats) * float64(max(len(w.Sources()), 1))
 	total := float64(a.Load+a.Stop) + secs*float64(time.Second)
 	if total >= math.MaxInt64 {
 		return math.MaxInt64

@@ -1,0 +1,91 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/specsweep/specsweep/sweep"
+	"github.com/specsweep/specsweep/workload"
+)
+
+// ReadPromptSets reads the prompt set files of spec's workload.datasets (each at its File when
+// ResolveSetPaths set it, else its Path) and records each file's content hash in the spec, so the
+// spec's hash, and so the sweep found again on resume, changes when a file does (issue 27). It
+// returns the sets by name; none when the workload has no sets. Every file is read in full, once:
+// a bad line fails here, before any host is touched.
+func ReadPromptSets(ctx context.Context, spec *sweep.Spec) (map[string]*workload.PromptSet, error) {
+	if len(spec.Workload.Datasets) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]*workload.PromptSet, len(spec.Workload.Datasets))
+	for i := range spec.Workload.Datasets {
+		d := &spec.Workload.Datasets[i]
+		file := d.File
+		if file == "" {
+			file = d.Path
+		}
+		set, err := workload.ReadPromptSet(ctx, d.Name, file, d.Format, workload.DefaultSetLimits())
+		if err != nil {
+			return nil, fmt.Errorf("workload.datasets[%d] (%s): %w", i, d.Name, err)
+		}
+		d.ContentHash = set.Hash
+		out[d.Name] = set
+	}
+	return out, nil
+}
+
+// checkPromptSets reads the sets of a stored sweep again and refuses them when a file changed since
+// the sweep was planned: its runs so far were measured on other prompts. A spec whose hashes are
+// not filled yet (the daemon parses the stored text again) is compared by its plan's hash.
+func checkPromptSets(ctx context.Context, spec *sweep.Spec, storedHash string) (map[string]*workload.PromptSet, error) {
+	before := make([]string, len(spec.Workload.Datasets))
+	for i, d := range spec.Workload.Datasets {
+		before[i] = d.ContentHash
+	}
+	sets, err := ReadPromptSets(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range spec.Workload.Datasets {
+		if before[i] != "" && before[i] != d.ContentHash {
+			return nil, fmt.Errorf("prompt set %s: %s changed since the sweep was planned (content %.12s, now %.12s); "+
+				"a changed file is a changed spec: run it as a new sweep (another name) or restore the file", d.Name, d.Path, before[i], d.ContentHash)
+		}
+	}
+	if storedHash != "" {
+		if h := spec.Plan().SpecHash; h != storedHash {
+			return nil, fmt.Errorf("the prompt sets' files changed since the sweep was planned (spec hash %.12s, now %.12s); "+
+				"a changed file is a changed spec: run it as a new sweep (another name) or restore the files", storedHash, h)
+		}
+	}
+	return sets, nil
+}
+
+// promptSource is what a source's levels send: its prompts (nil: random prompts of the source's length,
+// drawn from each repeat's seed by the load generator).
+type promptSource struct {
+	source    sweep.Source
+	prompts func(seed uint64) workload.Dataset
+}
+
+// promptSources are the workload's sources with their prompts.
+func promptSources(spec *sweep.Spec, sets map[string]*workload.PromptSet, sharegpt workload.Dataset) ([]promptSource, error) {
+	var out []promptSource
+	for _, c := range spec.Workload.Sources() {
+		cs := promptSource{source: c}
+		switch {
+		case c.Dataset == "":
+		case c.Dataset == "sharegpt" && len(spec.Workload.Datasets) == 0:
+			cs.prompts = func(uint64) workload.Dataset { return sharegpt }
+		default:
+			set := sets[c.Dataset]
+			if set == nil {
+				return nil, fmt.Errorf("orchestrator: prompt set %s was not read", c.Dataset)
+			}
+			pad := c.InputTokens
+			cs.prompts = func(seed uint64) workload.Dataset { return workload.NewSetDataset(set, pad, seed) }
+		}
+		out = append(out, cs)
+	}
+	return out, nil
+}
