@@ -72,6 +72,16 @@ func plateau(best *Cell, cells []*Cell) *Cell {
 // A point whose output check failed (Point.Mismatch) does not compete: it is fast and wrong, so it
 // is never the best, the runner-up or the plateau; Mismatched counts those left out.
 func BestPerLevel(s *Sweep) []Best {
+	return bestPerLevel(s, func(p *Point) map[int]*Cell { return p.Cells })
+}
+
+// BestPerLevelOn is BestPerLevel on one prompt source's own figures (Point.BySource): the answer
+// for that set (or length) alone.
+func BestPerLevelOn(s *Sweep, src sweep.SourceKey) []Best {
+	return bestPerLevel(s, func(p *Point) map[int]*Cell { return p.BySource[src] })
+}
+
+func bestPerLevel(s *Sweep, cellsOf func(p *Point) map[int]*Cell) []Best {
 	var out []Best
 	for _, tp := range s.TPs {
 		for _, c := range s.Levels {
@@ -82,7 +92,7 @@ func BestPerLevel(s *Sweep) []Best {
 				if p.TP != tp {
 					continue
 				}
-				cell := p.Cells[c]
+				cell := cellsOf(p)[c]
 				if cell == nil || !cell.TokS.OK() {
 					continue
 				}

@@ -39,6 +39,16 @@ type Sweep struct {
 	// SpecText is the spec stored with the sweep, as written ("" where FromRuns reads none); the
 	// report's header parses it (Spec) for the workload.
 	SpecText string
+	// Sources are the prompt sources every level was measured on (sweep.Workload.Sources), whose
+	// weighted mix is each cell's figure; those of the runs read, equally weighted, where the spec
+	// does not tell.
+	Sources []sweep.Source
+}
+
+// Mixed reports whether the sweep's cells mix several prompt sources, or one named prompt set: the
+// report then shows each source's answer beside the weighted one.
+func (s *Sweep) Mixed() bool {
+	return len(s.Sources) > 1 || (len(s.Sources) == 1 && s.Sources[0].Dataset != "")
 }
 
 // Config is a point's server configuration. NumSteps, TopK and NumDraftTokens are 0 for a baseline.
@@ -111,8 +121,12 @@ type Point struct {
 	Packed bool
 	Beside int
 	// Cells holds each concurrency level that counts (sweep.Repeats: some repeat measured, none
-	// failed), aggregated over its repeats.
+	// failed), each repeat the weighted mix of the prompt sources (sweep.Mix), aggregated over its
+	// repeats.
 	Cells map[int]*Cell
+	// BySource holds each prompt source's own cells, by source then level (the per-set figures);
+	// nil when the sweep has one source.
+	BySource map[sweep.SourceKey]map[int]*Cell
 }
 
 // Stat summarises one figure over a cell's repeats: the one aggregation's (sweep.Stat), with its
@@ -221,6 +235,9 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 		return nil, err
 	}
 
+	if spec := s.Spec(); spec != nil {
+		s.Sources = spec.Workload.Sources()
+	}
 	agg := newAggregator()
 	// Every run, failed ones included: a failed repeat makes its level not count (sweep.Repeats).
 	err = db.EachRunSummary(ctx, store.RunsQuery{SweepID: sw.ID}, func(r *store.RunSummary) {
@@ -249,16 +266,17 @@ func deref(p *int) int {
 	return *p
 }
 
-// aggregator collects the runs of each point and level into the one aggregation over repeats
-// (sweep.Repeats), and finish keeps the levels that count, with every figure of a cell the median
-// of its repeats and their range, and each sweep's Levels and Repeats.
+// aggregator collects the runs of each point by level, repeat and prompt source (sweep.Mixer), and
+// finish keeps the levels that count, each repeat mixed over the sources, with every figure of a
+// cell the median of its repeats and their range, and each sweep's Levels and Repeats.
 type aggregator struct {
-	reps   map[*Point]map[int]*sweep.Repeats
-	sweeps map[*Sweep][]*Point
+	mix     map[*Point]*sweep.Mixer
+	sweeps  map[*Sweep][]*Point
+	sources map[*Sweep]map[sweep.SourceKey]bool // the sources of the runs read
 }
 
 func newAggregator() *aggregator {
-	return &aggregator{reps: map[*Point]map[int]*sweep.Repeats{}, sweeps: map[*Sweep][]*Point{}}
+	return &aggregator{mix: map[*Point]*sweep.Mixer{}, sweeps: map[*Sweep][]*Point{}, sources: map[*Sweep]map[sweep.SourceKey]bool{}}
 }
 
 // add counts run r in point p of sweep s (a superseded run never counts).
@@ -266,21 +284,28 @@ func (g *aggregator) add(s *Sweep, p *Point, r *store.RunSummary) {
 	if r.Status == store.RunSuperseded {
 		return
 	}
-	lv := g.reps[p]
-	if lv == nil {
-		lv = map[int]*sweep.Repeats{}
-		g.reps[p] = lv
+	if g.mix[p] == nil {
+		g.mix[p] = sweep.NewMixer(nil) // the sources are known at finish
 		g.sweeps[s] = append(g.sweeps[s], p)
 	}
-	reps := lv[r.Concurrency]
-	if reps == nil {
-		reps = &sweep.Repeats{}
-		lv[r.Concurrency] = reps
+	key := sourceKey(r)
+	g.mix[p].Add(r.Concurrency, r.Repeat, key, repeatRun(r))
+	if g.sources[s] == nil {
+		g.sources[s] = map[sweep.SourceKey]bool{}
 	}
-	reps.Add(repeatRun(r))
+	g.sources[s][key] = true
 	if r.Status == store.RunOK && r.OutputTokS != nil && r.Repeat > s.Repeats {
 		s.Repeats = r.Repeat
 	}
+}
+
+// sourceKey is the prompt source a run was measured on.
+func sourceKey(r *store.RunSummary) sweep.SourceKey {
+	k := sweep.SourceKey{Dataset: r.Dataset}
+	if r.InputTokens != nil {
+		k.InputTokens = *r.InputTokens
+	}
+	return k
 }
 
 // repeatRun is what the aggregation reads of a run.
@@ -294,17 +319,31 @@ func repeatRun(r *store.RunSummary) sweep.RepeatRun {
 
 func (g *aggregator) finish() {
 	for s, pts := range g.sweeps {
+		s.Sources = sourcesOf(s.Sources, g.sources[s])
 		levels := map[int]bool{}
 		for _, p := range pts {
-			for c, reps := range g.reps[p] {
+			m := g.mix[p].Over(s.Sources)
+			for _, c := range m.Levels() {
+				reps := m.Repeats(c)
 				if !reps.Counts() {
 					continue
 				}
 				levels[c] = true
-				p.Cells[c] = &Cell{Point: p, Concurrency: c, TokS: reps.Stat(sweep.OutputTokS),
-					Speedup: reps.Stat(sweep.Speedup), Accept: reps.Stat(sweep.AcceptLength),
-					TTFTP99: reps.Stat(sweep.TTFTP99Ms), TTFTP50: reps.Stat(sweep.TTFTP50Ms),
-					TPOTP50: reps.Stat(sweep.TPOTP50Ms), ITLP50: reps.Stat(sweep.ITLP50Ms)}
+				p.Cells[c] = newCell(p, c, reps)
+				if !s.Mixed() {
+					continue
+				}
+				for _, src := range s.Sources {
+					if sr := m.Source(c, src.Key()); sr.Counts() {
+						if p.BySource == nil {
+							p.BySource = map[sweep.SourceKey]map[int]*Cell{}
+						}
+						if p.BySource[src.Key()] == nil {
+							p.BySource[src.Key()] = map[int]*Cell{}
+						}
+						p.BySource[src.Key()][c] = newCell(p, c, sr)
+					}
+				}
 			}
 		}
 		s.Levels = s.Levels[:0]
@@ -313,6 +352,46 @@ func (g *aggregator) finish() {
 		}
 		sort.Ints(s.Levels)
 	}
+}
+
+// newCell aggregates a point's repeats at a level.
+func newCell(p *Point, c int, reps *sweep.Repeats) *Cell {
+	return &Cell{Point: p, Concurrency: c, TokS: reps.Stat(sweep.OutputTokS),
+		Speedup: reps.Stat(sweep.Speedup), Accept: reps.Stat(sweep.AcceptLength),
+		TTFTP99: reps.Stat(sweep.TTFTP99Ms), TTFTP50: reps.Stat(sweep.TTFTP50Ms),
+		TPOTP50: reps.Stat(sweep.TPOTP50Ms), ITLP50: reps.Stat(sweep.ITLP50Ms)}
+}
+
+// sourcesOf are the sources the cells mix: the spec's that have runs among those read (a --where
+// that keeps one set mixes that set alone), their weights normalised again; without the spec, the
+// sources of the runs, equally weighted, in a stable order.
+func sourcesOf(spec []sweep.Source, seen map[sweep.SourceKey]bool) []sweep.Source {
+	var out []sweep.Source
+	total := 0.0
+	for _, src := range spec {
+		if seen[src.Key()] {
+			out = append(out, src)
+			total += src.Weight
+		}
+	}
+	if len(out) == 0 || (len(out) < len(seen) && len(spec) > 1) {
+		// Runs of sources the spec does not name (or no spec): equal shares of what was read.
+		out = out[:0]
+		for k := range seen {
+			out = append(out, sweep.Source{Dataset: k.Dataset, InputTokens: k.InputTokens, Weight: 1})
+		}
+		slices.SortFunc(out, func(a, b sweep.Source) int {
+			if c := strings.Compare(a.Dataset, b.Dataset); c != 0 {
+				return c
+			}
+			return a.InputTokens - b.InputTokens
+		})
+		total = float64(len(out))
+	}
+	for i := range out {
+		out[i].Weight /= total
+	}
+	return out
 }
 
 // FromRuns builds one Sweep per sweep id found among the run_summary rows q selects (the user's
@@ -346,6 +425,16 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range out {
+		// The weights of the prompt sources are the spec's.
+		if sw, err := db.Sweep(ctx, s.ID); err == nil {
+			s.SpecText = sw.SpecText
+			if spec := s.Spec(); spec != nil {
+				s.Sources = spec.Workload.Sources()
+			}
+			s.SpecText = ""
+		}
 	}
 	agg.finish()
 	for _, s := range out {

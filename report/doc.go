@@ -52,6 +52,7 @@ type doc struct {
 	Check      Table       // the output check; no rows unless some point mismatches
 	Diverge    []divergence
 	Best       Table
+	Sources    []Table // each prompt source's answer and the acceptance matrices; none with one source
 	Charts     []*Chart
 	Pareto     Table
 	Results    Table
@@ -179,6 +180,9 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 	l := liveTables(s)
 	d := &doc{Title: fmt.Sprintf("Sweep %s (#%d)", s.Name, s.ID), Charts: charts,
 		Summary: l.Summary, Check: l.Check, Best: l.Best, Results: l.Results, Pruned: l.Pruned, Failures: l.Failures}
+	if len(l.Sources.Rows) > 0 {
+		d.Sources = append([]Table{l.Sources}, l.Accept...)
+	}
 	d.Measured = measured(s)
 	d.Diverge = divergences(s)
 	d.Pareto = paretoTable(s)
@@ -212,6 +216,10 @@ type Live struct {
 	Check Table `json:"check"`
 	// Best is "Best configuration per concurrency level".
 	Best Table `json:"best"`
+	// Sources is "Best configuration per prompt source" (no rows unless the sweep measured on
+	// several prompt sources or a named set), and Accept the acceptance matrices (none then).
+	Sources Table   `json:"sources"`
+	Accept  []Table `json:"accept"`
 	// Results is "All results": one row per point that was not pruned, run or not.
 	Results Table `json:"results"`
 	// Pruned is "Pruned by the search" (no rows unless a search pruned points).
@@ -229,8 +237,14 @@ func LiveTables(s *Sweep) Live {
 		s = &Sweep{}
 	}
 	l := liveTables(s)
-	for _, t := range []*Table{&l.Check, &l.Best, &l.Results, &l.Pruned, &l.Failures} {
+	for _, t := range []*Table{&l.Check, &l.Best, &l.Sources, &l.Results, &l.Pruned, &l.Failures} {
 		*t = t.forJSON()
+	}
+	for i := range l.Accept {
+		l.Accept[i] = l.Accept[i].forJSON()
+	}
+	if l.Accept == nil {
+		l.Accept = []Table{}
 	}
 	if l.Summary == nil {
 		l.Summary = []string{}
@@ -242,7 +256,8 @@ func LiveTables(s *Sweep) Live {
 // (build) and for LiveTables.
 func liveTables(s *Sweep) Live {
 	return Live{SweepID: s.ID, Sweep: s.Name, State: s.State, Summary: summary(s),
-		Check: checkTable(s), Best: bestTable(s), Results: resultsTable(s), Pruned: prunedTable(s), Failures: failuresTable(s)}
+		Check: checkTable(s), Best: bestTable(s), Sources: sourcesTable(s), Accept: acceptTables(s),
+		Results: resultsTable(s), Pruned: prunedTable(s), Failures: failuresTable(s)}
 }
 
 // forJSON is t with its slices non-nil and Num and Code one entry per column, so a client reads
@@ -306,6 +321,7 @@ func summary(s *Sweep) []string {
 		out = append(out, c)
 	}
 	out = append(out, edgeSummary(s, BestPerLevel(s))...)
+	out = append(out, sourcesSummary(s)...)
 	return append(out,
 		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
 			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))

@@ -111,6 +111,9 @@ func renderHTML(d *doc) ([]byte, error) {
 	}
 	b.WriteString("<div id=\"best\"></div>\n")
 	htmlTable(&b, d.Best, 2)
+	for _, t := range d.Sources {
+		htmlTable(&b, t, 2)
+	}
 	if len(d.Charts) > 0 {
 		b.WriteString("<h2 id=\"charts\">Charts</h2>\n<div class=\"charts\">\n")
 		for _, c := range d.Charts {

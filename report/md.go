@@ -33,6 +33,9 @@ func writeMD(d *doc, opt Options) ([]string, error) {
 		mdDivergences(&b, d.Diverge)
 	}
 	mdTable(&b, d.Best)
+	for _, t := range d.Sources {
+		mdTable(&b, t)
+	}
 	if len(d.Charts) > 0 {
 		b.WriteString("## Charts\n\n")
 		for _, c := range d.Charts {

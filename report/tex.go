@@ -58,6 +58,9 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 		texDivergences(&b, d.Diverge)
 	}
 	texTable(&b, d.Best, "best")
+	for i, t := range d.Sources {
+		texTable(&b, t, fmt.Sprintf("sources-%d", i))
+	}
 	for _, c := range d.Charts {
 		fmt.Fprintf(&b, "\\begin{figure}[!htbp]\n\\centering\n\\includegraphics[width=0.85\\linewidth]{\\specsweepdir %s}\n\\caption{%s. %s}\n\\label{fig:%s}\n\\end{figure}\n\n",
 			chartPath(c, "pdf"), texEscape(c.Title), texEscape(c.Answers), c.Name)

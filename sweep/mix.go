@@ -97,6 +97,10 @@ func NewMixer(sources []Source) *Mixer {
 	return &Mixer{sources: sources, runs: map[int]map[int]map[SourceKey]RepeatRun{}}
 }
 
+// Over is the mixer with the same runs mixing over sources instead (whoever gathers the runs may
+// learn the sources after).
+func (m *Mixer) Over(sources []Source) *Mixer { return &Mixer{sources: sources, runs: m.runs} }
+
 // Add counts one run of a source at a level and repeat.
 func (m *Mixer) Add(level, repeat int, source SourceKey, run RepeatRun) {
 	reps := m.runs[level]
