@@ -637,6 +637,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	sw, err := orchestrator.Submit(r.Context(), a.c.Store, spec, opts)
 	var conflict *orchestrator.ScheduleConflictError
 	var bad *orchestrator.CronError
+	var badSet *orchestrator.PromptSetError
 	switch {
 	case errors.As(err, &conflict) && conflict.FromSpec:
 		httpError(w, http.StatusBadRequest, "at= conflicts with the spec's schedule.cron: a scheduled spec fires by itself")
@@ -646,6 +647,9 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.As(err, &bad):
 		httpError(w, http.StatusBadRequest, "cron="+err.Error())
+		return
+	case errors.As(err, &badSet):
+		httpError(w, http.StatusBadRequest, "workload.datasets: "+err.Error())
 		return
 	case err != nil:
 		// The request was fine; the daemon could not store it.

@@ -63,6 +63,24 @@ func (p SpecPolicy) CheckSpec(spec *sweep.Spec) error {
 			}
 		}
 	}
+	for i, d := range spec.Workload.Datasets {
+		// A prompt set file is read by the daemon as its own user: only from --dataset-dir.
+		dir := ""
+		if p.DatasetDir != "" {
+			dir = resolvePath(p.DatasetDir)
+		}
+		if dir == "" || !filepath.IsAbs(d.Path) || hasDotDot(d.Path) || !within(dir, resolvePath(d.Path)) {
+			where := "no --dataset-dir was given"
+			if dir != "" {
+				where = "it is outside --dataset-dir " + dir
+			}
+			if !filepath.IsAbs(d.Path) {
+				where = "it is not absolute, and the daemon has no spec folder to resolve it against"
+			}
+			problems = append(problems, fmt.Sprintf("workload.datasets[%d].path: the daemon reads %q as its own user, and %s; "+
+				"start the daemon with --dataset-dir DIR and put the file there", i, d.Path, where))
+		}
+	}
 	if path := spec.Workload.DatasetPath(); path != "" {
 		dir := ""
 		if p.DatasetDir != "" {

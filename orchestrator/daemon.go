@@ -528,6 +528,11 @@ func (d *Daemon) fire(ctx context.Context, templateID int64) {
 		d.cfg.Log.Error("scheduled spec no longer parses", "schedule", templateID, "err", err)
 		return
 	}
+	if _, err := ReadPromptSets(ctx, spec); err != nil {
+		d.cfg.Log.Error("schedule could not read its prompt sets", "schedule", templateID, "err", err)
+		_ = st.AddEvent(ctx, store.Event{SweepID: templateID, Kind: "schedule_skipped", Detail: "prompt sets: " + err.Error()})
+		return
+	}
 	plan := spec.Plan()
 	ns := NewSweepOf(spec, plan)
 	ns.Name, ns.Schedule, ns.ScheduleID = fmt.Sprintf("%s@%s", tmpl.Name, now.Format("20060102T150405Z")), "", templateID

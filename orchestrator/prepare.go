@@ -82,6 +82,10 @@ type Prepared struct {
 // sweep starts, with that one as Prior); a finished sweep (done or failed) of the same spec gives
 // ErrFinished (with its id) unless forceNew; a sweep a live process runs gives ErrRunning.
 func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bool) (Prepared, error) {
+	// The prompt sets' content is part of the spec's hash: a changed file is a changed spec.
+	if _, err := ReadPromptSets(ctx, spec); err != nil {
+		return Prepared{}, fmt.Errorf("orchestrator: %w", err)
+	}
 	plan := spec.Plan()
 	var prior store.Sweep // a failed or cancelled sweep of an earlier version of the spec
 	if !forceNew {

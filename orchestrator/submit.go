@@ -49,10 +49,16 @@ type CronError struct {
 func (e *CronError) Error() string { return fmt.Sprintf("bad cron expression %q: %v", e.Expr, e.Err) }
 func (e *CronError) Unwrap() error { return e.Err }
 
+// PromptSetError is a submitted spec's prompt set that cannot be read (a refusal of the request).
+type PromptSetError struct{ Err error }
+
+func (e *PromptSetError) Error() string { return e.Err.Error() }
+func (e *PromptSetError) Unwrap() error { return e.Err }
+
 // Submit queues a spec for the daemon: a sweep to run now (or at opts.At), or, with a cron schedule
 // (opts.Cron or the spec's schedule.cron), a template that fires sweeps. It returns the stored sweep.
-// A refusal of the request is a *ScheduleConflictError or a *CronError; any other error is the
-// store's.
+// A refusal of the request is a *ScheduleConflictError, a *CronError or a *PromptSetError; any other
+// error is the store's.
 func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOptions) (store.Sweep, error) {
 	expr := opts.Cron
 	if expr == "" && spec.Schedule != nil {
@@ -60,6 +66,11 @@ func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOp
 	}
 	if expr != "" && !opts.At.IsZero() {
 		return store.Sweep{}, &ScheduleConflictError{FromSpec: opts.Cron == ""}
+	}
+	// The prompt sets' content is part of the spec's hash (a schedule's sweeps read them again when
+	// they fire: each hashes the files it ran on).
+	if _, err := ReadPromptSets(ctx, spec); err != nil {
+		return store.Sweep{}, &PromptSetError{Err: err}
 	}
 	plan := spec.Plan()
 	ns := NewSweepOf(spec, plan)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/specsweep/specsweep/hostctl"
 	"github.com/specsweep/specsweep/internal/argparse"
+	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/sim"
 	"github.com/specsweep/specsweep/sweep"
 )
@@ -26,9 +28,14 @@ func specDir(path string) string {
 // machineChecks are what validate and plan can check of a spec on this machine, beyond its text:
 // errors (a local host's server command that cannot be started here) and warnings (points a
 // sglangsim server's memory model says cannot start: the simulator's out of memory).
-func machineChecks(spec *sweep.Spec, points []sweep.Point, path string) (errs, warns []string) {
+func machineChecks(ctx context.Context, spec *sweep.Spec, points []sweep.Point, path string) (errs, warns []string) {
+	// The prompt sets are read in full: a bad line is refused here with its file and line, and
+	// their content hashes are the spec hash's, as run will compute it.
+	if _, err := orchestrator.ReadPromptSets(ctx, spec); err != nil {
+		errs = append(errs, fmt.Sprintf("%s: %v", path, err))
+	}
 	if len(spec.Server.Command) == 0 {
-		return nil, nil
+		return errs, nil
 	}
 	cmd := spec.Server.Command[0]
 	for _, h := range spec.Hosts {
@@ -77,6 +84,11 @@ func machineChecks(spec *sweep.Spec, points []sweep.Point, path string) (errs, w
 // a slash: `run` resolves it against the spec file's folder, but the daemon gets the spec as text,
 // with no folder, and would resolve it against its own working directory, another program.
 func daemonCanResolve(spec *sweep.Spec, path string) error {
+	for i, d := range spec.Workload.Datasets {
+		if !filepath.IsAbs(d.Path) {
+			return exitError{code: ExitFailure, err: fmt.Errorf("%s: workload.datasets[%d].path %q is relative to the spec's folder, which the daemon does not have: write it absolute (%s) to submit this spec", path, i, d.Path, filepath.Join(specDir(path), d.Path))}
+		}
+	}
 	if len(spec.Server.Command) == 0 || filepath.IsAbs(spec.Server.Command[0]) || !strings.Contains(spec.Server.Command[0], "/") {
 		return nil
 	}

@@ -43,7 +43,7 @@ func validateRun(ctx context.Context, env Env, o *validateOptions) error {
 		fmt.Fprintln(env.Stderr, w)
 	}
 	p := spec.Plan()
-	if err := checkOnThisMachine(env, spec, p.Points, o.Spec); err != nil {
+	if err := checkOnThisMachine(ctx, env, spec, p.Points, o.Spec); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "%s: ok: sweep %q, %d points (%d skipped), %d runs\n",
@@ -91,8 +91,11 @@ func planRun(ctx context.Context, env Env, o *planOptions) error {
 		return err
 	}
 	p := spec.Plan()
-	if err := checkOnThisMachine(env, spec, p.Points, o.Spec); err != nil {
+	if err := checkOnThisMachine(ctx, env, spec, p.Points, o.Spec); err != nil {
 		return err
+	}
+	if len(spec.Workload.Datasets) > 0 {
+		p.SpecHash = spec.Hash() // with the prompt sets' content hashes, read by the checks
 	}
 	if format == "json" {
 		enc := json.NewEncoder(env.Stdout)
@@ -109,8 +112,8 @@ func planRun(ctx context.Context, env Env, o *planOptions) error {
 }
 
 // checkOnThisMachine prints machineChecks' warnings and fails with its errors.
-func checkOnThisMachine(env Env, spec *sweep.Spec, points []sweep.Point, path string) error {
-	errs, warns := machineChecks(spec, points, path)
+func checkOnThisMachine(ctx context.Context, env Env, spec *sweep.Spec, points []sweep.Point, path string) error {
+	errs, warns := machineChecks(ctx, spec, points, path)
 	for _, w := range warns {
 		fmt.Fprintln(env.Stderr, w)
 	}
@@ -124,6 +127,8 @@ func checkOnThisMachine(env Env, spec *sweep.Spec, points []sweep.Point, path st
 func loadSpec(path string) (*sweep.Spec, error) {
 	spec, err := sweep.Load(path)
 	if err == nil {
+		// A prompt set's relative path is the spec file's folder's, as a local command's.
+		spec.ResolveSetPaths(specDir(path))
 		return spec, nil
 	}
 	var list sweep.ErrorList
