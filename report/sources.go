@@ -169,6 +169,16 @@ func containsStr(v []string, x string) bool {
 	return false
 }
 
+// SourceSentences are the report summary's sentences on the prompt sources of a sweep measured on
+// several (the first says what they are and how they are weighed, then one per tp and level where
+// the winner differs by source); none otherwise.
+func SourceSentences(s *Sweep) []string {
+	if !s.Mixed() {
+		return nil
+	}
+	return sourcesSummary(s)
+}
+
 // sourcesSummary is the summary's sentences on prompt sources: where the winner differs by source,
 // both winners and the weighted one; on random prompts, that they are not a traffic's.
 func sourcesSummary(s *Sweep) []string {

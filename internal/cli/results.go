@@ -69,6 +69,9 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 	if checked {
 		fmt.Fprintln(w, "CHECK: the lossless output check against the baseline of the same tp (ref: that baseline; MISMATCH: does not answer as it does; -: not checked).")
 	}
+	if err := printSources(w, s); err != nil {
+		return err
+	}
 
 	var pruned []prunedPoint
 	for _, p := range s.Pruned() {
@@ -187,4 +190,29 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printSources writes, for a sweep measured on several prompt sources (or a named set), that the
+// table above is their weighted mix, each source's own winner per tp and level, and where the
+// winners differ (report.SourceSentences).
+func printSources(w io.Writer, s *report.Sweep) error {
+	if !s.Mixed() {
+		return nil
+	}
+	fmt.Fprintln(w, "\nBest per prompt source (the table above is their weighted mix, the answer to deploy):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tWEIGHT\tTP\tCONCURRENCY\tBEST\tTOK/S\tACCEPT\t")
+	for _, src := range s.Sources {
+		for _, b := range report.BestPerLevelOn(s, src.Key()) {
+			fmt.Fprintf(tw, "%s\t%.0f%%\t%d\t%d\t%s\t%s\t%s\t\n", src.Label(), 100*src.Weight, b.TP, b.Concurrency,
+				b.Best.Point.Label(), fmtStat(b.Best.TokS, 1), fmtStat(b.Best.Accept, 2))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, line := range report.SourceSentences(s)[1:] {
+		fmt.Fprintln(w, line)
+	}
+	return nil
 }

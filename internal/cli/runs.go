@@ -41,6 +41,27 @@ type runsOptions struct {
 var runsTableColumns = []string{"sweep", "method", "num_steps", "topk", "num_draft_tokens", "tp", "concurrency", "repeat",
 	"status", "output_tok_s", "speedup", "accept_length", "ttft_p99_ms", "tpot_p50_ms", "started_at"}
 
+// defaultRunsColumns are runsTableColumns, with the prompt source's columns (dataset,
+// input_tokens) after repeat when the rows were measured on more than one, or on a named set.
+func defaultRunsColumns(cols []string, vals [][]any) []string {
+	ds, in := slices.Index(cols, "dataset"), slices.Index(cols, "input_tokens")
+	if ds < 0 || in < 0 {
+		return runsTableColumns
+	}
+	seen := map[string]bool{}
+	named := false
+	for _, v := range vals {
+		seen[fmt.Sprint(v[ds], "|", v[in])] = true
+		named = named || v[ds] != nil
+	}
+	if len(seen) < 2 && !named {
+		return runsTableColumns
+	}
+	out := slices.Clone(runsTableColumns)
+	i := slices.Index(out, "repeat") + 1
+	return slices.Insert(out, i, "dataset", "input_tokens")
+}
+
 func (o *runsOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", dbUsage)
 	fs.StringVar(&o.Sweep, "sweep", "", "only this `SWEEP`: its id, or its name (the newest sweep of that name)")
@@ -111,7 +132,7 @@ func runsRun(ctx context.Context, env Env, o *runsOptions) error {
 	}
 	columns := o.Columns
 	if columns == "" && o.Format == "table" && !o.Best && !o.Wide {
-		columns = strings.Join(runsTableColumns, ",")
+		columns = strings.Join(defaultRunsColumns(cols, vals), ",")
 	}
 	if columns != "" {
 		if cols, vals, err = selectColumns(cols, vals, columns); err != nil {

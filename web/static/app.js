@@ -336,12 +336,31 @@ function fillCard(c, id) {
   if (res) {
     fillTable(c.querySelector(".best"), res.best, c.querySelector(".best-note"), res.levels || []);
     fillTable(c.querySelector(".results"), res.results, c.querySelector(".results-note"));
+    fillSources(c, res);
     // The x axis spans the num_steps planned, so it holds still while the runs arrive.
     const planned = (s.point_list || []).filter(p => p.num_steps != null && p.state !== "pruned").map(p => p.num_steps);
     drawChart(c.querySelector(".chart"), c.querySelector(".legend"), res.chart || [], res.levels || [], planned);
   }
   fillFailures(c, s);
   fillLog(c, id);
+}
+
+// fillSources shows each prompt source's winner and the acceptance matrices of a sweep measured on
+// several prompt sources (the report's tables); hidden otherwise.
+function fillSources(c, res) {
+  const box = c.querySelector(".by-source");
+  const has = res.sources && res.sources.rows && res.sources.rows.length > 0;
+  box.hidden = !has;
+  if (!has) return;
+  fillTable(c.querySelector(".sources"), res.sources, c.querySelector(".sources-note"));
+  const acc = c.querySelector(".accept");
+  acc.replaceChildren();
+  for (const t of res.accept || []) {
+    const div = el("div", { class: "scroll" });
+    const note = el("p", { class: "note" });
+    acc.append(el("h5", { text: t.title }), note, div);
+    fillTable(div, t, note);
+  }
 }
 
 // fillHosts lists what each host (each slot of a packing host) does: the phase in one word, what
