@@ -310,10 +310,11 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 	return nil
 }
 
-// migrateUp runs goose on a pool of its own (with the migrations' SQL functions), closed afterwards: a migration that rebuilds a table
-// turns foreign keys off on its connection and runs its own transaction, and neither that setting
-// nor a transaction left open by a failed migration may reach a connection of the store's pool.
-// Closing the pool rolls such a transaction back and releases its lock.
+// migrateUp runs goose on a pool of its own (with the migrations' SQL functions: openMigrationDB),
+// closed afterwards: a migration that rebuilds a table turns foreign keys off on its connection and
+// runs its own transaction, and neither that setting nor a transaction left open by a failed
+// migration may reach a connection of the store's pool. Closing the pool rolls such a transaction
+// back and releases its lock.
 func migrateUp(ctx context.Context, path string) error {
 	mdb := openMigrationDB(path)
 	defer mdb.Close()
