@@ -7,7 +7,10 @@
 // a table rebuild needs "-- +goose NO TRANSACTION" because SQLite ignores
 // PRAGMA foreign_keys inside a transaction. The store's migration tests apply
 // every earlier version, insert data and upgrade, so add a seed for the new
-// version there when the change touches existing tables.
+// version there when the change touches existing tables. Besides SQLite's own
+// functions a migration may call those of the store's migration connection
+// (store/migrate.go: specsweep_spec_workload), so migration 10 on is applied
+// by specsweep, not by the goose command.
 package migrations
 
 import "embed"

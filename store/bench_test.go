@@ -19,7 +19,8 @@ const (
 
 // fillBench creates a sweep of n points with all their runs. Runs are
 // inserted in bulk (one transaction) for speed; their values follow a
-// plausible throughput model so the data looks like a real sweep.
+// plausible throughput model so the data looks like a real sweep (of random
+// prompts of 1024 tokens: the runs' cell, as the store records it).
 func fillBench(tb testing.TB, db *DB, name string, n int) int64 {
 	tb.Helper()
 	ctx := context.Background()
@@ -61,8 +62,9 @@ func fillBench(tb testing.TB, db *DB, name string, n int) int64 {
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, host,
 		requests, completed, failed, duration_s, total_input_tokens, total_output_tokens, request_s, input_tok_s,
 		output_tok_s, ttft_mean_ms, ttft_p50_ms, ttft_p99_ms, itl_mean_ms, itl_p50_ms, itl_p99_ms,
-		tpot_mean_ms, tpot_p50_ms, tpot_p99_ms, e2e_mean_ms, e2e_p50_ms, e2e_p99_ms, accept_length, started_at, finished_at)
-		SELECT id, 1, ?, ?, 'ok', host, 64, 64, 0, ?, 65536, 32768, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+		tpot_mean_ms, tpot_p50_ms, tpot_p99_ms, e2e_mean_ms, e2e_p50_ms, e2e_p99_ms, accept_length, started_at, finished_at,
+		input_tokens)
+		SELECT id, 1, ?, ?, 'ok', host, 64, 64, 0, ?, 65536, 32768, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1024
 		FROM points WHERE sweep_id = ? AND plan_order = ?`)
 	if err != nil {
 		tb.Fatal(err)

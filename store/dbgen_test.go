@@ -71,7 +71,7 @@ func TestWriteExampleDB(t *testing.T) {
 			EffectiveArgs: []byte(fmt.Sprintf(`{"tp_size":%d,"speculative_num_steps":%s}`, p.TP, nullOr(p.NumSteps))),
 			Provenance:    []byte(`{"sglang":"0.5.6","host":"` + host + `"}`)})
 		if p.ID == "e3-s4-tp4" {
-			db.RecordRunAndFinish(ctx, Run{SweepID: sw, PointID: p.ID, Attempt: att, Concurrency: 1, Repeat: 1, Status: RunFailed,
+			db.RecordRunAndFinish(ctx, Run{SweepID: sw, PointID: p.ID, Attempt: att, Concurrency: 1, Repeat: 1, InputTokens: 1024, Status: RunFailed,
 				Error: "server exited during load"}, &PointFinish{State: PointFailed, FailureClass: FailOOM,
 				FailureDetail: "torch.OutOfMemoryError: CUDA out of memory (draft graph capture)"})
 			return
@@ -91,7 +91,7 @@ func TestWriteExampleDB(t *testing.T) {
 				TTFTMeanMs: ttft * 1.1, TTFTMedianMs: ttft, TTFTP99Ms: ttft * 2.8, ITLMeanMs: itl * 1.05, ITLMedianMs: itl, ITLP99Ms: itl * 2.4,
 				TPOTMeanMs: itl * 1.1, TPOTMedianMs: itl * 1.02, TPOTP99Ms: itl * 1.9, E2EMeanMs: ttft + 520*itl, E2EMedianMs: ttft + 511*itl, E2EP99Ms: (ttft + 511*itl) * 1.7,
 				AcceptLength: accept}
-			r := Run{SweepID: sw, PointID: p.ID, Attempt: att, Concurrency: c, Repeat: 1, Status: RunOK, Metrics: m}
+			r := Run{SweepID: sw, PointID: p.ID, Attempt: att, Concurrency: c, Repeat: 1, InputTokens: 1024, Status: RunOK, Metrics: m}
 			if p.ID == "e3-s2-tp8" && att == 1 && c == 16 {
 				db.ReleasePoint(ctx, sw, p.ID, att, "specsweep was killed; resumed at restart")
 				return

@@ -30,14 +30,35 @@ var seeds = map[int64]func(ctx context.Context, tx *sql.Tx) error{
 	5: seed5,
 	// Version 8 adds events.data and fills it for the ran_beside events before it from their prose.
 	7: seed7,
-	8: func(ctx context.Context, tx *sql.Tx) error {
-		if err := seed7(ctx, tx); err != nil {
+	8: seed8,
+	// Version 10 gives each run its cell, from its sweep's spec for the older runs; the store
+	// records it for the newer ones, as here.
+	10: func(ctx context.Context, tx *sql.Tx) error {
+		if err := seed8(ctx, tx); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE events SET data = '{"beside":2}' WHERE kind = 'ran_beside'`)
+		_, err := tx.ExecContext(ctx, `UPDATE runs SET input_tokens = 512`)
 		return err
 	},
 }
+
+func seed8(ctx context.Context, tx *sql.Tx) error {
+	if err := seed7(ctx, tx); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE events SET data = '{"beside":2}' WHERE kind = 'ran_beside'`)
+	return err
+}
+
+// seededSpec is the spec of the seeded sweep: random prompts of 512 tokens.
+const seededSpec = `version: 1
+name: seeded
+workload:
+  concurrency: [16]
+  requests: 8
+  input_tokens: 512  # the cell of every run
+  output_tokens: 64
+`
 
 func seed5(ctx context.Context, tx *sql.Tx) error {
 	if err := seed4(ctx, tx); err != nil {
@@ -75,7 +96,7 @@ func seed4(ctx context.Context, tx *sql.Tx) error {
 
 func seed1(ctx context.Context, tx *sql.Tx) error {
 	stmts := []string{
-		`INSERT INTO sweeps (id, name, spec_hash, spec_text, state, created_at) VALUES (7, 'seeded', 'h', 'version: 1', 'running', 1000)`,
+		`INSERT INTO sweeps (id, name, spec_hash, spec_text, state, created_at) VALUES (7, 'seeded', 'h', '` + seededSpec + `', 'running', 1000)`,
 		`INSERT INTO hosts (sweep_id, name, gpus) VALUES (7, 'gpu1', 4)`,
 		`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, tp, argv, created_at, state, attempts, host, started_at)
 		 VALUES (1, 7, 'base', 0, 'baseline', 1, 4, '["/bin/x"]', 1000, 'done', 1, 'gpu1', 1100)`,
@@ -146,6 +167,16 @@ func checkSeeded(t *testing.T, db *DB, key int64) {
 			t.Errorf("seeded run of spec: %+v %v", sums, err)
 		}
 	}
+	// Version 10: every run has the cell of the sweep's spec, random prompts of 512 tokens.
+	runs, err := db.RunSummaries(ctx, RunsQuery{SweepID: 7})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("seeded runs: %+v %v", runs, err)
+	}
+	for _, r := range runs {
+		if r.Dataset != "" || r.InputTokens == nil || *r.InputTokens != 512 {
+			t.Errorf("seeded run of %s: cell %q/%v, want random prompts of 512 tokens", r.PointID, r.Dataset, r.InputTokens)
+		}
+	}
 	evs, err := db.Events(ctx, 7, "spec")
 	if err != nil || len(evs) == 0 || evs[0].Detail != "pending -> running (attempt 1)" || evs[0].Host != "gpu1" {
 		t.Errorf("seeded events of spec: %+v %v", evs, err)
@@ -195,6 +226,22 @@ func checkSeeded(t *testing.T, db *DB, key int64) {
 	if err := db.SetOutputCheck(ctx, 7, "base", OutputCheck{Result: OutputCheckReference}); !errors.Is(err, ErrNoOutputs) {
 		t.Errorf("check of the old baseline: %v, want ErrNoOutputs", err)
 	}
+	// The re-run records its runs per cell: the old baseline's run of the same cell is its speedup's
+	// reference, another cell has none; a cell twice is a duplicate.
+	if err := db.RecordRun(ctx, cellRun(7, "spec", 2, 16, 1, "", 512, 150)); err != nil {
+		t.Error(err)
+	}
+	if err := db.RecordRun(ctx, cellRun(7, "spec", 2, 16, 1, "", 0, 150)); err != nil {
+		t.Error(err)
+	}
+	if err := db.RecordRun(ctx, cellRun(7, "spec", 2, 16, 1, "", 512, 150)); !errors.Is(err, ErrDuplicateRun) {
+		t.Errorf("a cell twice: %v, want ErrDuplicateRun", err)
+	}
+	runs, err = db.RunSummaries(ctx, RunsQuery{SweepID: 7, Where: "point_id = 'spec' AND attempt = 2"})
+	if err != nil || len(runs) != 2 || runs[0].InputTokens != nil || runs[0].Speedup != nil ||
+		*runs[1].InputTokens != 512 || runs[1].Speedup == nil || *runs[1].Speedup != 1.5 {
+		t.Errorf("re-run's speedups per cell: %+v %v", runs, err)
+	}
 	if err := db.FinishPoint(ctx, 7, "spec", 2, PointFinish{State: PointFailed, FailureClass: FailOutputMismatch}); err != nil {
 		t.Error(err)
 	}
@@ -230,10 +277,8 @@ func TestMigrationsFromEveryVersion(t *testing.T) {
 	for _, from := range append([]int64{0}, versions...) {
 		t.Run(fmt.Sprintf("from_%d", from), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "old.db")
-			raw, err := sql.Open("sqlite3", dsn(path, false))
-			if err != nil {
-				t.Fatal(err)
-			}
+			// The store's migration connection: migration 10 calls its specsweep_spec_workload.
+			raw := openMigrationDB(path)
 			seeded := int64(0)
 			if from > 0 {
 				p, err := newProvider(raw)
@@ -344,6 +389,22 @@ func dump(t *testing.T, db *sql.DB, query string) [][]any {
 	return out
 }
 
+// v9RunColumns, v9RunDetailColumns and v9RunSummaryColumns are the columns of runs, run_detail and
+// run_summary before version 10 added the run's cell.
+const (
+	v9RunColumns = `id, point_ref, attempt, concurrency, repeat, status, host, requests, completed, failed,
+	duration_s, total_input_tokens, total_output_tokens, request_s, input_tok_s, output_tok_s, ttft_mean_ms,
+	ttft_p50_ms, ttft_p99_ms, itl_mean_ms, itl_p50_ms, itl_p99_ms, tpot_mean_ms, tpot_p50_ms, tpot_p99_ms,
+	e2e_mean_ms, e2e_p50_ms, e2e_p99_ms, accept_length, started_at, finished_at, error, accept_length_source`
+	v1RunSummaryColumns = `sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp,
+	concurrency, repeat, status, requests, completed, failed, output_tok_s, request_s, ttft_p50_ms, ttft_p99_ms,
+	itl_p50_ms, itl_p99_ms, tpot_p50_ms, e2e_p50_ms, accept_length, speedup, started_at, finished_at`
+	v9RunSummaryColumns = v1RunSummaryColumns + ", accept_length_source"
+	v9RunDetailColumns  = v1RunSummaryColumns + `, run_id, plan_order, baseline, attempt, duration_s,
+	total_input_tokens, total_output_tokens, input_tok_s, ttft_mean_ms, itl_mean_ms, tpot_mean_ms, tpot_p99_ms,
+	e2e_mean_ms, e2e_p99_ms, error, accept_length_source`
+)
+
 // v4PointColumns are the columns of points before version 5 rebuilt the table.
 const v4PointColumns = `id, sweep_id, point_id, plan_order, method, baseline, num_steps, topk, num_draft_tokens, tp,
 	argv, env, planned_runs, state, attempts, host, failure_class, failure_detail, effective_args, provenance,
@@ -449,6 +510,17 @@ func TestSearchMigrationKeepsData(t *testing.T) {
 			// Version 8 adds events.data (NULL for every older event but a ran_beside one).
 			q = strings.Replace(q, "*", "id, sweep_id, point_ref, host, at, kind, detail", 1)
 		}
+		// Version 10 adds each run's cell (dataset, input_tokens: NULL here, as these sweeps' specs
+		// name no workload) to runs, run_detail and run_summary.
+		if strings.HasPrefix(q, "SELECT * FROM runs") {
+			q = strings.Replace(q, "*", v9RunColumns, 1)
+		}
+		if strings.HasPrefix(q, "SELECT * FROM run_detail") {
+			q = strings.Replace(q, "*", v9RunDetailColumns, 1)
+		}
+		if strings.HasPrefix(q, "SELECT * FROM run_summary") {
+			q = strings.Replace(q, "*", v9RunSummaryColumns, 1)
+		}
 		if strings.HasPrefix(q, "SELECT * FROM point_summary") {
 			q = strings.Replace(q, "*", "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, "+
 				"state, attempts, failure_class, failure_detail, load_s, exec_start, effective_args, provenance, "+
@@ -457,6 +529,9 @@ func TestSearchMigrationKeepsData(t *testing.T) {
 		if got := dump(t, db.rw, q); !reflect.DeepEqual(got, before[i]) {
 			t.Errorf("%s after the upgrade:\n got %v\nwant %v", q, got, before[i])
 		}
+	}
+	if got := dump(t, db.rw, "SELECT count(*) FROM runs WHERE dataset IS NOT NULL OR input_tokens IS NOT NULL"); got[0][0] != int64(0) {
+		t.Errorf("%v runs have a cell after the upgrade, though their specs give none", got[0][0])
 	}
 	if got := dump(t, db.rw, "SELECT count(*) FROM points WHERE reason IS NOT NULL OR searched <> 0"); got[0][0] != int64(0) {
 		t.Errorf("%v points have a reason or are searched after the upgrade", got[0][0])
@@ -509,5 +584,152 @@ func TestSearchMigrationKeepsData(t *testing.T) {
 		(SELECT count(*) FROM events WHERE point_ref IS NOT NULL), (SELECT group_concat(id) FROM events)`)
 	if fmt.Sprint(got) != "[[1 0 1 4,6]]" {
 		t.Errorf("after deleting sweep 5: points, runs, point events, events = %v, want [[1 0 1 4,6]]", got)
+	}
+}
+
+// TestRunCellsMigration upgrades a version-9 database whose sweeps' specs say their prompts in
+// every way a stored spec may (YAML block and flow style, JSON, ShareGPT, the default dataset, a
+// text that is no spec) to version 10, several processes at once: each old run gets its sweep's
+// cell, the speedups read as before, and the new uniqueness and speedup rule hold per cell on the
+// old rows.
+func TestRunCellsMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v9.db")
+	raw := openMigrationDB(path)
+	p, err := newProvider(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	specs := []struct {
+		name, spec string
+		dataset    any // what the runs read after the upgrade
+		tokens     any
+	}{
+		{"block", "version: 1\nname: block\n# input_tokens: 9 was too short\nworkload:\n  concurrency: [1, 16]\n  input_tokens: 1024\n  output_tokens: 64\n",
+			nil, int64(1024)},
+		{"flow", "version: 1\nname: flow\nworkload: {concurrency: [1], requests: 4, input_tokens: 256, output_tokens: 8, dataset: random}\n",
+			nil, int64(256)},
+		{"json", `{"version": 1, "name": "json", "workload": {"concurrency": [1], "dataset": "random", "input_tokens": 2048}}`,
+			nil, int64(2048)},
+		{"anchor", "version: 1\nname: anchor\nworkload:\n  input_tokens: &len 300\n  output_tokens: *len\n", nil, int64(300)},
+		{"sharegpt", "version: 1\nname: sharegpt\nworkload:\n  dataset: \"sharegpt:/data/ShareGPT_V3.json\"\n  input_tokens: 1024\n",
+			"sharegpt", nil},
+		{"nospec", "x", nil, nil},
+		{"nolength", "version: 1\nname: nolength\nworkload: {concurrency: [1]}\n", nil, nil},
+		{"badyaml", "workload: [unclosed\n", nil, nil},
+	}
+	for i, s := range specs {
+		sw := i + 1
+		stmts := []string{
+			fmt.Sprintf(`INSERT INTO sweeps (id, name, spec_hash, spec_text, state, created_at) VALUES (%d, '%s', 'h', '%s', 'running', 1000)`,
+				sw, s.name, strings.ReplaceAll(s.spec, "'", "''")),
+			fmt.Sprintf(`INSERT INTO hosts (sweep_id, name, gpus) VALUES (%d, 'g', 4)`, sw),
+			fmt.Sprintf(`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, tp, argv, created_at, state, attempts, host, planned_runs)
+			 VALUES (%d, %d, 'base', 0, 'baseline', 1, 4, '[]', 1000, 'done', 1, 'g', 2)`, 10*sw, sw),
+			fmt.Sprintf(`INSERT INTO points (id, sweep_id, point_id, plan_order, method, baseline, num_steps, topk, num_draft_tokens, tp, argv, created_at, state, attempts, host, planned_runs)
+			 VALUES (%d, %d, 'spec', 1, 'eagle3', 0, 3, 1, 4, 4, '[]', 1000, 'running', 1, 'g', 4)`, 10*sw+1, sw),
+			fmt.Sprintf(`INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, host, output_tok_s, started_at, finished_at)
+			 VALUES (%[1]d, 1, 1, 1, 'ok', 'g', 100, 1100, 1150), (%[1]d, 1, 16, 1, 'ok', 'g', 400, 1150, 1190),
+			        (%[2]d, 1, 1, 1, 'ok', 'g', 150, 1200, 1250), (%[2]d, 1, 16, 1, 'failed', 'g', NULL, 1250, 1260)`, 10*sw, 10*sw+1),
+		}
+		for _, q := range stmts {
+			if _, err := raw.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	bySpeedup := "SELECT run_id, speedup FROM run_detail ORDER BY run_id"
+	before := dump(t, raw, bySpeedup)
+	raw.Close()
+
+	dbs := make([]*DB, 3)
+	errs := make([]error, len(dbs))
+	var wg sync.WaitGroup
+	for i := range dbs {
+		wg.Go(func() { dbs[i], errs[i] = Open(ctx, path) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		defer dbs[i].Close()
+	}
+	db := dbs[0]
+	for i, s := range specs {
+		got := dump(t, db.rw, fmt.Sprintf(`SELECT DISTINCT r.dataset, r.input_tokens FROM runs r JOIN points p ON p.id = r.point_ref
+			WHERE p.sweep_id = %d`, i+1))
+		if want := [][]any{{s.dataset, s.tokens}}; !reflect.DeepEqual(got, want) {
+			t.Errorf("sweep %s: runs' cells %v, want %v", s.name, got, want)
+		}
+	}
+	if got := dump(t, db.rw, bySpeedup); !reflect.DeepEqual(got, before) || len(got) != 4*len(specs) {
+		t.Errorf("speedups after the upgrade:\n got %v\nwant %v", got, before)
+	}
+	if got := dump(t, db.rw, "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'runs' ORDER BY name"); fmt.Sprint(got) != "[[runs_by_cell] [runs_by_level]]" {
+		t.Errorf("indexes of runs: %v", got)
+	}
+	if got := dump(t, db.rw, "PRAGMA foreign_key_check"); len(got) != 0 {
+		t.Errorf("foreign key violations: %v", got)
+	}
+	if got := dump(t, db.rw, "SELECT count(*) FROM sqlite_temp_schema"); got[0][0] != int64(0) {
+		t.Errorf("the migration left %v temporary tables", got[0][0])
+	}
+
+	// The old rows hold their cell: in sweep block (random prompts of 1024 tokens), spec's running
+	// attempt has its c=1 run of that cell; another cell of the level is new, with its own speedup
+	// against the baseline's run of that cell (none here), and the old cell's speedup stays.
+	if err := db.RecordRun(ctx, cellRun(1, "spec", 1, 1, 1, "", 1024, 150)); !errors.Is(err, ErrDuplicateRun) {
+		t.Errorf("the old run's cell again: %v, want ErrDuplicateRun", err)
+	}
+	if err := db.RecordRun(ctx, cellRun(1, "spec", 1, 1, 1, "", 4096, 50)); err != nil {
+		t.Errorf("another cell of the old level: %v", err)
+	}
+	// In sweep sharegpt, the old runs' cell is the set at its own lengths; the zero cell is another.
+	if err := db.RecordRun(ctx, cellRun(5, "spec", 1, 1, 1, "sharegpt", 0, 150)); !errors.Is(err, ErrDuplicateRun) {
+		t.Errorf("the old sharegpt run's cell again: %v, want ErrDuplicateRun", err)
+	}
+	if err := db.RecordRun(ctx, cellRun(5, "spec", 1, 1, 1, "", 0, 150)); err != nil {
+		t.Errorf("random prompts at the old sharegpt level: %v", err)
+	}
+	sums, err := db.RunSummaries(ctx, RunsQuery{Sweep: "block", Where: "point_id = 'spec' AND concurrency = 1"})
+	if err != nil || len(sums) != 2 || *sums[0].InputTokens != 1024 || *sums[0].Speedup != 1.5 ||
+		*sums[1].InputTokens != 4096 || sums[1].Speedup != nil {
+		t.Errorf("spec's runs at c=1 in sweep block: %+v %v", sums, err)
+	}
+	// Done needs the planned runs of the attempt, each cell one.
+	if err := db.RecordRunAndFinish(ctx, cellRun(1, "spec", 1, 16, 1, "", 4096, 300), &PointFinish{State: PointDone}); err != nil {
+		t.Errorf("finish with 4 of 4 runs: %v", err)
+	}
+}
+
+// TestSpecWorkload: the migrations' reader of a stored spec's workload values.
+func TestSpecWorkload(t *testing.T) {
+	for _, c := range []struct {
+		spec, key string
+		want      any
+	}{
+		{"workload:\n  input_tokens: 1024\n", "input_tokens", int64(1024)},
+		{"workload:\n  dataset: sharegpt:/x.json\n", "dataset", "sharegpt:/x.json"},
+		{"workload: {dataset: random}", "dataset", "random"},
+		{`{"workload": {"input_tokens": 7}}`, "input_tokens", int64(7)},
+		{"workload:\n  input_tokens: 1024\n", "dataset", nil},
+		{"workload:\n  input_tokens: 10.5\n", "input_tokens", nil},
+		{"workload:\n  input_tokens: [1, 2]\n", "input_tokens", nil},
+		{"workload:\n  input_tokens: 99999999999999999999\n", "input_tokens", nil},
+		{"workload: [1, 2]\n", "input_tokens", nil},
+		{"input_tokens: 5\n", "input_tokens", nil},
+		{"- a\n- b\n", "input_tokens", nil},
+		{"x", "input_tokens", nil},
+		{"", "input_tokens", nil},
+		{"workload: {input_tokens: 1\n", "input_tokens", nil},
+		{"workload:\n  input_tokens: 1\n---\nworkload:\n  input_tokens: 2\n", "input_tokens", int64(1)},
+	} {
+		if got := specWorkload(c.spec, c.key); got != c.want {
+			t.Errorf("specWorkload(%q, %q) = %#v, want %#v", c.spec, c.key, got, c.want)
+		}
 	}
 }

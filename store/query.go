@@ -108,7 +108,8 @@ type RunsQuery struct {
 	// "concurrency = 16 AND status = 'ok'".
 	Where string
 	// OrderBy is a user ORDER BY list, e.g. "output_tok_s DESC". Ties, and
-	// the default, follow sweep_id, plan order, concurrency, repeat.
+	// the default, follow sweep_id, plan order, concurrency, repeat, the
+	// cell (dataset, then input_tokens; NULL first) and attempt.
 	OrderBy string
 	// Limit caps the number of rows; 0 means no limit.
 	Limit int
@@ -118,7 +119,8 @@ type RunsQuery struct {
 var runSummaryColumns = []string{"sweep", "sweep_id", "point_id", "host", "method", "num_steps", "topk",
 	"num_draft_tokens", "tp", "concurrency", "repeat", "status", "requests", "completed", "failed",
 	"output_tok_s", "request_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms",
-	"e2e_p50_ms", "accept_length", "speedup", "started_at", "finished_at", "accept_length_source"}
+	"e2e_p50_ms", "accept_length", "speedup", "started_at", "finished_at", "accept_length_source", "dataset",
+	"input_tokens"}
 
 // QueryRuns reads run_summary rows on the read-only connection. Where and
 // OrderBy are the user's SQL; errors in them come back as ErrBadQuery

@@ -52,6 +52,13 @@ type Run struct {
 	Attempt     int // the point's current attempt, as ClaimPoint returned it
 	Concurrency int
 	Repeat      int // 1-based
+	// Dataset and InputTokens are the run's cell: a level may be measured on several (each named
+	// prompt set and/or each prompt length of the spec), one run each. Dataset is the set's name,
+	// "" for specsweep's random prompts (stored as NULL); InputTokens is the target prompt length
+	// (the random prompts' length, or the length a set was padded to), 0 for a set sent at its
+	// own lengths (stored as NULL).
+	Dataset     string
+	InputTokens int
 	Status      RunStatus
 	// Metrics is nil when the level produced no figures (its columns are NULL).
 	Metrics    *Metrics
@@ -60,9 +67,22 @@ type Run struct {
 	Error      string // why the run failed
 }
 
+// cell describes a run's cell for an error message: "" for the zero cell.
+func (r Run) cell() string {
+	var s string
+	if r.Dataset != "" {
+		s += ", dataset " + r.Dataset
+	}
+	if r.InputTokens != 0 {
+		s += fmt.Sprintf(", input tokens %d", r.InputTokens)
+	}
+	return s
+}
+
 // RecordRun stores one run of a running point's current attempt. It fails
-// with ErrDuplicateRun if that run is already recorded, and with
-// ErrStaleAttempt or ErrTransition if the point no longer runs that attempt.
+// with ErrDuplicateRun if that run (its level and cell) is already recorded,
+// and with ErrStaleAttempt or ErrTransition if the point no longer runs that
+// attempt.
 func (db *DB) RecordRun(ctx context.Context, run Run) error {
 	return db.RecordRunAndFinish(ctx, run, nil)
 }
@@ -85,8 +105,8 @@ func (db *DB) RecordRunAndFinish(ctx context.Context, run Run, finish *PointFini
 		if finish != nil {
 			what = "record run and finish as " + string(finish.State)
 		}
-		return fmt.Errorf("store: %s for point %s of sweep %d (attempt %d, concurrency %d, repeat %d): %w",
-			what, run.PointID, run.SweepID, run.Attempt, run.Concurrency, run.Repeat, err)
+		return fmt.Errorf("store: %s for point %s of sweep %d (attempt %d, concurrency %d, repeat %d%s): %w",
+			what, run.PointID, run.SweepID, run.Attempt, run.Concurrency, run.Repeat, run.cell(), err)
 	}
 	return nil
 }
@@ -94,6 +114,9 @@ func (db *DB) RecordRunAndFinish(ctx context.Context, run Run, finish *PointFini
 func recordRun(ctx context.Context, tx *sql.Tx, now int64, run Run) error {
 	if run.Status != RunOK && run.Status != RunFailed {
 		return fmt.Errorf("status must be ok or failed, not %q", run.Status)
+	}
+	if run.InputTokens < 0 {
+		return fmt.Errorf("input tokens must be positive, or 0 for none, not %d", run.InputTokens)
 	}
 	r, err := lookupPoint(ctx, tx, run.SweepID, run.PointID)
 	if err != nil {
@@ -119,14 +142,18 @@ func recordRun(ctx context.Context, tx *sql.Tx, now int64, run Run) error {
 			x.AcceptLengthSource}
 	}
 	args := append([]any{r.ref, run.Attempt, run.Concurrency, run.Repeat, run.Status, r.host}, m...)
-	args = append(args, started, finished, run.Error)
+	args = append(args, started, finished, run.Error,
+		sql.NullString{String: run.Dataset, Valid: run.Dataset != ""},
+		sql.NullInt64{Int64: int64(run.InputTokens), Valid: run.InputTokens != 0})
 	_, err = tx.ExecContext(ctx, `INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, host,
 		requests, completed, failed, duration_s, total_input_tokens, total_output_tokens,
 		request_s, input_tok_s, output_tok_s,
 		ttft_mean_ms, ttft_p50_ms, ttft_p99_ms, itl_mean_ms, itl_p50_ms, itl_p99_ms,
 		tpot_mean_ms, tpot_p50_ms, tpot_p99_ms, e2e_mean_ms, e2e_p50_ms, e2e_p99_ms, accept_length,
-		accept_length_source, started_at, finished_at, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		accept_length_source, started_at, finished_at, error, dataset, input_tokens)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+	// The one unique index of runs besides the id is runs_by_cell: (point, attempt, concurrency,
+	// repeat, cell), NULLs equal.
 	if isUniqueViolation(err) {
 		return ErrDuplicateRun
 	}
@@ -154,6 +181,9 @@ type RunEvent struct {
 	PointID     string
 	Concurrency int
 	Repeat      int // 1-based
+	// Dataset and InputTokens are the run's cell, as in Run: "" and 0 for NULL.
+	Dataset     string
+	InputTokens int
 	Status      RunStatus
 	// OutputTokS is what the runs table holds, as in RunSummary: nil when the run measured nothing
 	// (a failed run without figures). A failed run may hold its survivors' figure, which is no
@@ -166,7 +196,8 @@ type RunEvent struct {
 
 // runsAfterSQL reads the runs by their primary key from an id on, each with its point by the
 // points' primary key: the CROSS JOIN fixes that order, so it never scans (docs/schema.md).
-const runsAfterSQL = `SELECT r.id, p.sweep_id, p.point_id, r.concurrency, r.repeat, r.status, r.output_tok_s, r.finished_at
+const runsAfterSQL = `SELECT r.id, p.sweep_id, p.point_id, r.concurrency, r.repeat, r.status, r.output_tok_s, r.finished_at,
+	r.dataset, r.input_tokens
 	FROM runs r CROSS JOIN points p ON p.id = r.point_ref
 	WHERE r.id > ? ORDER BY r.id LIMIT ?`
 
@@ -184,7 +215,7 @@ func (db *DB) RunsAfter(ctx context.Context, afterID int64, limit int) ([]RunEve
 	err := db.scan(ctx, runsAfterSQL, []any{afterID, limit}, func(_ []string, v []driver.Value) error {
 		out = append(out, RunEvent{ID: vInt64(v[0]), SweepID: vInt64(v[1]), PointID: vString(v[2]),
 			Concurrency: int(vInt64(v[3])), Repeat: int(vInt64(v[4])), Status: RunStatus(vString(v[5])),
-			OutputTokS: vFloat(v[6], new(float64)), At: vTime(v[7])})
+			OutputTokS: vFloat(v[6], new(float64)), At: vTime(v[7]), Dataset: vString(v[8]), InputTokens: int(vInt64(v[9]))})
 		return nil
 	})
 	if err != nil {

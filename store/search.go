@@ -73,14 +73,19 @@ type SearchPoint struct {
 	Searched bool   // a search decides whether it runs
 	Reason   string // the search's reason for releasing or pruning it; "" when none
 	// Runs are the runs of the point's current attempt that are not superseded (ok and failed),
-	// by concurrency then repeat; none when it has not run (or went back to waiting).
+	// by concurrency, repeat, then cell (dataset, input tokens; the NULL ones first); none when
+	// it has not run (or went back to waiting).
 	Runs []SearchRun
 }
 
 // SearchRun is one run a search reads.
 type SearchRun struct {
 	Concurrency, Repeat int
-	Status              RunStatus
+	// Dataset and InputTokens are the run's cell, as in Run: "" and 0 for NULL. A level measured
+	// on several cells has one run each.
+	Dataset     string
+	InputTokens int
+	Status      RunStatus
 	// OutputTokS and AcceptLength are nil when the run did not measure them (a failed run, a
 	// baseline's accept length).
 	OutputTokS, AcceptLength *float64
@@ -92,11 +97,11 @@ type SearchRun struct {
 func (db *DB) SearchInputs(ctx context.Context, sweepID int64) ([]SearchPoint, error) {
 	var out []SearchPoint
 	err := db.scan(ctx, `SELECT p.point_id, p.state, p.searched, p.reason,
-		r.concurrency, r.repeat, r.status, r.output_tok_s, r.accept_length
+		r.concurrency, r.repeat, r.status, r.output_tok_s, r.accept_length, r.dataset, r.input_tokens
 		FROM points p
 		LEFT JOIN runs r ON r.point_ref = p.id AND r.attempt = p.attempts AND r.status <> 'superseded'
 		WHERE p.sweep_id = ?
-		ORDER BY p.plan_order, r.concurrency, r.repeat`, []any{sweepID}, func(_ []string, v []driver.Value) error {
+		ORDER BY p.plan_order, r.concurrency, r.repeat, r.dataset, r.input_tokens`, []any{sweepID}, func(_ []string, v []driver.Value) error {
 		id := vString(v[0])
 		if len(out) == 0 || out[len(out)-1].PointID != id {
 			out = append(out, SearchPoint{PointID: id, State: PointState(vString(v[1])),
@@ -108,6 +113,7 @@ func (db *DB) SearchInputs(ctx context.Context, sweepID int64) ([]SearchPoint, e
 		f := make([]float64, 2) // one allocation for the run's figures
 		p := &out[len(out)-1]
 		p.Runs = append(p.Runs, SearchRun{Concurrency: int(vInt64(v[4])), Repeat: int(vInt64(v[5])),
+			Dataset: vString(v[9]), InputTokens: int(vInt64(v[10])),
 			Status: RunStatus(vString(v[6])), OutputTokS: vFloat(v[7], &f[0]), AcceptLength: vFloat(v[8], &f[1])})
 		return nil
 	})

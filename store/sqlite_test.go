@@ -15,8 +15,8 @@ const minSQLite = 3033000
 
 // TestLinkedSQLite checks, on whichever SQLite this binary links (the system's with -tags libsqlite3,
 // else go-sqlite3's amalgamation), every feature the store relies on beyond plain SQL: the version,
-// the JSON functions of the CHECK constraints and views, window functions, sqlite_schema, WAL, and
-// the read-only authorizer of the user's queries.
+// the JSON functions of the CHECK constraints and views, window functions, sqlite_schema, WAL, the
+// read-only authorizer of the user's queries, and the Go function the migrations call.
 func TestLinkedSQLite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -44,6 +44,13 @@ func TestLinkedSQLite(t *testing.T) {
 		if got := one(q); got != want {
 			t.Errorf("%s = %q, want %q", q, got, want)
 		}
+	}
+	// The migrations' own SQL function, registered on the migration connection.
+	mdb := openMigrationDB(db.Path())
+	defer mdb.Close()
+	var n int
+	if err := mdb.QueryRowContext(ctx, `SELECT specsweep_spec_workload('workload: {input_tokens: 3}', 'input_tokens')`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("specsweep_spec_workload on the migration connection: %d, %v", n, err)
 	}
 	if _, err := db.Query(ctx, "SELECT 1 FROM sweeps; DELETE FROM sweeps"); err == nil {
 		t.Error("a user's query that writes was accepted")

@@ -43,8 +43,8 @@ var (
 	// ErrStaleAttempt: the caller acts on an attempt that is no longer the
 	// point's current one (it was released or recovered meanwhile).
 	ErrStaleAttempt = errors.New("stale attempt")
-	// ErrDuplicateRun: a run with the same point, attempt, concurrency and
-	// repeat is already recorded.
+	// ErrDuplicateRun: a run with the same point, attempt, concurrency,
+	// repeat and cell (dataset and input tokens) is already recorded.
 	ErrDuplicateRun = errors.New("run already recorded")
 	// ErrReadOnly: a write through a database opened with OpenReadOnly.
 	ErrReadOnly = errors.New("database is open read-only")
@@ -310,15 +310,13 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 	return nil
 }
 
-// migrateUp runs goose on a pool of its own, closed afterwards: a migration that rebuilds a table
-// turns foreign keys off on its connection and runs its own transaction, and neither that setting
-// nor a transaction left open by a failed migration may reach a connection of the store's pool.
-// Closing the pool rolls such a transaction back and releases its lock.
+// migrateUp runs goose on a pool of its own (with the migrations' SQL functions: openMigrationDB),
+// closed afterwards: a migration that rebuilds a table turns foreign keys off on its connection and
+// runs its own transaction, and neither that setting nor a transaction left open by a failed
+// migration may reach a connection of the store's pool. Closing the pool rolls such a transaction
+// back and releases its lock.
 func migrateUp(ctx context.Context, path string) error {
-	mdb, err := sql.Open("sqlite3", dsn(path, false))
-	if err != nil {
-		return err
-	}
+	mdb := openMigrationDB(path)
 	defer mdb.Close()
 	p, err := newProvider(mdb)
 	if err != nil {

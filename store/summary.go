@@ -38,6 +38,11 @@ type RunSummary struct {
 	Speedup                        *float64
 	StartedAt, FinishedAt          time.Time
 	AcceptLengthSource             string
+	// Dataset and InputTokens are the run's cell (a level may be measured on several): the prompt
+	// set's name, "" for specsweep's random prompts (NULL); the target prompt length, nil for a
+	// set sent at its own lengths (or an older random run whose spec did not say: docs/schema.md).
+	Dataset     string
+	InputTokens *int
 	// IsBaseline: the run's point runs without speculative decoding (run_detail.baseline; a
 	// speculative point may have NULL speculative parameters).
 	IsBaseline bool
@@ -149,6 +154,8 @@ var runSummaryFields = map[string]column[RunSummary]{
 	"started_at":           timeCol(func(r *RunSummary) *time.Time { return &r.StartedAt }),
 	"finished_at":          timeCol(func(r *RunSummary) *time.Time { return &r.FinishedAt }),
 	"accept_length_source": strCol(func(r *RunSummary) *string { return &r.AcceptLengthSource }),
+	"dataset":              strCol(func(r *RunSummary) *string { return &r.Dataset }),
+	"input_tokens":         intPtrCol(func(r *RunSummary) **int { return &r.InputTokens }),
 	"baseline":             boolCol(func(r *RunSummary) *bool { return &r.IsBaseline }),
 }
 
@@ -214,7 +221,8 @@ func (db *DB) runsQuery(ctx context.Context, q RunsQuery, cols []string, fn func
 		}
 		b.WriteString(q.OrderBy + "\n, ")
 	}
-	b.WriteString("sweep_id, plan_order, concurrency, repeat, attempt")
+	// The cell after the level: a level's runs on each cell stay together, ordered alike.
+	b.WriteString("sweep_id, plan_order, concurrency, repeat, dataset, input_tokens, attempt")
 	if q.Limit > 0 {
 		b.WriteString(" LIMIT " + strconv.Itoa(q.Limit))
 	}
@@ -524,7 +532,20 @@ type PointTiming struct {
 	Env     map[string]string
 	TP      int
 	LoadS   float64
-	TokS    map[int][]float64
+	// TokS holds one output tok/s per ok run, by concurrency: every repeat and every cell of the
+	// level (a level measured on 3 cells gives 3 a repeat).
+	TokS map[int][]float64
+	// Runs are the same runs with their cells, in the order of TokS's values at each level.
+	Runs []TimedRun
+}
+
+// TimedRun is one ok run of a PointTiming.
+type TimedRun struct {
+	Concurrency int
+	// Dataset and InputTokens are the run's cell, as in Run: "" and 0 for NULL.
+	Dataset     string
+	InputTokens int
+	TokS        float64
 }
 
 // PointTimings reads every stored point that got ready or has an ok run, with what it measured,
@@ -562,13 +583,16 @@ func (db *DB) PointTimings(ctx context.Context) ([]PointTiming, error) {
 	if err := rows.Err(); err != nil {
 		return nil, wrap(err)
 	}
-	err = db.scan(ctx, `SELECT p.sweep_id, p.point_id, r.concurrency, r.output_tok_s FROM runs r
-		JOIN points p ON p.id = r.point_ref WHERE r.status = 'ok' AND r.output_tok_s > 0`, nil, func(_ []string, v []driver.Value) error {
+	err = db.scan(ctx, `SELECT p.sweep_id, p.point_id, r.concurrency, r.output_tok_s, r.dataset, r.input_tokens FROM runs r
+		JOIN points p ON p.id = r.point_ref WHERE r.status = 'ok' AND r.output_tok_s > 0
+		ORDER BY r.id`, nil, func(_ []string, v []driver.Value) error {
 		if i, ok := at[[2]any{vInt64(v[0]), vString(v[1])}]; ok {
 			var tok float64
 			if vFloat(v[3], &tok) != nil {
 				c := int(vInt64(v[2]))
 				out[i].TokS[c] = append(out[i].TokS[c], tok)
+				out[i].Runs = append(out[i].Runs, TimedRun{Concurrency: c, Dataset: vString(v[4]),
+					InputTokens: int(vInt64(v[5])), TokS: tok})
 			}
 		}
 		return nil

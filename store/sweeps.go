@@ -107,8 +107,9 @@ type NewPoint struct {
 	Argv                           []string
 	Env                            map[string]string
 	// Runs is the number of runs the point plans (concurrency levels x
-	// repeats). When positive, FinishPoint refuses "done" until the current
-	// attempt has recorded that many runs.
+	// repeats x cells: a level measured on 3 cells is 3 runs). When
+	// positive, FinishPoint refuses "done" until the current attempt has
+	// recorded that many runs.
 	Runs int
 	// Searched: a search decides whether the point runs. CreateSweep stores it
 	// waiting; ApplySearch releases it (pending) or prunes it.
