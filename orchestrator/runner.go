@@ -584,7 +584,11 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 					InputTokens: cs.source.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset,
 					Seed: seed, HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
 				if cs.prompts != nil {
-					cfg.Prompts = cs.prompts(seed)
+					ds, err := cs.prompts(seed)
+					if err != nil {
+						return false, err
+					}
+					cfg.Prompts = ds
 				}
 				cfg.ServerLog = inst // accept length from the Decode-batch lines where no verify counter exists
 				what := fmt.Sprintf("concurrency %d, repeat %d", c, rep)

@@ -65,7 +65,7 @@ func checkPromptSets(ctx context.Context, spec *sweep.Spec, storedHash string) (
 // drawn from each repeat's seed by the load generator).
 type promptSource struct {
 	source    sweep.Source
-	prompts func(seed uint64) workload.Dataset
+	prompts func(seed uint64) (workload.Dataset, error)
 }
 
 // promptSources are the workload's sources with their prompts.
@@ -76,14 +76,20 @@ func promptSources(spec *sweep.Spec, sets map[string]*workload.PromptSet, shareg
 		switch {
 		case c.Dataset == "":
 		case c.Dataset == "sharegpt" && len(spec.Workload.Datasets) == 0:
-			cs.prompts = func(uint64) workload.Dataset { return sharegpt }
+			cs.prompts = func(uint64) (workload.Dataset, error) { return sharegpt, nil }
 		default:
 			set := sets[c.Dataset]
 			if set == nil {
 				return nil, fmt.Errorf("orchestrator: prompt set %s was not read", c.Dataset)
 			}
 			pad := c.InputTokens
-			cs.prompts = func(seed uint64) workload.Dataset { return workload.NewSetDataset(set, pad, seed) }
+			cs.prompts = func(seed uint64) (workload.Dataset, error) {
+				ds, err := workload.NewSetDataset(set, pad, seed)
+				if err != nil {
+					return nil, fmt.Errorf("orchestrator: prompt set %s: %w", set.Name, err)
+				}
+				return ds, nil
+			}
 		}
 		out = append(out, cs)
 	}
