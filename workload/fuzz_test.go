@@ -16,8 +16,8 @@ import (
 )
 
 // FuzzSSE feeds arbitrary bytes through the SSE reader (whole and one byte at a time) and every
-// event through ParseChunk: no panic, the same events either way, and ParseChunk agrees with
-// encoding/json on what is a valid object.
+// event through ParseChunk: no panic, the same events either way, ParseChunk agrees with
+// encoding/json on what is a valid object, and the answer's text it keeps is JSON string contents.
 func FuzzSSE(f *testing.F) {
 	f.Add([]byte("data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\" the\"},\"finish_reason\":null}],\"usage\":null}\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\r\n\r\n: ping\r\r"))
@@ -46,6 +46,16 @@ func FuzzSSE(f *testing.F) {
 			}
 			if c.Content < 0 || c.Content > len(d) {
 				panic("content length out of range")
+			}
+			// The answer's text kept for a later turn is sent again inside a JSON string as it is:
+			// it must be valid string contents.
+			var text []byte
+			var c2 Chunk
+			if err2 := parseChunk(d, &c2, &text); (err2 == nil) != (err == nil) || c2.Content != c.Content {
+				panic("keeping the text changed the parse: " + string(d))
+			}
+			if err == nil && (len(text) > c.Content || !json.Valid(append(append([]byte{'"'}, text...), '"'))) {
+				panic("kept text is not JSON string contents: " + string(text))
 			}
 		}
 	})
