@@ -24,8 +24,11 @@ type SetDataset struct {
 
 // NewSetDataset returns the items of set as a Dataset, in an order shuffled by seed (each stream
 // starts at its own place in that order and cycles through it). padTo > 0 pads each item's first
-// turn to padTo whitespace-separated words by putting that many words of the shared document
-// (SharedDocument) before it, then a blank line; a turn of padTo words or more is sent as it is.
+// turn of n whitespace-separated words, n < padTo, to padTo words by putting the first padTo - n
+// words of the shared document (SharedDocument) before it, then a blank line; a turn of padTo
+// words or more is sent as it is, never cut. The target is in words: sglangsim counts one token
+// per word, a real tokenizer about 1.3 per English word (more for code) plus the chat template, so
+// the length sent is the server's count (Result.MeanFirstInputTokens).
 func NewSetDataset(set *PromptSet, padTo int, seed uint64) (*SetDataset, error) {
 	switch {
 	case set == nil || len(set.Items) == 0:
