@@ -1,7 +1,8 @@
 #!/bin/sh
-# Accuracy and cost of specsweep's load generator against sglangsim's ground truth, plus the SSE
-# reader's Go benchmark. Prints Markdown tables (docs/bench.md quotes them); asserts nothing.
-# Usage: bench/workload_accuracy.sh [-quick]
+# Accuracy and cost of specsweep's load generator against sglangsim's ground truth, on random
+# prompts and on a prompt set (generated, or -set FILE), plus the SSE reader's Go benchmark. Prints
+# Markdown tables (docs/bench.md quotes them); asserts nothing.
+# Usage: bench/workload_accuracy.sh [-quick] [-prompts random,set] [-set FILE] [-pad N] [-cost=false]
 set -eu
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)

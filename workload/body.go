@@ -141,9 +141,23 @@ func appendJSONText(dst []byte, s string, from, limit int) ([]byte, int) {
 	return dst, i
 }
 
-// bodyParts are what every request of a level shares around its prompt: the JSON before the
-// prompt's text (opening quote included) and after it.
-type bodyParts struct{ head, tail []byte }
+// bodyParts are what every request of a level shares around its prompts: the JSON before the
+// first prompt's text (opening quote included), the JSON closing the last prompt, and the
+// sampling parameters after max_tokens.
+type bodyParts struct {
+	head      []byte // {"model":M,"messages":[{"role":"user","content":"  or  {"model":M,"prompt":"
+	close     []byte // "}]  or  "
+	params    []byte // ,"temperature":T,...} after max_tokens' value
+	maxTokens int    // the level's max_tokens
+	tail      []byte // close, max_tokens of the level, params: the usual end of a body
+}
+
+// The JSON between the turns of a conversation (chat only): a user turn's text, then the answer's,
+// then the next user turn's.
+var (
+	userToAnswer = []byte(`"},{"role":"assistant","content":"`)
+	answerToUser = []byte(`"},{"role":"user","content":"`)
+)
 
 // newBodyParts encodes the level's request: streaming with usage, ignore_eos, max_tokens, the
 // level's temperature.
@@ -153,26 +167,40 @@ func newBodyParts(api string, model []byte, outputTokens int, temperature float6
 	p.head = append(p.head, model...)
 	if api == APIChat {
 		p.head = append(p.head, `,"messages":[{"role":"user","content":"`...)
-		p.tail = append(p.tail, `"}]`...)
+		p.close = append(p.close, `"}]`...)
 	} else {
 		p.head = append(p.head, `,"prompt":"`...)
-		p.tail = append(p.tail, '"')
+		p.close = append(p.close, '"')
 	}
-	p.tail = append(p.tail, `,"max_tokens":`...)
-	p.tail = strconv.AppendInt(p.tail, int64(outputTokens), 10)
-	p.tail = append(p.tail, `,"temperature":`...)
-	p.tail = strconv.AppendFloat(p.tail, temperature, 'g', -1, 64)
-	p.tail = append(p.tail, `,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`...)
+	p.params = append(p.params, `,"temperature":`...)
+	p.params = strconv.AppendFloat(p.params, temperature, 'g', -1, 64)
+	p.params = append(p.params, `,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`...)
+	p.maxTokens = outputTokens
+	p.tail = p.appendTail(nil, outputTokens)
 	return p
+}
+
+// appendTail appends the end of a body asking for maxTokens.
+func (p *bodyParts) appendTail(dst []byte, maxTokens int) []byte {
+	dst = append(dst, p.close...)
+	dst = append(dst, `,"max_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(maxTokens), 10)
+	return append(dst, p.params...)
+}
+
+// bodyPiece is a part of a body: JSON written as it is, or a prompt's text escaped as it is
+// written.
+type bodyPiece struct {
+	raw []byte
+	cur promptCursor
 }
 
 // promptBody is one request's body, produced as it is read.
 type promptBody struct {
-	parts   *bodyParts
-	cur     promptCursor
+	pieces  []bodyPiece
+	k       int    // the piece being written
 	pending []byte // produced, not yet read
 	scratch []byte
-	stage   uint8 // 0 head, 1 prompt, 2 tail, 3 done
 }
 
 // openCursor starts prompt i of stream of ds.
@@ -183,32 +211,47 @@ func openCursor(ds Dataset, stream uint64, i int) promptCursor {
 	return &stringCursor{s: ds.Prompt(stream, i)}
 }
 
-// newPromptBody returns the body of prompt i of stream and its length in bytes (from a first
-// pass over the prompt's source, which allocates nothing that grows with the prompt; a Dataset's
-// Prompt is called once).
+// newPromptBody returns the body of prompt i of stream, sent alone with the level's max_tokens,
+// and its length in bytes.
 func newPromptBody(parts *bodyParts, ds Dataset, stream uint64, i int) (*promptBody, int64) {
-	b := &promptBody{parts: parts, scratch: make([]byte, 0, bodyChunk+64), cur: openCursor(ds, stream, i)}
-	return b, int64(len(parts.head)+len(parts.tail)) + b.cur.size(b.scratch)
+	return newBody([]bodyPiece{{raw: parts.head}, {cur: openCursor(ds, stream, i)}, {raw: parts.tail}})
+}
+
+// newBody returns a body of pieces and its length in bytes (from a first pass over the prompts'
+// sources, which allocates nothing that grows with a prompt; a Dataset's Prompt is called once).
+func newBody(pieces []bodyPiece) (*promptBody, int64) {
+	b := &promptBody{pieces: pieces, scratch: make([]byte, 0, bodyChunk+64)}
+	var n int64
+	for _, p := range pieces {
+		if p.cur != nil {
+			n += p.cur.size(b.scratch)
+		} else {
+			n += int64(len(p.raw))
+		}
+	}
+	return b, n
 }
 
 // next produces the body's next bytes into pending; false at the end.
 func (b *promptBody) next() bool {
-	switch b.stage {
-	case 0:
-		b.pending, b.stage = b.parts.head, 1
-	case 1:
+	for b.k < len(b.pieces) {
+		p := &b.pieces[b.k]
+		if p.cur == nil {
+			b.pending = p.raw
+			b.k++
+			return true
+		}
 		var more bool
-		b.scratch, more = b.cur.fill(b.scratch[:0], bodyChunk)
+		b.scratch, more = p.cur.fill(b.scratch[:0], bodyChunk)
 		b.pending = b.scratch
 		if !more {
-			b.stage = 2
+			b.k++
 		}
-	case 2:
-		b.pending, b.stage = b.parts.tail, 3
-	default:
-		return false
+		if len(b.pending) > 0 {
+			return true
+		}
 	}
-	return true
+	return false
 }
 
 func (b *promptBody) Read(p []byte) (int, error) {

@@ -33,9 +33,15 @@ const maxDepth = 512
 
 // ParseChunk parses one event's data into c. It does not allocate: it walks the JSON once,
 // skipping what it does not need, and rejects malformed JSON.
-func ParseChunk(data []byte, c *Chunk) error {
+func ParseChunk(data []byte, c *Chunk) error { return parseChunk(data, c, nil) }
+
+// parseChunk is ParseChunk that also appends the answer's text to *text when text is not nil:
+// choices[].text and choices[].delta.content (not reasoning_content, which a conversation's
+// history does not carry), as raw JSON string contents (escapes kept), so that it can be sent
+// again inside a JSON string as it is.
+func parseChunk(data []byte, c *Chunk, text *[]byte) error {
 	*c = Chunk{}
-	p := parser{b: data}
+	p := parser{b: data, text: text}
 	p.ws()
 	if p.i < len(p.b) && p.b[p.i] == '[' && string(trimSpace(data)) == "[DONE]" {
 		c.Done = true
@@ -133,8 +139,9 @@ func trimSpace(b []byte) []byte {
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 type parser struct {
-	b []byte
-	i int
+	b    []byte
+	i    int
+	text *[]byte // where choice() appends the answer's text; nil: nowhere
 }
 
 func (p *parser) errf(what string) error {
@@ -228,13 +235,15 @@ func (p *parser) choice(c *Chunk) error {
 	return p.object(func(k []byte) error {
 		switch string(k) {
 		case "text":
-			return p.textInto(&c.Content)
+			return p.textInto(&c.Content, p.text)
 		case "delta":
 			if p.peek() == '{' {
 				return p.object(func(k []byte) error {
 					switch string(k) {
-					case "content", "reasoning_content":
-						return p.textInto(&c.Content)
+					case "content":
+						return p.textInto(&c.Content, p.text)
+					case "reasoning_content":
+						return p.textInto(&c.Content, nil)
 					}
 					return p.skip()
 				})
@@ -249,13 +258,17 @@ func (p *parser) choice(c *Chunk) error {
 	})
 }
 
-// textInto adds a string's raw length to n (null and other types add nothing).
-func (p *parser) textInto(n *int) error {
+// textInto adds a string's raw length to n (null and other types add nothing) and, when text is
+// not nil, appends its raw contents there.
+func (p *parser) textInto(n *int, text *[]byte) error {
 	if p.peek() != '"' {
 		return p.skip()
 	}
 	s, err := p.str()
 	*n += len(s)
+	if err == nil && text != nil {
+		*text = append(*text, s...)
+	}
 	return err
 }
 

@@ -12,12 +12,13 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
 // FuzzSSE feeds arbitrary bytes through the SSE reader (whole and one byte at a time) and every
-// event through ParseChunk: no panic, the same events either way, and ParseChunk agrees with
-// encoding/json on what is a valid object.
+// event through ParseChunk: no panic, the same events either way, ParseChunk agrees with
+// encoding/json on what is a valid object, and the answer's text it keeps is JSON string contents.
 func FuzzSSE(f *testing.F) {
 	f.Add([]byte("data: {\"id\":\"a\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\" the\"},\"finish_reason\":null}],\"usage\":null}\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2}}\r\n\r\n: ping\r\r"))
@@ -46,6 +47,16 @@ func FuzzSSE(f *testing.F) {
 			}
 			if c.Content < 0 || c.Content > len(d) {
 				panic("content length out of range")
+			}
+			// The answer's text kept for a later turn is sent again inside a JSON string as it is:
+			// it must be valid string contents.
+			var text []byte
+			var c2 Chunk
+			if err2 := parseChunk(d, &c2, &text); (err2 == nil) != (err == nil) || c2.Content != c.Content {
+				panic("keeping the text changed the parse: " + string(d))
+			}
+			if err == nil && (len(text) > c.Content || !json.Valid(append(append([]byte{'"'}, text...), '"'))) {
+				panic("kept text is not JSON string contents: " + string(text))
 			}
 		}
 	})
@@ -157,6 +168,69 @@ func FuzzReadPromptSet(f *testing.F) {
 					t.Fatalf("detected %s, but named it reads %v, %+v", set.Format, err, named)
 				}
 			}
+		}
+	})
+}
+
+// FuzzConversationBody builds the body of a conversation's later turn from any turns and answer,
+// padded or not: it is JSON of the announced size, its messages are the turns (the first padded to
+// the target in words) and the answer as encoding/json reads them, and its max_tokens the item's.
+func FuzzConversationBody(f *testing.F) {
+	f.Add("Describe a quiet morning", "Now shorter", " Birds \"sing\".\n", 12, 0)
+	f.Add("def f(x):\n\treturn x <b>&\xff", "\u2028", "", 0, 5)
+	f.Fuzz(func(t *testing.T, first, second, answer string, pad, maxTokens int) {
+		if strings.TrimSpace(first) == "" || strings.TrimSpace(second) == "" {
+			return // the reader keeps no blank turn
+		}
+		pad, maxTokens = pad&0xfff, maxTokens&0xfff
+		set := &PromptSet{Name: "f", Items: []SetItem{{Turns: []string{first, second}, MaxTokens: maxTokens, Line: 1}}}
+		d, err := NewSetDataset(set, pad, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &runner{cfg: Config{Prompts: d, OutputTokens: 7}, set: d, parts: newBodyParts(APIChat, jsonString("m"), 7, 0)}
+		var c conversation
+		var convs atomic.Int64
+		r.begin(&c, 3, 0, &convs)
+		raw := jsonString(answer)
+		if !c.advance(&outcome{ok: true}, raw[1:len(raw)-1]) {
+			t.Fatal("no second turn")
+		}
+		b, size := r.body(&c)
+		var got bytes.Buffer
+		if _, err := got.ReadFrom(b); err != nil || int64(got.Len()) != size {
+			t.Fatalf("body of %d bytes announced as %d (%v)", got.Len(), size, err)
+		}
+		var req struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+			MaxTokens int `json:"max_tokens"`
+		}
+		if err := json.Unmarshal(got.Bytes(), &req); err != nil {
+			t.Fatalf("%v: %s", err, got.Bytes())
+		}
+		want := []string{"user", d.Prompt(3, 0), "assistant", answer, "user", second}
+		var have []string
+		for _, m := range req.Messages {
+			have = append(have, m.Role, m.Content)
+		}
+		// As encoding/json gives the strings back (invalid UTF-8 as U+FFFD, byte by byte).
+		for i, s := range want {
+			if err := json.Unmarshal(jsonString(s), &want[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantMax := 7
+		if maxTokens > 0 {
+			wantMax = maxTokens
+		}
+		if !slices.Equal(have, want) || req.MaxTokens != wantMax {
+			t.Fatalf("messages %q max_tokens %d, want %q %d", have, req.MaxTokens, want, wantMax)
+		}
+		if w := len(strings.Fields(d.Prompt(3, 0))); w != max(pad, len(strings.Fields(first))) {
+			t.Fatalf("first turn of %d words, padding %d", w, pad)
 		}
 	})
 }

@@ -19,6 +19,11 @@ type worker struct {
 	sse   *SSEReader
 	chunk Chunk
 	out   outcome
+	// conv is the conversation the worker sends in a closed loop; answer the text streamed by
+	// the last request whose conversation goes on.
+	conv    conversation
+	answer  []byte
+	timeout time.Duration // the request's (for its error message)
 }
 
 // outcome is what one request gave. itls aliases the worker's buffer.
@@ -33,6 +38,7 @@ type outcome struct {
 	chunks             int
 	itls               []time.Duration
 	id                 string
+	turn, turns        int // the request's turn (from 0) of its conversation's
 }
 
 var (
@@ -45,16 +51,26 @@ var (
 // any number of chunks); beyond it, samples are dropped.
 const maxITLPerRequest = 1 << 16
 
-// do sends prompt i of stream key and reads the whole stream.
-func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
+// do sends c's current request and reads the whole stream, keeping the answer's text in w.answer
+// when a turn follows.
+func (w *worker) do(ctx context.Context, c *conversation) *outcome {
 	r := w.r
 	o := &w.out
-	*o = outcome{itls: o.itls[:0]}
-	body, size := newPromptBody(&r.parts, r.cfg.Prompts, key, i)
+	*o = outcome{itls: o.itls[:0], turn: c.turn, turns: c.turns}
+	body, size := r.body(c)
+	var answer *[]byte
+	if c.follows() {
+		w.answer = w.answer[:0]
+		answer = &w.answer
+	}
 
+	w.timeout = r.cfg.RequestTimeout
+	if w.timeout == 0 {
+		w.timeout = DefaultTimeoutBase + time.Duration(c.maxTokens)*DefaultTimeoutPerToken
+	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	deadline := time.AfterFunc(r.cfg.RequestTimeout, func() { cancel(errRequestTimeout) })
+	deadline := time.AfterFunc(w.timeout, func() { cancel(errRequestTimeout) })
 	defer deadline.Stop()
 	headers := time.AfterFunc(r.cfg.StallTimeout, func() { cancel(errHeaderStall) })
 	defer headers.Stop()
@@ -65,7 +81,7 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 	}
 	req.ContentLength = size
 	req.GetBody = func() (io.ReadCloser, error) { // a redirect sends the body again
-		b, _ := newPromptBody(&r.parts, r.cfg.Prompts, key, i)
+		b, _ := r.body(c)
 		return io.NopCloser(b), nil
 	}
 	req.Header.Set("Content-Type", "application/json")
@@ -100,7 +116,7 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 	defer sb.stop()
 	w.sse.Reset(sb, nil, 0)
 	var (
-		c                  = &w.chunk
+		ch                 = &w.chunk
 		first, done, final bool
 		last               time.Time
 	)
@@ -121,24 +137,30 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 		if done {
 			continue // drain to EOF so the connection is reused
 		}
-		if err := ParseChunk(data, c); err != nil {
+		if err := parseChunk(data, ch, answer); err != nil {
 			o.end = at
 			o.errMsg = "malformed stream data: " + err.Error()
 			return o
 		}
-		if c.Done {
+		if answer != nil && len(w.answer) > answerLimit(c.maxTokens) {
+			o.end = at
+			o.errMsg = fmt.Sprintf("an answer of more than %d bytes for max_tokens %d (the limit for an answer "+
+				"a later turn carries)", answerLimit(c.maxTokens), c.maxTokens)
+			return o
+		}
+		if ch.Done {
 			done, o.e2e = true, at.Sub(o.start)
 			continue
 		}
-		if c.Error {
+		if ch.Error {
 			o.end = at
-			o.errMsg = "error in stream: " + errorText(c.ErrorMsg)
+			o.errMsg = "error in stream: " + errorText(ch.ErrorMsg)
 			return o
 		}
-		if o.id == "" && len(c.ID) > 0 && r.save != nil {
-			o.id = string(c.ID)
+		if o.id == "" && len(ch.ID) > 0 && r.save != nil {
+			o.id = string(ch.ID)
 		}
-		if c.Content > 0 {
+		if ch.Content > 0 {
 			if !first {
 				first, o.ttft = true, at.Sub(o.start)
 			} else if len(o.itls) < maxITLPerRequest {
@@ -147,10 +169,10 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 			last = at
 			o.chunks++
 		}
-		if c.Usage {
-			o.usage, o.prompt, o.completion = true, c.PromptTokens, c.CompletionTokens
+		if ch.Usage {
+			o.usage, o.prompt, o.completion = true, ch.PromptTokens, ch.CompletionTokens
 		}
-		if c.Finish {
+		if ch.Finish {
 			final = true
 		}
 		o.e2e = at.Sub(o.start)
@@ -166,7 +188,7 @@ func (w *worker) do(ctx context.Context, key uint64, i int) *outcome {
 	}
 	if !o.usage {
 		o.completion = int64(o.chunks)
-		o.prompt = int64(promptWordCount(r.cfg.Prompts, key, i))
+		o.prompt = r.promptWords(c)
 	}
 	o.ok = true
 	return o
@@ -180,7 +202,7 @@ func (w *worker) fail(rctx context.Context, err error, what string) *outcome {
 	if cause := context.Cause(rctx); cause != nil {
 		switch {
 		case errors.Is(cause, errRequestTimeout):
-			err = fmt.Errorf("timed out after %v (request timeout)", w.r.cfg.RequestTimeout)
+			err = fmt.Errorf("timed out after %v (request timeout)", w.timeout)
 		case errors.Is(cause, errHeaderStall):
 			err = fmt.Errorf("no response headers within %v (stall timeout)", w.r.cfg.StallTimeout)
 		case errors.Is(cause, errStall):

@@ -25,6 +25,7 @@ type runner struct {
 	client        *http.Client
 	model         []byte // JSON string
 	parts         bodyParts
+	set           *SetDataset // the prompts, when they are a prompt set's
 
 	shards []*shard
 
@@ -51,6 +52,8 @@ type shard struct {
 	ttft, itl, tpot, e2e *dist
 	in, out              int64
 	usageMissing         int
+	// The first turns' input tokens and count, and the later turns completed.
+	firstIn, firsts, later int64
 	// Speculative tokens per streamed step: the completion tokens after the first (from prefill)
 	// and the content chunks after the first, of requests with usage.
 	stepTokens, steps int64
@@ -73,6 +76,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg, base: base, client: cfg.HTTPClient}
+	r.set, _ = cfg.Prompts.(*SetDataset)
 	if r.client == nil {
 		r.client = NewHTTPClient(max(cfg.Concurrency, 1))
 		defer r.client.CloseIdleConnections()
@@ -104,6 +108,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.workerPool.New = func() any { return &worker{r: r, sse: NewSSEReader(nil, nil, 0)} }
 	res := &Result{API: cfg.API, Model: r.cfg.Model, Dataset: cfg.Prompts.String(), Concurrency: cfg.Concurrency,
 		RequestRate: cfg.RequestRate, InputTokens: cfg.InputTokens, OutputTokens: cfg.OutputTokens}
+	if r.set != nil {
+		res.InputTokens = r.set.padTo
+	}
 
 	// Warmup: at the level's concurrency, its own prompts, figures dropped.
 	if cfg.Warmup > 0 {
@@ -196,10 +203,20 @@ func (r *runner) fill(res *Result) {
 		all.usageMissing += s.usageMissing
 		all.stepTokens += s.stepTokens
 		all.steps += s.steps
+		all.firstIn += s.firstIn
+		all.firsts += s.firsts
+		all.later += s.later
 		s.mu.Unlock()
 	}
 	res.TTFT, res.ITL, res.TPOT, res.E2E = all.ttft.summary(), all.itl.summary(), all.tpot.summary(), all.e2e.summary()
 	res.TotalInputTokens, res.TotalOutputTokens, res.UsageMissing = all.in, all.out, all.usageMissing
+	res.LaterTurns = int(all.later)
+	if n := float64(all.firsts + all.later); n > 0 {
+		res.MeanInputTokens, res.MeanOutputTokens = float64(all.in)/n, float64(all.out)/n
+	}
+	if all.firsts > 0 {
+		res.MeanFirstInputTokens = float64(all.firstIn) / float64(all.firsts)
+	}
 	if all.steps > 0 {
 		r.tokensPerStep = float64(all.stepTokens) / float64(all.steps)
 	}
@@ -213,19 +230,16 @@ func (r *runner) fill(res *Result) {
 func (r *runner) warmup(ctx context.Context) {
 	n := r.cfg.Warmup
 	par := min(n, max(r.cfg.Concurrency, 1))
-	var next atomic.Int64
+	var next, convs atomic.Int64
 	var wg sync.WaitGroup
 	key := streamKey(&r.cfg, true)
+	claim := func() (int, bool) {
+		i := int(next.Add(1) - 1)
+		return i, i < n && ctx.Err() == nil
+	}
 	for range par {
 		wg.Go(func() {
-			w := r.workerPool.Get().(*worker)
-			defer r.workerPool.Put(w)
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				o := w.do(ctx, key, i)
+			r.converse(ctx, key, claim, &convs, func(_ int, o *outcome) {
 				r.mu.Lock()
 				if o.ok {
 					r.warmOK++
@@ -234,10 +248,33 @@ func (r *runner) warmup(ctx context.Context) {
 					r.noteError(-1, "warmup: "+o.errMsg)
 				}
 				r.mu.Unlock()
-			}
+			})
 		})
 	}
 	wg.Wait()
+}
+
+// converse is one worker of a closed loop: it sends request after request while claim gives it
+// an index, a conversation's turns in order (each once the answer before it has ended), and hands
+// each outcome to done. convs counts the conversations begun.
+func (r *runner) converse(ctx context.Context, key uint64, claim func() (int, bool), convs *atomic.Int64,
+	done func(i int, o *outcome)) {
+	w := r.workerPool.Get().(*worker)
+	defer r.workerPool.Put(w)
+	c := &w.conv
+	c.turns = 0
+	for {
+		i, ok := claim()
+		if !ok {
+			return
+		}
+		if c.turns == 0 {
+			r.begin(c, key, i, convs)
+		}
+		o := w.do(ctx, c)
+		done(i, o)
+		c.advance(o, w.answer)
+	}
 }
 
 // more reports whether measured request i may be sent.
@@ -257,25 +294,24 @@ func (r *runner) more(ctx context.Context, i int, deadline time.Time) bool {
 func (r *runner) closedLoop(ctx context.Context, start time.Time) {
 	deadline := start.Add(r.cfg.Duration)
 	key := streamKey(&r.cfg, false)
-	var next atomic.Int64
+	var next, convs atomic.Int64
 	var wg sync.WaitGroup
 	slots := r.cfg.Concurrency
 	if r.cfg.Requests > 0 {
 		slots = min(slots, r.cfg.Requests) // no idle workers for a level of few requests
 	}
+	claim := func() (int, bool) {
+		i := int(next.Add(1) - 1)
+		if !r.more(ctx, i, deadline) {
+			return 0, false
+		}
+		r.sent.Add(1)
+		return i, true
+	}
 	for wi := range slots {
 		sh := r.shards[wi%len(r.shards)]
 		wg.Go(func() {
-			w := r.workerPool.Get().(*worker)
-			defer r.workerPool.Put(w)
-			for {
-				i := int(next.Add(1) - 1)
-				if !r.more(ctx, i, deadline) {
-					return
-				}
-				r.sent.Add(1)
-				r.record(sh, i, w.do(ctx, key, i))
-			}
+			r.converse(ctx, key, claim, &convs, func(i int, o *outcome) { r.record(sh, i, o) })
 		})
 	}
 	wg.Wait()
@@ -293,6 +329,10 @@ func (r *runner) openLoop(ctx context.Context, start time.Time) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var wg sync.WaitGroup
+	// An arrival sends the oldest conversation's next turn whose answer has ended, else begins a
+	// conversation: the rate is of requests, whatever the turns.
+	var ready followUps
+	var convs atomic.Int64
 	at := start
 	for i := 0; r.more(ctx, i, deadline); i++ {
 		if i > 0 {
@@ -317,12 +357,21 @@ func (r *runner) openLoop(ctx context.Context, start time.Time) {
 			return
 		}
 		sh := r.shards[i%len(r.shards)]
+		c := ready.pop()
+		if c == nil {
+			c = &conversation{}
+			r.begin(c, key, i, &convs)
+		}
 		r.sent.Add(1)
 		wg.Go(func() {
 			defer func() { <-sem }()
 			w := r.workerPool.Get().(*worker)
 			defer r.workerPool.Put(w)
-			r.record(sh, i, w.do(ctx, key, i))
+			o := w.do(ctx, c)
+			r.record(sh, i, o)
+			if c.advance(o, w.answer) {
+				ready.push(c)
+			}
 		})
 	}
 	wg.Wait()
@@ -342,6 +391,12 @@ func (r *runner) record(sh *shard, i int, o *outcome) {
 		}
 		sh.in += o.prompt
 		sh.out += o.completion
+		if o.turn == 0 {
+			sh.firstIn += o.prompt
+			sh.firsts++
+		} else {
+			sh.later++
+		}
 		if !o.usage {
 			sh.usageMissing++
 		} else if o.chunks > 1 && o.completion > 1 {
@@ -373,6 +428,9 @@ func (r *runner) record(sh *shard, i int, o *outcome) {
 	if r.save != nil && r.saveErr == nil {
 		rec := RequestRecord{Concurrency: r.cfg.Concurrency, Index: i, ID: o.id, StartUnixMs: float64(o.start.UnixNano()) / 1e6, OK: o.ok,
 			E2EMs: ms(o.e2e), PromptTokens: o.prompt, CompletionTokens: o.completion, Chunks: o.chunks, Error: o.errMsg}
+		if o.turns > 1 {
+			rec.Turn = o.turn + 1
+		}
 		if o.ok {
 			rec.TTFTMs = ms(o.ttft)
 		} else {

@@ -76,19 +76,22 @@ type Config struct {
 	// Warmup requests are sent first, at the level's concurrency, and excluded from every figure.
 	Warmup int
 
-	// InputTokens sizes random prompts; OutputTokens is every request's max_tokens (with
-	// ignore_eos, so the server generates exactly that many).
+	// InputTokens sizes random prompts (a prompt set's padding is its SetDataset's). OutputTokens
+	// is every request's max_tokens (with ignore_eos, so the server generates exactly that many),
+	// but for a prompt set's items that have their own.
 	InputTokens, OutputTokens int
 	// Temperature is every request's sampling temperature (0: greedy). Speculative acceptance
 	// depends on it: rejection sampling accepts fewer draft tokens than greedy matching.
 	Temperature float64
-	// Dataset is "random" (default) or "sharegpt:PATH"; Prompts, when set, is used instead.
+	// Dataset is "random" (default) or "sharegpt:PATH"; Prompts, when set, is used instead: a
+	// prompt set's items are a *SetDataset (NewSetDataset). A set's conversations of several turns
+	// need the chat API; each turn is one request (docs/bench.md, "Prompt set files").
 	Dataset string
 	Prompts Dataset
 	// Seed makes prompts and arrival times reproducible.
 	Seed uint64
 
-	// RequestTimeout bounds one request (0: DefaultTimeoutBase + OutputTokens *
+	// RequestTimeout bounds one request (0: DefaultTimeoutBase + the request's max_tokens *
 	// DefaultTimeoutPerToken). StallTimeout bounds the wait for response headers and, once the
 	// stream has started, each gap between two reads (0: DefaultStallTimeout).
 	RequestTimeout, StallTimeout time.Duration
@@ -126,8 +129,8 @@ type Result struct {
 	API, Model, Dataset string
 	Concurrency         int
 	RequestRate         float64
-	InputTokens         int // requested (random prompts)
-	OutputTokens        int // max_tokens
+	InputTokens         int // requested: random prompts' length, a prompt set's padding (0: none)
+	OutputTokens        int // max_tokens (of the requests whose item has none of its own)
 
 	// Sent counts measured requests sent; Completed + Failed == Sent.
 	Sent, Completed, Failed int
@@ -148,6 +151,13 @@ type Result struct {
 	// UsageMissing counts completed requests without a usage chunk (their output is counted as
 	// chunks, their input estimated from the prompt's words).
 	UsageMissing int
+	// Means per completed request of those totals: the input tokens actually sent (chat template
+	// included, as the server counts them), the same of first turns only (a padded set's length as
+	// measured: a later turn also carries the conversation before it), and the output tokens.
+	MeanInputTokens, MeanFirstInputTokens, MeanOutputTokens float64
+	// LaterTurns counts the completed requests that were a conversation's turn after the first
+	// (every turn is a request in every count and figure).
+	LaterTurns int
 
 	RequestThroughput, InputThroughput, OutputThroughput float64 // per second
 
@@ -246,6 +256,8 @@ type RequestRecord struct {
 	CompletionTokens int64   `json:"completion_tokens"`
 	Chunks           int     `json:"chunks"`
 	Error            string  `json:"error,omitempty"`
+	// Turn is the request's turn, from 1, in a conversation of several (0 otherwise).
+	Turn int `json:"turn,omitempty"`
 }
 
 // maxResponseHeader bounds the response headers of a request; beyond it the request fails
@@ -306,9 +318,6 @@ func (cfg *Config) normalize() (base string, err error) {
 	case cfg.Temperature < 0 || math.IsNaN(cfg.Temperature) || math.IsInf(cfg.Temperature, 0):
 		return "", fmt.Errorf("temperature must be a number >= 0, got %v", cfg.Temperature)
 	}
-	if cfg.RequestTimeout == 0 {
-		cfg.RequestTimeout = DefaultTimeoutBase + time.Duration(cfg.OutputTokens)*DefaultTimeoutPerToken
-	}
 	if cfg.StallTimeout == 0 {
 		cfg.StallTimeout = DefaultStallTimeout
 	}
@@ -319,6 +328,12 @@ func (cfg *Config) normalize() (base string, err error) {
 		if cfg.Prompts, err = ParseDataset(cfg.Dataset, cfg.InputTokens, cfg.Seed); err != nil {
 			return "", err
 		}
+	}
+	if sd, ok := cfg.Prompts.(*SetDataset); ok && sd.multi > 0 && cfg.API == APICompletions {
+		// Flattening the turns into one prompt would send no chat template and none of the
+		// answers the benchmarks' second turns follow: not what the set measures.
+		return "", fmt.Errorf("prompt set %q has %d conversations of several turns: they need the chat API "+
+			"(the completions API sends one prompt, with no turns)", sd.set.Name, sd.multi)
 	}
 	return base, nil
 }

@@ -1,7 +1,9 @@
 // Command workload_accuracy measures specsweep's load generator against sglangsim's ground truth
-// (SGLANGSIM_TRUTH): TTFT, output throughput and accept length errors at concurrency 1 and 32, the
-// client's CPU cost per million streamed tokens, and the SSE rate one machine sustains at c=256.
-// It prints figures; it asserts nothing. Run it through bench/workload_accuracy.sh.
+// (SGLANGSIM_TRUTH): TTFT, output throughput and accept length errors at concurrency 1 and 32, on
+// random prompts and on a prompt set (a generated MT-Bench-shaped file of two-turn conversations,
+// padded, or the user's file with -set), the client's CPU cost per million streamed tokens, and
+// the SSE rate one machine sustains at c=256. It prints figures; it asserts nothing. Run it
+// through bench/workload_accuracy.sh.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,9 +29,54 @@ import (
 )
 
 var (
-	simBin = flag.String("sim", "", "sglangsim binary")
-	quick  = flag.Bool("quick", false, "fewer requests (a smoke run)")
+	simBin  = flag.String("sim", "", "sglangsim binary")
+	quick   = flag.Bool("quick", false, "fewer requests (a smoke run)")
+	prompts = flag.String("prompts", "random,set", "the accuracy table's prompts: random, set, or both")
+	setFile = flag.String("set", "", "a prompt set file (any format, detected) instead of the generated one")
+	pad     = flag.Int("pad", 1024, "pad the set's first turns to this many words (0: as they are)")
+	cost    = flag.Bool("cost", true, "measure the cost and top rate at c=256")
 )
+
+// writeGeneratedSet writes an MT-Bench-shaped set (question.jsonl: question_id, category, two
+// turns) of n made-up items: prose, code, arithmetic and lists of 20 to 200 words, a quarter with
+// their own max_tokens. No dataset's text: the words are generated here.
+func writeGeneratedSet(path string, n int) error {
+	vocab := strings.Fields("the a quiet river town market report garden engine letter window bridge " +
+		"morning winter station library question answer student teacher machine signal")
+	var b bytes.Buffer
+	for k := range n {
+		var first strings.Builder
+		length := 20 + (k*37)%181
+		category := []string{"prose", "code", "math", "list"}[k%4]
+		switch category {
+		case "prose":
+			first.WriteString("Write a short story that uses these words:")
+		case "code":
+			fmt.Fprintf(&first, "def step%d(xs):\n    total = 0\n    for x in xs:\n        total += x * %d\n    return total\n# Explain step%d and name:", k, k, k)
+		case "math":
+			fmt.Fprintf(&first, "What is %d times %d plus %d? Show each step, then sort:", k+3, k+7, k*11)
+		case "list":
+			first.WriteString("List ten facts about each of:")
+		}
+		for w := words(first.String()); w < length; w++ {
+			first.WriteString(" " + vocab[(k*7+w*13)%len(vocab)])
+		}
+		item := map[string]any{"question_id": 1000 + k, "category": category,
+			"turns": []string{first.String(), fmt.Sprintf("Now do it again for item %d in half the words.", k)}}
+		if k%4 == 1 {
+			item["max_tokens"] = []int{128, 512}[k/4%2]
+		}
+		line, err := json.Marshal(item)
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+func words(s string) int { return len(strings.Fields(s)) }
 
 type sim struct {
 	url, truth string
@@ -138,9 +186,13 @@ type figures struct {
 	cpuSeconds, wallSeconds   float64
 	clientCPUPercentOfOneCore float64
 	medianITLClient           float64
+	meanIn, meanFirstIn       float64 // the server's prompt tokens per request, all and first turns
+	laterTurns                int
 }
 
-func measure(dir string, conc, requests, in, out int, scale float64, simArgs ...string) (*figures, error) {
+// measure runs one level of requests (random prompts of in words, or ds when not nil) against a
+// fresh simulator and compares it with the simulator's truth.
+func measure(dir string, conc, requests, in, out int, scale float64, ds workload.Dataset, simArgs ...string) (*figures, error) {
 	s, err := startSim(dir, scale, simArgs...)
 	if err != nil {
 		return nil, err
@@ -149,7 +201,7 @@ func measure(dir string, conc, requests, in, out int, scale float64, simArgs ...
 	var saved bytes.Buffer
 	cpu0, wall0 := cpuTime(), time.Now()
 	res, err := workload.Run(context.Background(), workload.Config{URL: s.url, Concurrency: conc, Requests: requests,
-		Warmup: max(2, conc/4), InputTokens: in, OutputTokens: out, Seed: 1, SaveRequests: &saved,
+		Warmup: max(2, conc/4), InputTokens: in, OutputTokens: out, Prompts: ds, Seed: 1, SaveRequests: &saved,
 		StallTimeout: 30 * time.Second})
 	cpu, wall := cpuTime()-cpu0, time.Since(wall0)
 	if err != nil {
@@ -164,7 +216,8 @@ func measure(dir string, conc, requests, in, out int, scale float64, simArgs ...
 	}
 	f := &figures{conc: conc, scale: scale, requests: requests, clientTTFT: res.TTFT.Median, clientTokS: res.OutputThroughput,
 		tokens: res.TotalOutputTokens, chunks: res.ITL.Count + res.TTFT.Count, cpuSeconds: cpu.Seconds(), wallSeconds: wall.Seconds(),
-		medianITLClient: res.ITL.Median}
+		medianITLClient: res.ITL.Median, meanIn: res.MeanInputTokens, meanFirstIn: res.MeanFirstInputTokens,
+		laterTurns: res.LaterTurns}
 	if res.AcceptLength != nil {
 		f.clientAccept = *res.AcceptLength
 	}
@@ -221,17 +274,62 @@ func main() {
 		os.Exit(1)
 	}
 
-	fmt.Println("## Accuracy against sglangsim's ground truth (EAGLE3 steps=3 topk=1, tp=4, 1024 in / 256 out, time scale 0.1)")
-	fmt.Println("| concurrency | requests | median TTFT client / truth (ms) | error (ms) | median per-request overhead (ms) | output tok/s client / truth | error | accept length client / truth | error |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	for _, c := range []struct{ conc, n int }{{1, n1}, {32, n32}} {
-		f, err := measure(dir, c.conc, c.n, 1024, 256, 0.1)
-		if err != nil {
-			fail(err)
+	type source struct {
+		name string
+		ds   workload.Dataset
+	}
+	var sources []source
+	for _, p := range strings.Split(*prompts, ",") {
+		switch p {
+		case "": // -prompts "": no accuracy table
+		case "random":
+			sources = append(sources, source{name: "random 1024"})
+		case "set":
+			path, name := *setFile, "generated"
+			if path == "" {
+				path = filepath.Join(dir, "generated.jsonl")
+				if err := writeGeneratedSet(path, 80); err != nil {
+					fail(err)
+				}
+			} else {
+				name = filepath.Base(path)
+			}
+			set, err := workload.ReadPromptSet(context.Background(), name, path, "", workload.SetLimits{})
+			if err != nil {
+				fail(err)
+			}
+			ds, err := workload.NewSetDataset(set, *pad, 1)
+			if err != nil {
+				fail(err)
+			}
+			label := fmt.Sprintf("set %s (%s, %d items, %d of several turns", name, set.Format, len(set.Items), ds.Conversations())
+			if *pad > 0 {
+				label += fmt.Sprintf(", padded to %d", *pad)
+			}
+			sources = append(sources, source{name: label + ")", ds: ds})
+		default:
+			fail(fmt.Errorf("-prompts: unknown %q (want random, set)", p))
 		}
-		fmt.Printf("| %d | %d | %.3f / %.3f | %+.3f | %+.3f | %.1f / %.1f | %+.2f%% | %.3f / %.3f | %+.3f |\n",
-			f.conc, f.requests, f.clientTTFT, f.truthTTFT, f.clientTTFT-f.truthTTFT, f.overhead,
-			f.clientTokS, f.truthTokS, 100*(f.clientTokS/f.truthTokS-1), f.clientAccept, f.truthAccept, f.clientAccept-f.truthAccept)
+	}
+	if len(sources) > 0 {
+		fmt.Println("## Accuracy against sglangsim's ground truth (EAGLE3 steps=3 topk=1, tp=4, 256 out unless an item says, time scale 0.1)")
+		fmt.Println("| prompts | concurrency | requests (later turns) | mean prompt tokens, first turns / all | median TTFT client / truth (ms) | error (ms) | median per-request overhead (ms) | output tok/s client / truth | error | accept length client / truth | error |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, src := range sources {
+			for _, c := range []struct{ conc, n int }{{1, n1}, {32, n32}} {
+				f, err := measure(dir, c.conc, c.n, 1024, 256, 0.1, src.ds)
+				if err != nil {
+					fail(err)
+				}
+				fmt.Printf("| %s | %d | %d (%d) | %.1f / %.1f | %.3f / %.3f | %+.3f | %+.3f | %.1f / %.1f | %+.2f%% | %.3f / %.3f | %+.3f |\n",
+					src.name, f.conc, f.requests, f.laterTurns, f.meanFirstIn, f.meanIn, f.clientTTFT, f.truthTTFT,
+					f.clientTTFT-f.truthTTFT, f.overhead, f.clientTokS, f.truthTokS, 100*(f.clientTokS/f.truthTokS-1),
+					f.clientAccept, f.truthAccept, f.clientAccept-f.truthAccept)
+			}
+		}
+	}
+	if !*cost {
+		return
 	}
 
 	fmt.Println()
@@ -239,7 +337,7 @@ func main() {
 	fmt.Println("| time scale | tokens/s | chunks/s | median TTFT error (ms) | median per-request overhead (ms) | client CPU s per 1M tokens | client CPU (% of one core) |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, scale := range []float64{0.05, 0.03, 0.02, 0.01, 0.005} {
-		f, err := measure(dir, 256, n256, 128, 256, scale, "--max-running-requests", "256", "--cuda-graph-max-bs", "256")
+		f, err := measure(dir, 256, n256, 128, 256, scale, nil, "--max-running-requests", "256", "--cuda-graph-max-bs", "256")
 		if err != nil {
 			fail(err)
 		}
