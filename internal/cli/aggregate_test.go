@@ -119,7 +119,7 @@ func TestOneAggregationAgrees(t *testing.T) {
 	}
 	known := map[string]sweep.PointResult{}
 	for _, sp := range sps {
-		known[sp.PointID] = orchestrator.SearchKnowledge(sp)
+		known[sp.PointID] = orchestrator.SearchKnowledge(sp, s.Sources)
 	}
 	for _, p := range s.Points {
 		k := known[p.ID]
