@@ -64,10 +64,8 @@ const (
 	// the non-space bytes that counts as fully code-like; code has 8-25%,
 	// prose well under 1%.
 	codeSymbolShare = 0.06
-	// proseCapShare and proseSentenceRate are the share of capitalised words
-	// and of sentence ends per word that count as fully prose-like (English
-	// prose: about one sentence in 15-25 words, 8-15% capitalised words).
-	proseCapShare     = 0.05
+	// proseSentenceRate is the rate of sentences per word that counts as
+	// fully prose-like: English prose has one sentence in 15-25 words.
 	proseSentenceRate = 0.04
 )
 
@@ -97,11 +95,12 @@ func ContentScore(text string) Content {
 type contentScorer struct {
 	words, nonSpace, symbols int
 	lines, indented          int
-	capWords, sentenceEnds   int
+	sentences                int  // a stop, whitespace, then a capitalised word (or the end)
 	other                    bool // a byte other than a lowercase ASCII letter or whitespace
 	inWord, lineStarted      bool // inside a word; the current line has a non-space byte
 	lineIndent               int  // leading spaces of the current line (a tab counts 2)
-	pendingStop              bool // the previous byte was '.', '!' or '?'
+	stop                     bool // the last byte was '.', '!' or '?'
+	afterStop                bool // a stop and whitespace: a capitalised word next starts a sentence
 	started                  bool // some piece was added (the next piece starts a line)
 }
 
@@ -114,11 +113,8 @@ func (s *contentScorer) add(text string) {
 		c := text[i]
 		switch c {
 		case ' ', '\t', '\r', '\v', '\f', '\n':
-			if s.pendingStop {
-				s.sentenceEnds++
-				s.pendingStop = false
-			}
-			s.inWord = false
+			s.afterStop = s.afterStop || s.stop
+			s.stop, s.inWord = false, false
 			switch {
 			case c == '\n':
 				s.newline()
@@ -140,9 +136,10 @@ func (s *contentScorer) add(text string) {
 		if !s.inWord {
 			s.inWord = true
 			s.words++
-			if c >= 'A' && c <= 'Z' {
-				s.capWords++
+			if s.afterStop && c >= 'A' && c <= 'Z' {
+				s.sentences++
 			}
+			s.afterStop = false
 		}
 		if c < 'a' || c > 'z' {
 			s.other = true
@@ -150,25 +147,22 @@ func (s *contentScorer) add(text string) {
 		if isCodeSymbol[c] {
 			s.symbols++
 		}
-		s.pendingStop = c == '.' || c == '!' || c == '?'
+		s.stop = c == '.' || c == '!' || c == '?'
 	}
 }
 
-// newline ends the current line (and a word, and a sentence ended by a stop).
+// newline ends the current line (and a word).
 func (s *contentScorer) newline() {
-	if s.pendingStop {
-		s.sentenceEnds++
-		s.pendingStop = false
-	}
-	s.inWord, s.lineStarted, s.lineIndent = false, false, 0
+	s.afterStop = s.afterStop || s.stop
+	s.stop, s.inWord, s.lineStarted, s.lineIndent = false, false, false, 0
 }
 
 func (s *contentScorer) result() Content {
-	if s.pendingStop { // a stop at the very end ends a sentence
-		s.sentenceEnds++
-		s.pendingStop = false
-	}
 	c := Content{Words: s.words}
+	sentences := s.sentences
+	if s.stop || s.afterStop { // a stop at the very end ends a sentence
+		sentences++
+	}
 	if !s.other || s.nonSpace == 0 {
 		return c // lowercase words (and whitespace) only: neutral, score 0
 	}
@@ -177,8 +171,7 @@ func (s *contentScorer) result() Content {
 		c.Code = math.Min(1, c.Code+0.5*float64(s.indented)/float64(s.lines))
 	}
 	if s.words > 0 {
-		w := float64(s.words)
-		c.Prose = 0.5*math.Min(1, float64(s.capWords)/w/proseCapShare) + 0.5*math.Min(1, float64(s.sentenceEnds)/w/proseSentenceRate)
+		c.Prose = math.Min(1, float64(sentences)/float64(s.words)/proseSentenceRate)
 	}
 	c.Score = c.Code - c.Prose
 	c.Class = contentClassOf(c.Score, c.Words)

@@ -265,6 +265,13 @@ type truthLine struct {
 	Finish           float64  `json:"finish_unix_ms"`
 	CompletionTokens int      `json:"completion_tokens"`
 	VerifySteps      int      `json:"verify_steps"`
+	PromptTokens     int      `json:"prompt_tokens"`
+	AcceptedTokens   int      `json:"accepted_tokens"`
+	AcceptLength     float64  `json:"accept_length"`
+	ContentClass     string   `json:"content_class"`
+	ContentScore     float64  `json:"content_score"`
+	ContentFactor    float64  `json:"content_factor"`
+	ContextFactor    float64  `json:"context_factor"`
 	// ready
 	PID                int     `json:"pid"`
 	Port               int     `json:"port"`
