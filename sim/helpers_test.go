@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -196,6 +197,19 @@ func (p *proc) waitStatus(path string, code int, timeout time.Duration) {
 }
 
 func (p *proc) waitReady() { p.t.Helper(); p.waitStatus("/health", 200, 10*time.Second) }
+
+// waitLog reports whether stderr matches re within timeout: a line the
+// server wrote before answering may still be in the pipe to the test.
+func (p *proc) waitLog(re *regexp.Regexp, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for !re.MatchString(p.stderr.String()) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
 
 func (p *proc) post(path string, body any) (int, []byte) {
 	p.t.Helper()
