@@ -60,7 +60,7 @@ const (
 	// ContentThreshold is how far from 0 a score must be for the code
 	// (>= it) or prose (<= -it) class.
 	ContentThreshold = 0.4
-	// codeSymbolShare is the share of code punctuation (codeSymbols) among
+	// codeSymbolShare is the share of code punctuation (isCodeSymbol) among
 	// the non-space bytes that counts as fully code-like; code has 8-25%,
 	// prose well under 1%.
 	codeSymbolShare = 0.06
@@ -69,17 +69,16 @@ const (
 	proseSentenceRate = 0.04
 )
 
-// codeSymbols are the bytes code uses and prose hardly does; the quotes,
+// isCodeSymbol reports whether c is code punctuation: a byte code uses and
+// prose hardly does, {}[]()<>=;_*/\|&#$%^~+@ and the backtick. The quotes,
 // commas, stops, colons and hyphens both use are left out.
-const codeSymbols = "{}[]()<>=;_*/\\|&#$%^~+@`"
-
-// isCodeSymbol reports whether b is one of codeSymbols, without a search.
-var isCodeSymbol = func() (t [256]bool) {
-	for i := 0; i < len(codeSymbols); i++ {
-		t[codeSymbols[i]] = true
+func isCodeSymbol(c byte) bool {
+	switch c {
+	case '{', '}', '[', ']', '(', ')', '<', '>', '=', ';', '_', '*', '/', '\\', '|', '&', '#', '$', '%', '^', '~', '+', '@', '`':
+		return true
 	}
-	return t
-}()
+	return false
+}
 
 // ContentScore scores text: a request's prompt (a chat's messages joined by
 // newlines). It reads each byte once and allocates nothing.
@@ -144,7 +143,7 @@ func (s *contentScorer) add(text string) {
 		if c < 'a' || c > 'z' {
 			s.other = true
 		}
-		if isCodeSymbol[c] {
+		if isCodeSymbol(c) {
 			s.symbols++
 		}
 		s.stop = c == '.' || c == '!' || c == '?'

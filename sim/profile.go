@@ -124,7 +124,8 @@ var Profiles = map[string]*Profile{
 			"DFLASH":     {0.85, 0.80, 0.75, 0.70, 0.65, 0.60, 0.55, 0.50, 0.45, 0.40},
 		},
 		TopKBeta: 0.7, TempAlpha: 1.5,
-		ContentCode: 2, ContentProse: 0.2, CtxKnee: 4096, CtxFull: 32768, CtxFloor: 0.3, // as the 122B's: 1.57 at 32K+ (SGLang 30763)
+		// As the 122B's: the MTP table at steps 3 accepts 1.57 from 32K prompt tokens on (SGLang 30763).
+		ContentCode: 2, ContentProse: 0.2, CtxKnee: 4096, CtxFull: 32768, CtxFloor: 0.3,
 		WeightsGB: 54, DraftGB: map[string]float64{"EAGLE3": 1, "EAGLE": 1.6, "STANDALONE": 1.2, "DFLASH": 1.5},
 		KVBytesPerToken: 65536, StateMBPerReq: 100,
 		ActGB: 2.5, GraphBaseGB: 0.8, GraphPerTokGB: 0.003,
