@@ -15,6 +15,11 @@
 //     batch scheduler ([Engine]); [Simulate] runs it offline, without HTTP.
 //     Profiles are built in ([Profiles]) or read from a JSON file
 //     (SGLANGSIM_PROFILE=FILE, [LoadProfile], strict, [Profile.Validate]).
+//   - Content and context (content.go): a request's acceptance follows its
+//     prompt's class ([ContentScore]: code-like accepts more, prose-like
+//     less) and decays with the prompt's length past a knee
+//     ([Profile.ContextFactor]); [Model.AcceptFor] and [SimulateContent]
+//     give what the model expects of a class and length.
 //   - The HTTP server ([Server]) and its lifecycle: load, warmup, ready,
 //     drain.
 //   - The output text (output.go): a greedy request's words and length are a
@@ -25,7 +30,8 @@
 //     during load, exit during start, hang, ignored SIGTERM, slow drain, a
 //     lossy speculative path (wrong accepted draft tokens).
 //   - The truth file ([Truth], SGLANGSIM_TRUTH): JSON lines of the server's
-//     own readiness, per-request and exit times, to check a client against.
+//     own readiness, per-request and exit times, and what each request
+//     accepted and why, to check a client against.
 //   - GPUs ([GPUHost], SGLANGSIM_GPUS): CUDA_VISIBLE_DEVICES read as CUDA
 //     reads it, each TP rank on its GPU (a rank without one fails as SGLang
 //     does), a registry of the GPUs each running server holds ([Registry],

@@ -25,7 +25,11 @@ type Request struct {
 	Temperature float64
 	// Internal requests (health checks) stay out of the statistics.
 	Internal bool
-	accept   []float64 // per-position acceptance at this temperature; set by the scheduler
+	// Content is what the prompt's text is (ContentScore); with Prompt it
+	// sets how much of each draft the request accepts (Model.AcceptFor).
+	// The zero value is neutral.
+	Content Content
+	accept  []float64 // per-position acceptance of this request; set by the scheduler
 
 	target int    // tokens to produce before finishing
 	stop   string // finish reason when target is reached: "length" or "stop"
@@ -445,7 +449,7 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 		l := 1
 		if spec {
 			if r.accept == nil {
-				r.accept = m.AcceptAt(r.Temperature)
+				r.accept = m.AcceptFor(r.Content.Class, r.Prompt, r.Temperature)
 			}
 			l = sampleChain(r.rng, r.accept)
 		}

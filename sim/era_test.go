@@ -477,7 +477,7 @@ func TestEraGraphLabel(t *testing.T) {
 		p.waitReady()
 		p.post("/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"max_new_tokens": 40, "ignore_eos": true, "temperature": 0}})
 		re := regexp.MustCompile(`Decode batch.*, accept len: [\d.]+, (accept rate: [\d.]+, )?` + c.label + `: (True|False), gen throughput`)
-		if !re.MatchString(p.stderr.String()) {
+		if !p.waitLog(re, 5*time.Second) {
 			t.Errorf("%s --device %q: no Decode line with %q: %s", c.era, c.device, c.label, tail(p.stderr.String(), 3))
 		}
 	}

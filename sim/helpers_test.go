@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -197,6 +198,19 @@ func (p *proc) waitStatus(path string, code int, timeout time.Duration) {
 
 func (p *proc) waitReady() { p.t.Helper(); p.waitStatus("/health", 200, 10*time.Second) }
 
+// waitLog reports whether stderr matches re within timeout: a line the
+// server wrote before answering may still be in the pipe to the test.
+func (p *proc) waitLog(re *regexp.Regexp, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for !re.MatchString(p.stderr.String()) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
 func (p *proc) post(path string, body any) (int, []byte) {
 	p.t.Helper()
 	b, _ := json.Marshal(body)
@@ -265,6 +279,13 @@ type truthLine struct {
 	Finish           float64  `json:"finish_unix_ms"`
 	CompletionTokens int      `json:"completion_tokens"`
 	VerifySteps      int      `json:"verify_steps"`
+	PromptTokens     int      `json:"prompt_tokens"`
+	AcceptedTokens   int      `json:"accepted_tokens"`
+	AcceptLength     float64  `json:"accept_length"`
+	ContentClass     string   `json:"content_class"`
+	ContentScore     float64  `json:"content_score"`
+	ContentFactor    float64  `json:"content_factor"`
+	ContextFactor    float64  `json:"context_factor"`
 	// ready
 	PID                int     `json:"pid"`
 	Port               int     `json:"port"`

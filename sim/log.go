@@ -149,16 +149,67 @@ func (t *Truth) Exit(at time.Time, reason string) {
 	t.write(`{"event":"exit","unix_ms":` + msStr(at) + `,"pid":` + strconv.Itoa(os.Getpid()) + `,"reason":` + strconv.Quote(reason) + `}`)
 }
 
-// Request records one finished generation request.
-func (t *Truth) Request(rid string, arrival, first, finish time.Time, tokens, verify int) {
+// RequestTruth is what the truth file records of one finished generation
+// request.
+type RequestTruth struct {
+	RID                    string
+	Arrival, First, Finish time.Time // First is zero when no token was sent
+	PromptTokens           int
+	// CompletionTokens counts every token sent, the first (from prefill)
+	// included; VerifySteps the decode steps that produced the others.
+	CompletionTokens, VerifySteps int
+	Content                       Content
+	// ContentFactor and ContextFactor are the factors the request's
+	// acceptance odds were multiplied by (Profile.ContentFactor, ContextFactor).
+	ContentFactor, ContextFactor float64
+}
+
+// Request records one finished generation request: its times, its tokens,
+// what its verify steps accepted (accepted_tokens = completion_tokens - 1,
+// the first token coming from prefill; accept_length = accepted_tokens /
+// verify_steps, 0 without a verify step) and the content and context that
+// set its acceptance. A group's accept length is the sum of its
+// accepted_tokens over the sum of its verify_steps.
+func (t *Truth) Request(r RequestTruth) {
 	if t == nil || t.f == nil {
 		return
 	}
 	firstS := "null"
-	if !first.IsZero() {
-		firstS = msStr(first)
+	if !r.First.IsZero() {
+		firstS = msStr(r.First)
 	}
-	t.write(`{"event":"request","rid":` + strconv.Quote(rid) + `,"arrival_unix_ms":` + msStr(arrival) +
-		`,"first_token_unix_ms":` + firstS + `,"finish_unix_ms":` + msStr(finish) +
-		`,"completion_tokens":` + strconv.Itoa(tokens) + `,"verify_steps":` + strconv.Itoa(verify) + `}`)
+	accepted := max(0, r.CompletionTokens-1)
+	al := 0.0
+	if r.VerifySteps > 0 {
+		al = float64(accepted) / float64(r.VerifySteps)
+	}
+	b := make([]byte, 0, 400)
+	b = append(b, `{"event":"request","rid":`...)
+	b = strconv.AppendQuote(b, r.RID)
+	b = append(b, `,"arrival_unix_ms":`...)
+	b = append(b, msStr(r.Arrival)...)
+	b = append(b, `,"first_token_unix_ms":`...)
+	b = append(b, firstS...)
+	b = append(b, `,"finish_unix_ms":`...)
+	b = append(b, msStr(r.Finish)...)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(r.CompletionTokens), 10)
+	b = append(b, `,"verify_steps":`...)
+	b = strconv.AppendInt(b, int64(r.VerifySteps), 10)
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(r.PromptTokens), 10)
+	b = append(b, `,"accepted_tokens":`...)
+	b = strconv.AppendInt(b, int64(accepted), 10)
+	b = append(b, `,"accept_length":`...)
+	b = appendFloat(b, al)
+	b = append(b, `,"content_class":"`...)
+	b = append(b, r.Content.Class.String()...)
+	b = append(b, `","content_score":`...)
+	b = strconv.AppendFloat(b, r.Content.Score, 'f', 4, 64)
+	b = append(b, `,"content_factor":`...)
+	b = appendFloat(b, r.ContentFactor)
+	b = append(b, `,"context_factor":`...)
+	b = appendFloat(b, r.ContextFactor)
+	b = append(b, '}')
+	t.write(string(b))
 }

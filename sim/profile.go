@@ -49,6 +49,17 @@ type Profile struct {
 	// TempAlpha is how fast acceptance falls with the sampling temperature
 	// (see Model.AcceptAt).
 	TempAlpha float64 `json:"temp_alpha"`
+	// ContentCode and ContentProse multiply the odds p/(1-p) of every draft
+	// position of a code-like (>= 1) or prose-like (<= 1) request
+	// (ContentScore); a neutral one keeps the table's.
+	ContentCode  float64 `json:"content_code"`
+	ContentProse float64 `json:"content_prose"`
+	// Context decay: the odds of acceptance of a request whose prompt holds
+	// more than CtxKnee tokens are multiplied by CtxFloor^x, x growing with
+	// log(prompt) from 0 at CtxKnee to 1 at CtxFull (ContextFactor).
+	CtxKnee  int     `json:"ctx_knee"`
+	CtxFull  int     `json:"ctx_full"`
+	CtxFloor float64 `json:"ctx_floor"`
 
 	// Noise is the relative standard deviation of the server's speed: the
 	// engine multiplies batch times by 1 + Noise*N(0,1), clamped to
@@ -89,6 +100,9 @@ var Profiles = map[string]*Profile{
 			"DFLASH":     {0.93, 0.88, 0.83, 0.78, 0.72, 0.66, 0.60, 0.54, 0.48, 0.42},
 		},
 		TopKBeta: 0.7, TempAlpha: 1.5,
+		// Content as profileDefaults; the context floor puts the MTP (EAGLE) table at steps 3
+		// at accept length 1.57, accept rate 0.19, from 32K prompt tokens on (SGLang issue 30763).
+		ContentCode: 2, ContentProse: 0.2, CtxKnee: 4096, CtxFull: 32768, CtxFloor: 0.084,
 		WeightsGB: 244, DraftGB: map[string]float64{"EAGLE3": 2, "EAGLE": 3, "STANDALONE": 1.2, "DFLASH": 2},
 		KVBytesPerToken: 32768, StateMBPerReq: 200,
 		ActGB: 3, GraphBaseGB: 1, GraphPerTokGB: 0.004,
@@ -110,6 +124,8 @@ var Profiles = map[string]*Profile{
 			"DFLASH":     {0.85, 0.80, 0.75, 0.70, 0.65, 0.60, 0.55, 0.50, 0.45, 0.40},
 		},
 		TopKBeta: 0.7, TempAlpha: 1.5,
+		// As the 122B's: the MTP table at steps 3 accepts 1.57 from 32K prompt tokens on (SGLang 30763).
+		ContentCode: 2, ContentProse: 0.2, CtxKnee: 4096, CtxFull: 32768, CtxFloor: 0.3,
 		WeightsGB: 54, DraftGB: map[string]float64{"EAGLE3": 1, "EAGLE": 1.6, "STANDALONE": 1.2, "DFLASH": 1.5},
 		KVBytesPerToken: 65536, StateMBPerReq: 100,
 		ActGB: 2.5, GraphBaseGB: 0.8, GraphPerTokGB: 0.003,
@@ -361,26 +377,80 @@ func sampleChain(r *rand.Rand, accept []float64) int {
 // (t below 1e-5, SGLang's sampling epsilon) keeps the profile's table;
 // above it the verifier samples and accepts a draft token with the overlap
 // of the two distributions, modelled as p^(1 + TempAlpha*min(t, 2)).
-func (m *Model) AcceptAt(t float64) []float64 {
-	if t < GreedyTemperature || len(m.accept) == 0 {
-		return m.accept
+func (m *Model) AcceptAt(t float64) []float64 { return m.temperAccept(m.accept, t) }
+
+// temperAccept lowers per-position acceptance for sampling at temperature
+// t (AcceptAt); greedy returns accept itself.
+func (m *Model) temperAccept(accept []float64, t float64) []float64 {
+	if t < GreedyTemperature || len(accept) == 0 {
+		return accept
 	}
 	k := 1 + m.Profile.TempAlpha*math.Min(t, 2)
-	out := make([]float64, len(m.accept))
-	for i, p := range m.accept {
+	out := make([]float64, len(accept))
+	for i, p := range accept {
 		out[i] = math.Pow(p, k)
 	}
 	return out
 }
 
 // ExpectedAccept is the mean of SampleAccept.
-func (m *Model) ExpectedAccept() float64 {
+func (m *Model) ExpectedAccept() float64 { return expectedAccept(m.accept) }
+
+func expectedAccept(accept []float64) float64 {
 	e, c := 1.0, 1.0
-	for _, p := range m.accept {
+	for _, p := range accept {
 		c *= p
 		e += c
 	}
 	return e
+}
+
+// ContentFactor is the factor on the odds of acceptance of a request of
+// class c: ContentCode, ContentProse, or 1 for neutral text.
+func (p *Profile) ContentFactor(c ContentClass) float64 {
+	switch c {
+	case ContentCode:
+		return p.ContentCode
+	case ContentProse:
+		return p.ContentProse
+	}
+	return 1
+}
+
+// ContextFactor is the factor on the odds of acceptance of a request with
+// promptTokens prompt tokens: 1 up to CtxKnee, CtxFloor from CtxFull on, and
+// between them CtxFloor^x with x = ln(prompt/CtxKnee) / ln(CtxFull/CtxKnee),
+// so it falls by the same ratio every time the prompt doubles. It never
+// rises with the prompt.
+func (p *Profile) ContextFactor(promptTokens int) float64 {
+	switch {
+	case promptTokens <= p.CtxKnee:
+		return 1
+	case promptTokens >= p.CtxFull:
+		return p.CtxFloor
+	}
+	x := math.Log(float64(promptTokens)/float64(p.CtxKnee)) / math.Log(float64(p.CtxFull)/float64(p.CtxKnee))
+	return math.Pow(p.CtxFloor, x)
+}
+
+// AcceptFor is the per-position acceptance of a request of content class c
+// with promptTokens prompt tokens, sampled at temperature t: the table's
+// (a tree's, after its branching), its odds multiplied by the content and
+// context factors, then lowered by the temperature as AcceptAt lowers it.
+// A neutral request below the knee gets AcceptAt(t) exactly.
+func (m *Model) AcceptFor(c ContentClass, promptTokens int, t float64) []float64 {
+	f := m.Profile.ContentFactor(c) * m.Profile.ContextFactor(promptTokens)
+	if f == 1 {
+		return m.AcceptAt(t)
+	}
+	return m.temperAccept(oddsScale(m.accept, f), t)
+}
+
+// ExpectedAcceptFor is the mean accept length of one verify step (the bonus
+// token included) of a request as AcceptFor describes it: what the request's
+// accepted tokens over its verify steps tend to with a long output.
+func (m *Model) ExpectedAcceptFor(c ContentClass, promptTokens int, t float64) float64 {
+	return expectedAccept(m.AcceptFor(c, promptTokens, t))
 }
 
 // MaxAccept is the largest accepted length of one step.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -28,11 +29,19 @@ import (
 // memory share or a table means "none".
 func profileDefaults() Profile {
 	return Profile{
-		ModelType:     "llama",
-		Architecture:  "LlamaForCausalLM",
-		TPExp:         0.8,
-		TopKBeta:      0.7,
-		TempAlpha:     1.5,
+		ModelType:    "llama",
+		Architecture: "LlamaForCausalLM",
+		TPExp:        0.8,
+		TopKBeta:     0.7,
+		TempAlpha:    1.5,
+		// Content: code's odds x2 and prose's x0.2 put prose 1.23x below neutral and code 1.27x
+		// above prose at EAGLE-3 steps 3 on the default profile (SPEED-Bench, EAGLE-3's head).
+		ContentCode:  2,
+		ContentProse: 0.2,
+		// Context: odds x0.2 from 32K prompt tokens on, the decay of vLLM issue 47602.
+		CtxKnee:       4096,
+		CtxFull:       32768,
+		CtxFloor:      0.2,
 		ActGB:         2,
 		GraphBaseGB:   1,
 		GraphPerTokGB: 0.003,
@@ -390,6 +399,21 @@ func (p *Profile) Validate() error {
 	}
 	if p.TempAlpha < 0 {
 		return bad("temp_alpha", "%s is not a rate >= 0", num(p.TempAlpha))
+	}
+	if !(p.ContentCode >= 1) || math.IsInf(p.ContentCode, 0) {
+		return bad("content_code", "%s is not a factor >= 1 (code-like text accepts at least as much as neutral text)", num(p.ContentCode))
+	}
+	if !(p.ContentProse > 0 && p.ContentProse <= 1) {
+		return bad("content_prose", "%s is not a factor in (0, 1] (prose-like text accepts at most as much as neutral text)", num(p.ContentProse))
+	}
+	if p.CtxKnee < 1 {
+		return bad("ctx_knee", "%d is not a token count >= 1", p.CtxKnee)
+	}
+	if p.CtxFull <= p.CtxKnee {
+		return bad("ctx_full", "%d is not a token count above ctx_knee (%d)", p.CtxFull, p.CtxKnee)
+	}
+	if !(p.CtxFloor > 0 && p.CtxFloor <= 1) {
+		return bad("ctx_floor", "%s is not a factor in (0, 1]", num(p.CtxFloor))
 	}
 	if p.Noise < 0 || p.Noise >= 0.5 {
 		return bad("noise", "%s is not a relative standard deviation in [0, 0.5)", num(p.Noise))

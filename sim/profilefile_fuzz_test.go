@@ -41,5 +41,12 @@ func FuzzParseProfile(f *testing.F) {
 		if st := m.StepTime(4, 1000); st < 0 {
 			t.Fatalf("negative step time %v", st)
 		}
+		// Content and context keep every acceptance a probability, in the classes' order.
+		for _, n := range []int{1, p.CtxKnee, p.CtxKnee + 1, p.CtxFull, 4 * p.CtxFull} {
+			code, neutral, prose := m.ExpectedAcceptFor(ContentCode, n, 0), m.ExpectedAcceptFor(ContentNeutral, n, 0), m.ExpectedAcceptFor(ContentProse, n, 1)
+			if !(code >= neutral && neutral >= prose && prose >= 1 && code <= float64(m.MaxAccept())) {
+				t.Fatalf("prompt %d: accept length code %v, neutral %v, prose at T=1 %v", n, code, neutral, prose)
+			}
+		}
 	})
 }

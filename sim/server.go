@@ -462,7 +462,8 @@ type genParams struct {
 	seed         *int64
 	rid          string
 	temperature  *float64
-	key          uint64 // greedy key: hash of the model and the prompt's content
+	key          uint64  // greedy key: hash of the model and the prompt's content
+	content      Content // what the prompt's text is (ContentScore)
 }
 
 func (s *Server) newRID() string {
@@ -525,6 +526,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, api string) {
 			return
 		}
 		h := s.greedyHasher("chat")
+		var sc contentScorer // the messages' texts, one after another
 		for _, m := range body.Messages {
 			n, v, e := countContent(m.Content)
 			if e != nil {
@@ -535,8 +537,10 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, api string) {
 			h.Write([]byte{0})
 			hashContent(h, v)
 			h.Write([]byte{1})
+			scoreContent(&sc, v)
 		}
 		p.key = h.Sum64()
+		p.content = sc.result()
 	} else {
 		if len(body.Prompt) == 0 {
 			openAIError(w, 400, "prompt: field required")
@@ -547,6 +551,9 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, api string) {
 		h := s.greedyHasher("text")
 		hashContent(h, v)
 		p.key = h.Sum64()
+		var sc contentScorer
+		scoreContent(&sc, v)
+		p.content = sc.result()
 	}
 	if err != nil {
 		openAIError(w, 400, err.Error())
@@ -589,7 +596,8 @@ func (s *Server) generateNative(w http.ResponseWriter, r *http.Request) {
 	if body.Text != nil {
 		p.prompt = CountTokens(*body.Text)
 		hashContent(h, *body.Text)
-	} else {
+		p.content = ContentScore(*body.Text)
+	} else { // token ids: no text to score, neutral
 		p.prompt = len(body.InputIDs)
 		hashIDs(h, body.InputIDs)
 	}
@@ -666,6 +674,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, p *genParams, 
 	}
 	req.Arrival = arrival
 	req.Temperature = temp
+	req.Content = p.content
 	s.reqMu.Lock()
 	s.reqs[rid] = req
 	s.reqMu.Unlock()
@@ -712,7 +721,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p *genParams, r
 				req.Abort()
 				s.Engine.Wake()
 				_, total, verify, _, _ = req.Take(nil)
-				s.truth.Request(req.RID, req.Arrival, first, time.Now(), total, verify)
+				s.truthRequest(req, first, time.Now(), total, verify)
 				return
 			}
 			steps, total, verify, done, finish = req.Take(steps)
@@ -743,7 +752,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p *genParams, r
 			if err != nil {
 				req.Abort()
 				s.Engine.Wake()
-				s.truth.Request(req.RID, req.Arrival, first, time.Now(), total, verify)
+				s.truthRequest(req, first, time.Now(), total, verify)
 				return
 			}
 			if first.IsZero() && sent > 0 {
@@ -757,7 +766,15 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, p *genParams, r
 		s.writeFull(w, p, req, created, string(text), finish, total, verify)
 	}
 	finishAt = time.Now()
-	s.truth.Request(req.RID, req.Arrival, first, finishAt, total, verify)
+	s.truthRequest(req, first, finishAt, total, verify)
+}
+
+// truthRequest writes req's line to the truth file.
+func (s *Server) truthRequest(req *Request, first, finish time.Time, total, verify int) {
+	p := s.Model.Profile
+	s.truth.Request(RequestTruth{RID: req.RID, Arrival: req.Arrival, First: first, Finish: finish,
+		PromptTokens: req.Prompt, CompletionTokens: total, VerifySteps: verify, Content: req.Content,
+		ContentFactor: p.ContentFactor(req.Content.Class), ContextFactor: p.ContextFactor(req.Prompt)})
 }
 
 func finishJSON(finish string) (reason, matched string) {

@@ -20,8 +20,15 @@ type SimResult struct {
 // asking for output tokens with ignore_eos, and send the next one as soon as
 // theirs finishes, until requests have been sent. seed picks the requests'
 // seeds and the speed noise's (Profile.Noise): the same seed gives the same
-// result.
+// result. The prompts are neutral text (the random dataset's); past the
+// profile's CtxKnee their length lowers the acceptance.
 func Simulate(m *Model, concurrency, requests, input, output int, seed uint64) SimResult {
+	return SimulateContent(m, ContentNeutral, concurrency, requests, input, output, seed)
+}
+
+// SimulateContent is Simulate with prompts of content class class: what a
+// server measures for a load whose prompts ContentScore puts in that class.
+func SimulateContent(m *Model, class ContentClass, concurrency, requests, input, output int, seed uint64) SimResult {
 	e := NewEngine(m, 1, nil)
 	e.seedNoise(seed)
 	now := time.Unix(1_000_000, 0)
@@ -35,6 +42,7 @@ func Simulate(m *Model, concurrency, requests, input, output int, seed uint64) S
 	submit := func() {
 		r := NewRequest("sim", input, output, true, 0, seed+uint64(sent)*7919)
 		r.Arrival = now
+		r.Content.Class = class
 		sent++
 		e.Submit(r)
 		active = append(active, r)
