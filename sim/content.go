@@ -92,10 +92,17 @@ func ContentScore(text string) Content {
 // prompt (a chat's messages, a list of text parts) without joining them: a
 // piece boundary counts as a line break.
 type contentScorer struct {
+	// The counts of the lines that say something (committed by endLine): a line of lowercase words
+	// only is filler (a random prompt, or the shared document specsweep pads prompts with before a
+	// blank line), so padding a code or prose prompt to a long context leaves its class as it was.
 	words, nonSpace, symbols int
 	lines, indented          int
-	sentences                int  // a stop, whitespace, then a capitalised word (or the end)
-	other                    bool // a byte other than a lowercase ASCII letter or whitespace
+	sentences                int // a stop, whitespace, then a capitalised word (or the end)
+	allWords                 int // every word, filler too: the text's token count
+	// The current line's counts, and whether it has a byte other than a lowercase ASCII letter or
+	// whitespace (other: the text has such a line).
+	lw, lnonSpace, lsymbols, lsentences int
+	lindented, lother, other            bool
 	inWord, lineStarted      bool // inside a word; the current line has a non-space byte
 	lineIndent               int  // leading spaces of the current line (a tab counts 2)
 	stop                     bool // the last byte was '.', '!' or '?'
@@ -124,27 +131,25 @@ func (s *contentScorer) add(text string) {
 			}
 			continue
 		}
-		s.nonSpace++
+		s.lnonSpace++
 		if !s.lineStarted {
 			s.lineStarted = true
-			s.lines++
-			if s.lineIndent >= 2 {
-				s.indented++
-			}
+			s.lindented = s.lineIndent >= 2
 		}
 		if !s.inWord {
 			s.inWord = true
-			s.words++
+			s.lw++
+			s.allWords++
 			if s.afterStop && c >= 'A' && c <= 'Z' {
-				s.sentences++
+				s.lsentences++
 			}
 			s.afterStop = false
 		}
 		if c < 'a' || c > 'z' {
-			s.other = true
+			s.lother = true
 		}
 		if isCodeSymbol(c) {
-			s.symbols++
+			s.lsymbols++
 		}
 		s.stop = c == '.' || c == '!' || c == '?'
 	}
@@ -154,10 +159,28 @@ func (s *contentScorer) add(text string) {
 func (s *contentScorer) newline() {
 	s.afterStop = s.afterStop || s.stop
 	s.stop, s.inWord, s.lineStarted, s.lineIndent = false, false, false, 0
+	s.endLine()
+}
+
+// endLine commits the current line's counts unless it is filler (lowercase words only).
+func (s *contentScorer) endLine() {
+	if s.lother {
+		s.other = true
+		s.words += s.lw
+		s.nonSpace += s.lnonSpace
+		s.symbols += s.lsymbols
+		s.sentences += s.lsentences
+		s.lines++
+		if s.lindented {
+			s.indented++
+		}
+	}
+	s.lw, s.lnonSpace, s.lsymbols, s.lsentences, s.lindented, s.lother = 0, 0, 0, 0, false, false
 }
 
 func (s *contentScorer) result() Content {
-	c := Content{Words: s.words}
+	s.endLine()
+	c := Content{Words: s.allWords}
 	sentences := s.sentences
 	if s.stop || s.afterStop { // a stop at the very end ends a sentence
 		sentences++
@@ -173,7 +196,7 @@ func (s *contentScorer) result() Content {
 		c.Prose = math.Min(1, float64(sentences)/float64(s.words)/proseSentenceRate)
 	}
 	c.Score = c.Code - c.Prose
-	c.Class = contentClassOf(c.Score, c.Words)
+	c.Class = contentClassOf(c.Score, s.words)
 	return c
 }
 

@@ -124,6 +124,22 @@ func TestContentScoreClasses(t *testing.T) {
 	}
 }
 
+// TestContentScorePadded: a prompt padded to a long context by lowercase filler before it (the
+// shared document specsweep's prompt sets are padded with, workload.SharedDocument, then a blank
+// line) keeps its class and its score; only its word count grows.
+func TestContentScorePadded(t *testing.T) {
+	for _, s := range []string{codeSample, pythonSample, jsonSample, proseSample, proseSample2} {
+		want := ContentScore(s)
+		for _, n := range []int{100, 4096, 30000} {
+			padded := neutralText(9, n) + "\n\n" + s
+			got := ContentScore(padded)
+			if got.Class != want.Class || got.Score != want.Score || got.Words != want.Words+n {
+				t.Errorf("%.30q padded with %d words: %+v, want %+v and %d words", s, n, got, want, want.Words+n)
+			}
+		}
+	}
+}
+
 // A prompt in pieces (a chat's messages, text parts) scores as its pieces
 // joined by newlines; token ids add nothing.
 func TestContentScorePieces(t *testing.T) {
