@@ -81,7 +81,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	@for s in bench/*.sh; do [ -x "$$s" ] && { echo "== $$s"; "$$s"; }; done; true
 
-# One target per run (-fuzz must match exactly one): the spec parser, the cron helper, the search, the journal reader, ExecStart quoting, the simulator's profile files, sbatch_args, the SSE reader, prompt JSON text, the prompt set files, the argv reader.
+# One target per run (-fuzz must match exactly one): the spec parser, the cron helper, the search, the journal reader, ExecStart quoting, the simulator's profile files, sbatch_args, the SSE reader, prompt JSON text, the prompt set files, the argv reader, a conversation's request body, the simulator's content score.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./sweep
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCron$$' -fuzztime 60s ./sweep
@@ -94,6 +94,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzJSONText$$' -fuzztime 60s ./workload
 	$(GO) test -run '^$$' -fuzz '^FuzzReadPromptSet$$' -fuzztime 60s ./workload
 	$(GO) test -run '^$$' -fuzz '^FuzzLast$$' -fuzztime 60s ./internal/argparse
+	$(GO) test -run '^$$' -fuzz '^FuzzConversationBody$$' -fuzztime 60s ./workload
+	$(GO) test -run '^$$' -fuzz '^FuzzContentScore$$' -fuzztime 60s ./sim
 
 clean:
 	rm -rf $(BIN)
