@@ -28,6 +28,18 @@ func ReadPromptSets(ctx context.Context, spec *sweep.Spec) (map[string]*workload
 		if err != nil {
 			return nil, fmt.Errorf("workload.datasets[%d] (%s): %w", i, d.Name, err)
 		}
+		if spec.Workload.API == sweep.APICompletions {
+			// The completions API carries one prompt: a second turn cannot carry the first answer.
+			multi := 0
+			for _, it := range set.Items {
+				if len(it.Turns) > 1 {
+					multi++
+				}
+			}
+			if multi > 0 {
+				return nil, fmt.Errorf("workload.datasets[%d] (%s): %s has %d conversations of several turns: they need workload.api chat", i, d.Name, file, multi)
+			}
+		}
 		d.ContentHash = set.Hash
 		out[d.Name] = set
 	}
