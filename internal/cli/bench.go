@@ -36,7 +36,8 @@ type benchOptions struct {
 	InputTokens  int           // --input-tokens
 	OutputTokens int           // --output-tokens
 	Temperature  float64       // --temperature
-	Dataset      string        // --dataset: random or sharegpt:PATH
+	Datasets     []string      // --dataset, repeatable: random, sharegpt:PATH or NAME=PATH (a prompt set file)
+	PadTo        string        // --pad-to: comma-separated lengths prompt sets are padded to
 	Seed         uint64        // --seed
 	Format       string        // --format: table or json
 	JSON         bool          // --json: --format json
@@ -62,7 +63,8 @@ func (o *benchOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.InputTokens, "input-tokens", 1024, "prompt length of random prompts, in tokens")
 	fs.IntVar(&o.OutputTokens, "output-tokens", 512, "max_tokens of every request (sent with ignore_eos)")
 	fs.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature of every request (0: greedy; speculative acceptance is lower when sampling)")
-	fs.StringVar(&o.Dataset, "dataset", "random", "prompts: random, or sharegpt:PATH (a ShareGPT JSON file)")
+	fs.Var((*stringList)(&o.Datasets), "dataset", "`SOURCE` of prompts: random, sharegpt:PATH (a ShareGPT JSON file) or NAME=PATH (a prompt set file, format detected: docs/bench.md); repeat it to measure each level on each (default random)")
+	fs.StringVar(&o.PadTo, "pad-to", "", "comma-separated `LENGTHS` in tokens: each prompt set measured at each, its prompts padded by a shared document (default: as they are)")
 	fs.StringVar(&o.Format, "format", "table", formatUsage(benchFormats, true)+"; json is one object per level, with bench_serving's field names")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed of prompts and arrival times")
 	fs.BoolVar(&o.JSON, "json", false, "the same as --format json")
@@ -123,10 +125,8 @@ func benchRun(ctx context.Context, env Env, o *benchOptions) error {
 		return usagef("--input-tokens and --output-tokens must be positive")
 	case o.Timeout < 0 || o.StallTimeout < 0:
 		return usagef("timeouts must not be negative")
-	case o.Dataset != "random" && !strings.HasPrefix(o.Dataset, "sharegpt:"):
-		return usagef("unknown --dataset %q (want random or sharegpt:PATH)", o.Dataset)
 	}
-	prompts, err := workload.ParseDataset(o.Dataset, o.InputTokens, o.Seed)
+	sources, err := benchSources(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -153,44 +153,59 @@ func benchRun(ctx context.Context, env Env, o *benchOptions) error {
 	prog := newBenchProgress(env.Stderr)
 
 	var results []*workload.Result
+	var labels []string
 	var bad []string
+levels:
 	for _, c := range levels {
-		cfg := workload.Config{URL: o.URL, API: o.API, Model: model, APIKey: key, Concurrency: c, RequestRate: o.RequestRate,
-			Requests: n, Duration: o.Duration, Warmup: o.Warmup, InputTokens: o.InputTokens, OutputTokens: o.OutputTokens,
-			Prompts: prompts, Seed: o.Seed, RequestTimeout: o.Timeout, StallTimeout: o.StallTimeout, Temperature: o.Temperature,
-			HTTPClient: client, SaveRequests: saveW}
-		if prog != nil {
-			cfg.Progress = prog.start(levelName(c, o.RequestRate), n)
-		}
-		res, err := workload.Run(ctx, cfg)
-		prog.stop()
-		if err != nil {
-			if res != nil && errors.Is(err, ctx.Err()) {
-				return exitError{ExitFailure, fmt.Errorf("specsweep bench: interrupted during level %s: %d completed, %d failed", levelName(c, o.RequestRate), res.Completed, res.Failed)}
+		for _, src := range sources {
+			name := levelName(c, o.RequestRate)
+			if len(sources) > 1 || src.named {
+				name += " " + src.label
 			}
-			return err
-		}
-		model = res.Model // resolve /v1/models once
-		results = append(results, res)
-		reportFailures(env.Stderr, res, levelName(c, o.RequestRate))
-		if res.Aborted != "" || res.Completed == 0 {
-			bad = append(bad, levelName(c, o.RequestRate))
-		}
-		if asJSON {
-			b, err := json.Marshal(res.BenchServing())
+			cfg := workload.Config{URL: o.URL, API: o.API, Model: model, APIKey: key, Concurrency: c, RequestRate: o.RequestRate,
+				Requests: n, Duration: o.Duration, Warmup: o.Warmup, InputTokens: o.InputTokens, OutputTokens: o.OutputTokens,
+				Prompts: src.prompts, Seed: o.Seed, RequestTimeout: o.Timeout, StallTimeout: o.StallTimeout, Temperature: o.Temperature,
+				HTTPClient: client, SaveRequests: saveW}
+			if prog != nil {
+				cfg.Progress = prog.start(name, n)
+			}
+			res, err := workload.Run(ctx, cfg)
+			prog.stop()
 			if err != nil {
+				if res != nil && errors.Is(err, ctx.Err()) {
+					return exitError{ExitFailure, fmt.Errorf("specsweep bench: interrupted during level %s: %d completed, %d failed", name, res.Completed, res.Failed)}
+				}
 				return err
 			}
-			if _, err := fmt.Fprintf(env.Stdout, "%s\n", b); err != nil {
-				return err
+			model = res.Model // resolve /v1/models once
+			results, labels = append(results, res), append(labels, src.label)
+			reportFailures(env.Stderr, res, name)
+			if res.Aborted != "" || res.Completed == 0 {
+				bad = append(bad, name)
 			}
-		}
-		if res.Aborted != "" {
-			break // the server is failing: further levels would only fail too
+			if asJSON {
+				line := benchLine{BenchServing: res.BenchServing()}
+				if len(sources) > 1 || src.named {
+					line.Dataset, line.PadTo = src.name, src.padTo
+				}
+				b, err := json.Marshal(line)
+				if err != nil {
+					return err
+				}
+				if _, err := fmt.Fprintf(env.Stdout, "%s\n", b); err != nil {
+					return err
+				}
+			}
+			if res.Aborted != "" {
+				break levels // the server is failing: further levels would only fail too
+			}
 		}
 	}
 	if !asJSON {
-		if err := writeBenchTable(env.Stdout, results, o.RequestRate); err != nil {
+		if len(sources) == 1 && !sources[0].named {
+			labels = nil
+		}
+		if err := writeBenchTable(env.Stdout, results, labels, o.RequestRate); err != nil {
 			return err
 		}
 	}
@@ -240,7 +255,92 @@ func reportFailures(w io.Writer, r *workload.Result, level string) {
 	}
 }
 
-func writeBenchTable(w io.Writer, results []*workload.Result, rate float64) error {
+// benchLine is one level of --format json: bench_serving's fields, and the prompt source's when
+// the levels were measured on more than random prompts.
+type benchLine struct {
+	workload.BenchServing
+	Dataset string `json:"dataset,omitempty"`
+	PadTo   int    `json:"pad_to,omitempty"`
+}
+
+// benchSource is one --dataset value at one --pad-to length: what a level is measured on.
+type benchSource struct {
+	name, label string
+	padTo       int
+	named       bool // a prompt set file (NAME=PATH)
+	prompts     workload.Dataset
+}
+
+// benchSources reads the --dataset values: random and sharegpt:PATH as ever, NAME=PATH a prompt set
+// file read in full (a bad line refused with its line number), padded to each --pad-to length.
+func benchSources(ctx context.Context, o *benchOptions) ([]benchSource, error) {
+	values := o.Datasets
+	if len(values) == 0 {
+		values = []string{"random"}
+	}
+	var pads []int
+	if o.PadTo != "" {
+		for _, f := range strings.Split(o.PadTo, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 4<<20 {
+				return nil, usagef("bad --pad-to %q: want lengths from 1 to %d separated by commas", o.PadTo, 4<<20)
+			}
+			pads = append(pads, n)
+		}
+	}
+	var out []benchSource
+	seen := map[string]bool{}
+	for _, v := range values {
+		name, path, isSet := strings.Cut(v, "=")
+		switch {
+		case v == "random" || strings.HasPrefix(v, "sharegpt:"):
+			ds, err := workload.ParseDataset(v, o.InputTokens, o.Seed)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, benchSource{name: ds.String(), label: ds.String(), prompts: ds})
+			continue
+		case !isSet || name == "" || path == "":
+			return nil, usagef("unknown --dataset %q (want random, sharegpt:PATH or NAME=PATH)", v)
+		case seen[name]:
+			return nil, usagef("--dataset %s is given twice", name)
+		}
+		seen[name] = true
+		set, err := workload.ReadPromptSet(ctx, name, path, "", workload.DefaultSetLimits())
+		if err != nil {
+			return nil, exitError{ExitFailure, fmt.Errorf("--dataset %s: %w", name, err)}
+		}
+		lens := pads
+		if len(lens) == 0 {
+			lens = []int{0}
+		}
+		for _, n := range lens {
+			ds, err := workload.NewSetDataset(set, n, o.Seed)
+			if err != nil {
+				return nil, exitError{ExitFailure, fmt.Errorf("--dataset %s: %w", name, err)}
+			}
+			label := name
+			if n > 0 {
+				label = fmt.Sprintf("%s@%d", name, n)
+			}
+			out = append(out, benchSource{name: name, label: label, padTo: n, named: true, prompts: ds})
+		}
+	}
+	return out, nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// writeBenchTable writes one row per level; labels, when given, name each row's prompt source.
+func writeBenchTable(w io.Writer, results []*workload.Result, labels []string, rate float64) error {
 	cols := []string{"concurrency", "completed", "failed", "duration_s", "input_tokens", "output_tokens", "request_s",
 		"output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms", "e2e_p50_ms", "accept_length", "accept_length_source"}
 	if rate > 0 {
@@ -269,7 +369,13 @@ func writeBenchTable(w io.Writer, results []*workload.Result, rate float64) erro
 		if rate > 0 {
 			row = append([]any{r.RequestRate}, row...)
 		}
+		if labels != nil {
+			row = append([]any{labels[len(rows)]}, row...)
+		}
 		rows = append(rows, row)
+	}
+	if labels != nil {
+		cols = append([]string{"dataset"}, cols...)
 	}
 	return tabular.Write(w, "table", cols, rows)
 }

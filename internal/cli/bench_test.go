@@ -173,3 +173,55 @@ func TestBenchCLIUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchCLIPromptSets: --dataset NAME=PATH measures each level on each prompt set file (at each
+// --pad-to length), the rows and JSON lines naming the set; a bad line is refused with its number.
+func TestBenchCLIPromptSets(t *testing.T) {
+	sim := startBenchSim(t, true)
+	dir := t.TempDir()
+	code := filepath.Join(dir, "code.jsonl")
+	var b strings.Builder
+	for i := range 4 {
+		fmt.Fprintf(&b, "{\"prompt\": \"func f%d(x int) int { if x > 0 { return x * %d }; return -x }\"}\n", i, i)
+	}
+	os.WriteFile(code, []byte(b.String()), 0o644)
+	chat := filepath.Join(dir, "question.jsonl")
+	os.WriteFile(chat, []byte(`{"question_id": 1, "category": "writing", "turns": ["Tell a short story.", "Shorter."]}`+"\n"), 0o644)
+	out, errs, rc := runBench(t, "--url", sim.URL, "--concurrency", "1,2", "--requests", "4", "--warmup", "0",
+		"--output-tokens", "8", "--dataset", "code="+code, "--dataset", "chat="+chat, "--pad-to", "64,128", "--json")
+	if rc != ExitOK {
+		t.Fatalf("code %d\n%s\n%s", rc, out, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var got []string
+	for _, l := range lines {
+		var v struct {
+			MaxConcurrency int    `json:"max_concurrency"`
+			Dataset        string `json:"dataset"`
+			PadTo          int    `json:"pad_to"`
+			Completed      int    `json:"completed"`
+			Input          int    `json:"total_input_tokens"`
+		}
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("c=%d %s@%d", v.MaxConcurrency, v.Dataset, v.PadTo))
+		// Every first turn is padded to the length; a chat's second turn carries the history.
+		if v.Completed != 4 || v.Input < 2*v.PadTo {
+			t.Errorf("%s: %d completed, %d input tokens", l, v.Completed, v.Input)
+		}
+	}
+	want := "c=1 code@64 c=1 code@128 c=1 chat@64 c=1 chat@128 c=2 code@64 c=2 code@128 c=2 chat@64 c=2 chat@128"
+	if strings.Join(got, " ") != want {
+		t.Errorf("levels %q, want %q", strings.Join(got, " "), want)
+	}
+	out, errs, rc = runBench(t, "--url", sim.URL, "--requests", "2", "--warmup", "0", "--output-tokens", "8", "--dataset", "code="+code)
+	if rc != ExitOK || !strings.HasPrefix(out, "dataset  concurrency") || !strings.Contains(out, "code ") {
+		t.Errorf("table: code %d\n%s\n%s", rc, out, errs)
+	}
+	os.WriteFile(code, []byte("{\"prompt\": \"ok\"}\n{\"prompt\": \n"), 0o644)
+	_, errs, rc = runBench(t, "--url", sim.URL, "--dataset", "code="+code)
+	if rc != ExitFailure || !strings.Contains(errs, "code.jsonl:2") {
+		t.Errorf("a bad line: code %d, stderr %q", rc, errs)
+	}
+}
