@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/sim"
@@ -327,6 +329,27 @@ workload:
 		"Accept length by context length", "the winner differs by prompt source", "weighted: eagle3 s=7 k=1 n=8"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
+		}
+	}
+
+	// The dashboard, in a browser, shows the same tables under the sweep's card.
+	bctx := browser(t)
+	d := startDaemon(t, f.db)
+	card := fmt.Sprintf(`article.sweep[data-sweep="%d"]`, s.ID)
+	if err := chromedp.Do(within(t, bctx, time.Minute),
+		chromedp.Navigate(loginURL(t, f.db, d.addr)),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#finished tr a.open[href="#sweep=%d"]`, s.ID))),
+		// A finished sweep's card opens from its link (#sweep=ID).
+		chromedp.Navigate(fmt.Sprintf("http://%s/#sweep=%d", d.addr, s.ID)),
+		chromedp.WaitVisible(chromedp.CSS(card+" .by-source .sources table")),
+	); err != nil {
+		t.Fatalf("the card's per-source tables: %v", err)
+	}
+	text := pageText(t, bctx, card+" .by-source")
+	for _, want := range []string{"Per prompt source", "prose@8192", "Accept length by prompt source and concurrency (tp 1)",
+		"Accept length by context length", "eagle3 s=7 k=1 n=8"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the card's per-source section lacks %q:\n%s", want, text)
 		}
 	}
 }
