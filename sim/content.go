@@ -50,6 +50,9 @@ type Content struct {
 	Code, Prose float64
 	// Words is the text's token count (CountTokens).
 	Words int
+	// Scored is how many of those words the score read: the words of lines that are not filler
+	// (lowercase words only). The class needs MinContentWords of them.
+	Scored int
 }
 
 // The scoring rule's constants (docs/sglangsim.md lists them).
@@ -180,7 +183,7 @@ func (s *contentScorer) endLine() {
 
 func (s *contentScorer) result() Content {
 	s.endLine()
-	c := Content{Words: s.allWords}
+	c := Content{Words: s.allWords, Scored: s.words}
 	sentences := s.sentences
 	if s.stop || s.afterStop { // a stop at the very end ends a sentence
 		sentences++

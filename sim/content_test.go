@@ -416,7 +416,7 @@ func FuzzContentScore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		c := ContentScore(s)
 		if c.Words != CountTokens(s) || c.Code < 0 || c.Code > 1 || c.Prose < 0 || c.Prose > 1 || c.Score != c.Code-c.Prose ||
-			c.Class != contentClassOf(c.Score, c.Words) {
+			c.Scored < 0 || c.Scored > c.Words || c.Class != contentClassOf(c.Score, c.Scored) {
 			t.Fatalf("%q: %+v (tokens %d)", s, c, CountTokens(s))
 		}
 		lower := !strings.ContainsFunc(s, func(r rune) bool { return !strings.ContainsRune(" \t\n\r\v\f", r) && (r < 'a' || r > 'z') })
