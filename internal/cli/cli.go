@@ -124,6 +124,7 @@ func commands() []command {
 		benchCmd(),
 		doctorCmd(),
 		reportCmd(),
+		adaptiveCmd(),
 		exportCmd(),
 		restoreCmd(),
 		versionCmd(),
