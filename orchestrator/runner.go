@@ -48,7 +48,7 @@ type Outcome struct {
 type sweepRun struct {
 	id      int64
 	spec    *sweep.Spec
-	sources   []promptSource   // what each level is measured on (sweep.Workload.Cells)
+	sources []promptSource // what each level is measured on (sweep.Workload.Cells)
 	search  *searcher      // nil: every stored point runs
 	outputs *outputChecker // nil: no output check
 }

@@ -20,9 +20,9 @@ type searchStore interface {
 // same decisions from the same recorded runs, so a resumed sweep goes on where it stopped), and
 // wakes the workers waiting for a next point.
 type searcher struct {
-	st    searchStore
-	spec  *sweep.Spec
-	plan  *sweep.Plan
+	st      searchStore
+	spec    *sweep.Spec
+	plan    *sweep.Plan
 	sources []sweep.Source // the weighted objective's sources
 
 	mu      sync.Mutex

@@ -76,7 +76,7 @@ func checkPromptSets(ctx context.Context, spec *sweep.Spec, storedHash string) (
 // promptSource is what a source's levels send: its prompts (nil: random prompts of the source's length,
 // drawn from each repeat's seed by the load generator).
 type promptSource struct {
-	source    sweep.Source
+	source  sweep.Source
 	prompts func(seed uint64) (workload.Dataset, error)
 }
 

@@ -106,11 +106,11 @@ type contentScorer struct {
 	// whitespace (other: the text has such a line).
 	lw, lnonSpace, lsymbols, lsentences int
 	lindented, lother, other            bool
-	inWord, lineStarted      bool // inside a word; the current line has a non-space byte
-	lineIndent               int  // leading spaces of the current line (a tab counts 2)
-	stop                     bool // the last byte was '.', '!' or '?'
-	afterStop                bool // a stop and whitespace: a capitalised word next starts a sentence
-	started                  bool // some piece was added (the next piece starts a line)
+	inWord, lineStarted                 bool // inside a word; the current line has a non-space byte
+	lineIndent                          int  // leading spaces of the current line (a tab counts 2)
+	stop                                bool // the last byte was '.', '!' or '?'
+	afterStop                           bool // a stop and whitespace: a capitalised word next starts a sentence
+	started                             bool // some piece was added (the next piece starts a line)
 }
 
 func (s *contentScorer) add(text string) {

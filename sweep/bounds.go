@@ -212,7 +212,7 @@ func Limits() []Limit {
 				return ints(s.Workload.InputTokens)
 			}},
 		{Key: LimitLengths, Min: 1, Max: 16,
-			Why:    "each length measures every level again; context lengths doubling from 512 to 4M are 14",
+			Why: "each length measures every level again; context lengths doubling from 512 to 4M are 14",
 			values: func(s *Spec) []int64 {
 				if len(s.Workload.Lengths()) == 0 {
 					return nil

@@ -89,7 +89,7 @@ func Mix(sources []Source, runs map[SourceKey]RepeatRun) RepeatRun {
 // over the sources, to the one aggregation (Repeats).
 type Mixer struct {
 	sources []Source
-	runs  map[int]map[int]map[SourceKey]RepeatRun // level, repeat, source
+	runs    map[int]map[int]map[SourceKey]RepeatRun // level, repeat, source
 }
 
 // NewMixer mixes over sources (Workload.Sources).

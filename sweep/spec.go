@@ -184,14 +184,14 @@ type Workload struct {
 	WarmupRequests int    `json:"warmup_requests"`
 	// InputTokens is the random prompts' length; when input_tokens is written as a list it is the
 	// list's first value and InputLengths holds the list (the context-length axis, Cells).
-	InputTokens  int   `json:"input_tokens"`
-	InputLengths []int `json:"input_lengths,omitempty"`
-	OutputTokens   int    `json:"output_tokens"`
-	Dataset        string `json:"dataset"`
+	InputTokens  int    `json:"input_tokens"`
+	InputLengths []int  `json:"input_lengths,omitempty"`
+	OutputTokens int    `json:"output_tokens"`
+	Dataset      string `json:"dataset"`
 	// Datasets are the prompt sets measured instead of random prompts (workload.datasets).
 	Datasets []PromptSetRef `json:"datasets,omitempty"`
-	Repeats        int    `json:"repeats"`
-	Seed           int64  `json:"seed"`
+	Repeats  int            `json:"repeats"`
+	Seed     int64          `json:"seed"`
 	// Temperature is every request's sampling temperature (0, greedy, by default; omitted from the
 	// hash when 0 so specs written before it keep theirs).
 	Temperature float64 `json:"temperature,omitempty"`
