@@ -11,7 +11,6 @@ import (
 
 	"github.com/specsweep/specsweep/hostctl"
 	"github.com/specsweep/specsweep/report"
-	"github.com/specsweep/specsweep/store"
 )
 
 func adaptiveCmd() command {
@@ -39,19 +38,11 @@ func (o *adaptiveOptions) args(pos []string) (err error) {
 
 // adaptiveRun fits the schedule (report.FitAdaptive), writes it and explains each slot.
 func adaptiveRun(ctx context.Context, env Env, o *adaptiveOptions) error {
-	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
+	st, sw, err := openRecorded(ctx, env, o.DB, o.Sweep, "adaptive")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	sw, err := findSweep(ctx, st, o.Sweep)
-	if err != nil {
-		return err
-	}
-	if sw.Template() {
-		_, err := recordedWords("adaptive", sw, 0)
-		return err
-	}
 	s, err := report.LoadID(ctx, st, sw.ID)
 	if err != nil {
 		return err

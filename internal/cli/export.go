@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/specsweep/specsweep/report"
-	"github.com/specsweep/specsweep/store"
 )
 
 func exportCmd() command {
@@ -39,19 +38,11 @@ func exportRun(ctx context.Context, env Env, o *exportOptions) error {
 	if _, err := outputFormat(o.Format, false, exportFormats...); err != nil {
 		return err
 	}
-	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
+	st, s, err := openRecorded(ctx, env, o.DB, o.Sweep, "export")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	s, err := findSweep(ctx, st, o.Sweep)
-	if err != nil {
-		return err
-	}
-	if s.Template() {
-		_, err := recordedWords("export", s, 0)
-		return err
-	}
 	n, err := report.ExportJSONL(ctx, st, s.ID, env.Stdout)
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/specsweep/specsweep/report"
-	"github.com/specsweep/specsweep/store"
 )
 
 func reportCmd() command {
@@ -50,19 +49,11 @@ func reportRun(ctx context.Context, env Env, o *reportOptions) error {
 	if o.Fragment && o.Format != "tex" {
 		return usagef("--fragment needs --format tex")
 	}
-	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
+	st, sw, err := openRecorded(ctx, env, o.DB, o.Sweep, "report")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	sw, err := findSweep(ctx, st, o.Sweep)
-	if err != nil {
-		return err
-	}
-	if sw.Template() {
-		_, err := recordedWords("report", sw, 0)
-		return err
-	}
 	s, err := report.LoadID(ctx, st, sw.ID)
 	if err != nil {
 		return err

@@ -168,6 +168,25 @@ func shownState(s store.Sweep, l orchestrator.Liveness) (state, note string) {
 		fmt.Sprintf("no process has held it since %s (%s); %s", since.UTC().Format("2006-01-02 15:04:05Z"), holderText(s.Holder, false), how)
 }
 
+// openRecorded opens the database read-only and finds the sweep ref whose records command reads:
+// a schedule's template, which records nothing, is refused as recordedWords words it. The caller
+// closes the database.
+func openRecorded(ctx context.Context, env Env, db, ref, command string) (*store.DB, store.Sweep, error) {
+	st, err := store.OpenReadOnly(ctx, dbPath(env, db))
+	if err != nil {
+		return nil, store.Sweep{}, err
+	}
+	sw, err := findSweep(ctx, st, ref)
+	if err == nil && sw.Template() {
+		_, err = recordedWords(command, sw, 0)
+	}
+	if err != nil {
+		st.Close()
+		return nil, store.Sweep{}, err
+	}
+	return st, sw, nil
+}
+
 // recordedWords checks that a sweep has something for a command that reads its results (report,
 // export) and says what a partial one holds: an error for a schedule's template (it has no runs of
 // its own) and for a sweep with nothing recorded yet (no run, no finished point); a note for a sweep
