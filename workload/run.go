@@ -44,6 +44,7 @@ type runner struct {
 	sent        atomic.Int64
 	workerPool  sync.Pool
 	measureFrom time.Time
+	series      []float64 // output tokens per Config.SeriesWidth from measureFrom (under mu)
 }
 
 // shard holds the figures of some workers; merged once at the end.
@@ -155,6 +156,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Start, res.Duration = start, end.Sub(start)
 	r.fill(res)
+	if w := cfg.SeriesWidth; w > 0 {
+		r.mu.Lock()
+		res.Series = make([]float64, len(r.series))
+		for k, tok := range r.series {
+			res.Series[k] = tok / w.Seconds()
+		}
+		r.mu.Unlock()
+	}
 	if r.save != nil {
 		if err := r.save.Flush(); err != nil && r.saveErr == nil {
 			r.saveErr = err
@@ -377,9 +386,43 @@ func (r *runner) openLoop(ctx context.Context, start time.Time) {
 	wg.Wait()
 }
 
+// addSeries spreads a completed request's tokens over the intervals from its first token to its end.
+func (r *runner) addSeries(o *outcome) {
+	w := r.cfg.SeriesWidth
+	if w <= 0 || o.completion <= 0 {
+		return
+	}
+	from, to := o.start.Add(o.ttft).Sub(r.measureFrom), o.end.Sub(r.measureFrom)
+	from = max(from, 0)
+	to = max(to, from)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if to == from {
+		if k := int(from / w); k < MaxSeries {
+			r.series = growSeries(r.series, k)
+			r.series[k] += float64(o.completion)
+		}
+		return
+	}
+	rate := float64(o.completion) / float64(to-from)
+	for k := int(from / w); k < MaxSeries && time.Duration(k)*w < to; k++ {
+		lo, hi := max(from, time.Duration(k)*w), min(to, time.Duration(k+1)*w)
+		r.series = growSeries(r.series, k)
+		r.series[k] += rate * float64(hi-lo)
+	}
+}
+
+func growSeries(s []float64, k int) []float64 {
+	for len(s) <= k {
+		s = append(s, 0)
+	}
+	return s
+}
+
 // record adds one measured request's outcome.
 func (r *runner) record(sh *shard, i int, o *outcome) {
 	if o.ok {
+		r.addSeries(o)
 		sh.mu.Lock()
 		sh.ttft.record(o.ttft)
 		sh.e2e.record(o.e2e)

@@ -73,6 +73,8 @@ type Config struct {
 	// requests after that long. At least one of them must be set.
 	Requests int
 	Duration time.Duration
+	// SeriesWidth > 0 asks for Result.Series: the output tok/s of each interval of this width.
+	SeriesWidth time.Duration
 	// Warmup requests are sent first, at the level's concurrency, and excluded from every figure.
 	Warmup int
 
@@ -177,7 +179,16 @@ type Result struct {
 	// without speculation.
 	AcceptLength       *float64
 	AcceptLengthSource string // AcceptMetrics, AcceptDecodeLog, AcceptStream, AcceptServerInfo or ""
+
+	// Series, with Config.SeriesWidth, is the output tok/s of each interval of that width from
+	// Start to the end of the last request: each completed request's tokens spread evenly from its
+	// first token to its end (a request's tokens are not timed one by one), at most MaxSeries
+	// intervals.
+	Series []float64
 }
+
+// MaxSeries bounds Result.Series: a day in one-second intervals.
+const MaxSeries = 86400
 
 // ErrorSample is one distinct failure cause.
 type ErrorSample struct {
