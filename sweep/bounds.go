@@ -68,6 +68,8 @@ const (
 	LimitRequests         = "workload.requests"
 	LimitWarmup           = "workload.warmup_requests"
 	LimitInputTokens      = "workload.input_tokens"
+	LimitPhases           = "workload.phases#"
+	LimitPhaseFor         = "workload.phases[].for"
 	LimitLengths          = "workload.input_tokens#"
 	LimitDatasets         = "workload.datasets#"
 	LimitOutputTokens     = "workload.output_tokens"
@@ -198,8 +200,13 @@ func Limits() []Limit {
 			Why:    "each level is a measured run of every point; doubling from 1 to 4096 is 13 levels",
 			values: func(s *Spec) []int64 { return ints(len(s.Workload.Concurrency)) }},
 		{Key: LimitRequests, Min: 1, Max: 100_000,
-			Why:    "requests measured per level, each a result kept until the level ends",
-			values: func(s *Spec) []int64 { return ints(s.Workload.Requests) }},
+			Why: "requests measured per level, each a result kept until the level ends",
+			values: func(s *Spec) []int64 {
+				if len(s.Workload.Phases) > 0 {
+					return nil // phases are timed
+				}
+				return ints(s.Workload.Requests)
+			}},
 		{Key: LimitWarmup, Min: 0, Max: 10_000,
 			Why:    "warmup only fills caches and CUDA graphs; a few per slot is enough",
 			values: func(s *Spec) []int64 { return ints(s.Workload.WarmupRequests) }},
@@ -210,6 +217,23 @@ func Limits() []Limit {
 					return nil
 				}
 				return ints(s.Workload.InputTokens)
+			}},
+		{Key: LimitPhases, Min: 1, Max: 64,
+			Why: "each phase is a measured run of every point; a day in phases of 30 minutes is 48",
+			values: func(s *Spec) []int64 {
+				if len(s.Workload.Phases) == 0 {
+					return nil
+				}
+				return ints(len(s.Workload.Phases))
+			}},
+		{Key: LimitPhaseFor, Min: int64(time.Second), Max: int64(time.Hour), Duration: true,
+			Why: "a phase long enough to settle; an hour of one load is a level, not a phase",
+			values: func(s *Spec) []int64 {
+				var out []int64
+				for _, ph := range s.Workload.Phases {
+					out = append(out, int64(ph.For))
+				}
+				return out
 			}},
 		{Key: LimitLengths, Min: 1, Max: 16,
 			Why: "each length measures every level again; context lengths doubling from 512 to 4M are 14",
@@ -356,6 +380,6 @@ func (p *parser) planCheck(s *Spec) {
 	}
 	if l := p.limit(LimitRuns); int64(pl.Runs) > l.Max {
 		p.errf(p.matrixNode, "matrix: plans %d runs (%d points x %d concurrency levels x %d prompt sources x %d repeats), above the limit %d (%s)",
-			pl.Runs, len(pl.Points), len(s.Workload.Concurrency), len(s.Workload.Sources()), s.Workload.Repeats, l.Max, l.Why)
+			pl.Runs, len(pl.Points), s.Workload.Loads(), len(s.Workload.Sources()), s.Workload.Repeats, l.Max, l.Why)
 	}
 }

@@ -40,8 +40,8 @@ func TestLimitsAtTheirBounds(t *testing.T) {
 	// What the files cannot hold at once: the plan's sizes (points-limit.good.yaml has 10000
 	// points) and the spec's own size.
 	skipMax := map[string]bool{LimitSpecBytes: true, LimitCombinations: true, LimitPoints: true, LimitRuns: true, LimitEveryMin: true,
-		LimitDatasets: true, LimitLengths: true}
-	skipMin := map[string]bool{LimitSpecBytes: true, LimitHosts: true, LimitCombinations: true, LimitPoints: true, LimitRuns: true,
+		LimitDatasets: true, LimitLengths: true, LimitPhases: true, LimitPhaseFor: true}
+	skipMin := map[string]bool{LimitPhases: true, LimitPhaseFor: true, LimitSpecBytes: true, LimitHosts: true, LimitCombinations: true, LimitPoints: true, LimitRuns: true,
 		LimitLevels: true, LimitEveryMin: true}
 	for _, l := range Limits() {
 		if !skipMax[l.Key] && !holds(l.Values(hi), l.Max) {
@@ -60,6 +60,19 @@ func TestLimitsAtTheirBounds(t *testing.T) {
 		if !holds(l.Values(sources), l.Max) {
 			t.Errorf("sources-limit.good.yaml: %s holds %v, not the maximum %s", key, l.Values(sources), l.Format(l.Max))
 		}
+	}
+	phases, err := Load("testdata/phases-limit.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{LimitPhases, LimitPhaseFor} {
+		l := limitOf(t, key)
+		if !holds(l.Values(phases), l.Max) {
+			t.Errorf("phases-limit.good.yaml: %s holds %v, not the maximum %s", key, l.Values(phases), l.Format(l.Max))
+		}
+	}
+	if l := limitOf(t, LimitPhaseFor); !holds(l.Values(phases), l.Min) {
+		t.Errorf("phases-limit.good.yaml: %s holds %v, not the minimum %s", LimitPhaseFor, l.Values(phases), l.Format(l.Min))
 	}
 	if d, ok := everyOf(hi.Schedule.Cron); !ok || d != MinEvery {
 		t.Errorf("limits.good.yaml: schedule %q is not @every %s", hi.Schedule.Cron, MinEvery)

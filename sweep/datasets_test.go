@@ -2,9 +2,11 @@ package sweep_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/specsweep/specsweep/sweep"
 )
@@ -108,4 +110,46 @@ func mustJSON(t *testing.T, s *sweep.Spec) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestPhases: phases replace concurrency and requests, list their concurrencies as the levels, and
+// number each phase's run by its concurrency's occurrence.
+func TestPhases(t *testing.T) {
+	s, err := sweep.Parse("p.yaml", []byte(`version: 1
+name: phases
+hosts: [{name: h1, address: h1.example}]
+server: {command: [/usr/bin/python3, -m, sglang.launch_server]}
+methods: {baseline: []}
+matrix: {method: [baseline]}
+workload:
+  input_tokens: 64
+  output_tokens: 32
+  repeats: 2
+  phases: [{concurrency: 1, for: 60s}, {concurrency: 64, for: 30s}, {concurrency: 1, for: 60s}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Workload
+	if len(w.Phases) != 3 || w.Phases[1] != (sweep.Phase{Concurrency: 64, For: 30 * time.Second}) || fmt.Sprint(w.Concurrency) != "[1 64]" {
+		t.Errorf("phases %+v, levels %v", w.Phases, w.Concurrency)
+	}
+	if got := fmt.Sprint(w.Occurrences()); got != "[[1 1 2] [3 2 4]]" {
+		t.Errorf("occurrences %s", got)
+	}
+	if p := s.Plan(); p.Runs != 6 {
+		t.Errorf("runs %d, want 3 phases x 2 repeats", p.Runs)
+	}
+	for _, bad := range []struct{ workload, want string }{
+		{"  input_tokens: 64\n  output_tokens: 32\n  concurrency: [1]\n  phases: [{concurrency: 1, for: 1s}]\n", "give phases, or concurrency and requests, not both"},
+		{"  input_tokens: [64, 128]\n  output_tokens: 32\n  phases: [{concurrency: 1, for: 1s}]\n", "phases measure one prompt source"},
+		{"  input_tokens: 64\n  output_tokens: 32\n", `missing required key "concurrency" in workload (or give phases)`},
+		{"  input_tokens: 64\n  output_tokens: 32\n  phases: [{concurrency: 1, for: 2h}]\n", "workload.phases[0].for"},
+		{"  input_tokens: 64\n  output_tokens: 32\n  phases: [{concurrency: 1}]\n", `missing required key "for"`},
+	} {
+		_, err := sweep.Parse("p.yaml", []byte(strings.Split(sourcesSpec, "workload:")[0]+"workload:\n"+bad.workload))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: %v, want %q", bad.workload, err, bad.want)
+		}
+	}
 }

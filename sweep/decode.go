@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -543,13 +544,14 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 				w.API = x
 			}
 		}},
-		{"concurrency", true, func(v *yaml.Node) {
+		{"concurrency", false, func(v *yaml.Node) {
 			w.Concurrency, levels = p.boundedList(v, "workload.concurrency", LimitConcurrency)
 			if r := resolve(v); r.Kind == yaml.SequenceNode {
 				p.boundedLen(r, "workload.concurrency", LimitLevels, "levels", len(r.Content))
 			}
 		}},
-		{"requests", true, setInt(&w.Requests, "requests")},
+		{"requests", false, setInt(&w.Requests, "requests")},
+		{"phases", false, func(v *yaml.Node) { p.phases(v, w) }},
 		{"warmup_requests", false, setInt(&w.WarmupRequests, "warmup_requests")},
 		{"input_tokens", false, func(v *yaml.Node) {
 			if r := resolve(v); r.Kind == yaml.SequenceNode {
@@ -605,6 +607,26 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 	})
 	if !ok {
 		return
+	}
+	switch {
+	case present["phases"] && (present["concurrency"] || present["requests"]):
+		p.errf(resolve(n), "workload: phases hold each concurrency for a time: give phases, or concurrency and requests, not both")
+	case present["phases"]:
+		// The levels of the phases, in order of first use, for everything that reads levels.
+		for _, ph := range w.Phases {
+			if !slices.Contains(w.Concurrency, ph.Concurrency) {
+				w.Concurrency = append(w.Concurrency, ph.Concurrency)
+			}
+		}
+		if len(w.Sources()) > 1 {
+			p.errf(resolve(n), "workload: phases measure one prompt source: give one prompt set or length with phases")
+		}
+	default:
+		for _, key := range []string{"concurrency", "requests"} {
+			if !present[key] {
+				p.errf(resolve(n), "missing required key %q in workload (or give phases)", key)
+			}
+		}
 	}
 	if present["datasets"] && present["dataset"] && w.Dataset != DefaultDataset {
 		p.errf(resolve(n), "workload: dataset %q and datasets are exclusive: list the file under datasets (format sharegpt)", clip(w.Dataset))

@@ -31,7 +31,7 @@ func TestGoodFiles(t *testing.T) {
 			if len(p.Points) == 0 {
 				t.Fatal("plan has no points")
 			}
-			if p.Runs != len(p.Points)*len(s.Workload.Concurrency)*len(s.Workload.Sources())*s.Workload.Repeats {
+			if p.Runs != len(p.Points)*s.Workload.Loads()*len(s.Workload.Sources())*s.Workload.Repeats {
 				t.Errorf("runs = %d", p.Runs)
 			}
 			if p.Estimate <= 0 {

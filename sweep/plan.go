@@ -184,7 +184,7 @@ func (s *Spec) Plan() *Plan {
 		}
 	}
 	slices.SortStableFunc(pl.Points, func(a, b Point) int { return comparePoints(a, b, rank) })
-	pl.Runs = satMul(satMul(satMul(len(pl.Points), len(s.Workload.Concurrency)), max(len(s.Workload.Sources()), 1)), s.Workload.Repeats)
+	pl.Runs = satMul(satMul(satMul(len(pl.Points), s.Workload.Loads()), max(len(s.Workload.Sources()), 1)), s.Workload.Repeats)
 	pl.Estimate = s.EstimateWith(pl.Points, DefaultAssumptions())
 	return pl
 }
@@ -323,6 +323,12 @@ func (s *Spec) pointDuration(a Assumptions) time.Duration {
 	ladder := 0.0
 	for _, c := range w.Concurrency {
 		ladder += math.Ceil(float64(w.Requests)/float64(c)) * wave(c)
+	}
+	if len(w.Phases) > 0 {
+		ladder = 0 // timed: each phase lasts its time, and the requests in flight at its end finish
+		for _, ph := range w.Phases {
+			ladder += ph.For.Seconds() + wave(ph.Concurrency)
+		}
 	}
 	secs += ladder * float64(w.Repeats) * float64(max(len(w.Sources()), 1))
 	total := float64(a.Load+a.Stop) + secs*float64(time.Second)

@@ -188,6 +188,9 @@ type Workload struct {
 	InputLengths []int  `json:"input_lengths,omitempty"`
 	OutputTokens int    `json:"output_tokens"`
 	Dataset      string `json:"dataset"`
+	// Phases, when given, are the load instead of levels: each concurrency held for a time
+	// (workload.phases); Concurrency then lists their concurrencies, in order of first use.
+	Phases []Phase `json:"phases,omitempty"`
 	// Datasets are the prompt sets measured instead of random prompts (workload.datasets).
 	Datasets []PromptSetRef `json:"datasets,omitempty"`
 	Repeats  int            `json:"repeats"`
