@@ -574,80 +574,87 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 			return false, nil
 		}
 	}
-	total, n := len(w.Concurrency)*w.Repeats*len(sr.sources), 0
-	for rep := 1; rep <= w.Repeats; rep++ {
-		for _, c := range w.Concurrency {
-			for _, cs := range sr.sources {
-				n++
-				seed := uint64(w.Seed) + uint64(rep-1)
-				cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: w.Requests, Warmup: w.WarmupRequests,
-					InputTokens: cs.source.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset,
-					Seed: seed, HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
-				if cs.prompts != nil {
-					ds, err := cs.prompts(seed)
-					if err != nil {
-						return false, err
-					}
-					cfg.Prompts = ds
-				}
-				cfg.ServerLog = inst // accept length from the Decode-batch lines where no verify counter exists
-				what := fmt.Sprintf("concurrency %d, repeat %d", c, rep)
-				if len(sr.sources) > 1 {
-					what += ", " + cs.source.Label()
-				}
-				a.update(r, PhaseLoad, fmt.Sprintf("%s (%d/%d)", what, n, total))
-				started := r.cfg.Clock.Now()
-				res, fail, lerr := r.measure(ctx, a, cfg)
+	loads := loadsOf(w, sr.sources)
+	total := len(loads)
+	for n, ld := range loads {
+		n, c, rep, cs, seed := n+1, ld.concurrency, ld.repeat, ld.source, ld.seed
+		cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: ld.requests, Duration: ld.duration,
+			Warmup: ld.warmup, InputTokens: cs.source.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset,
+			Seed: seed, HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
+		if ld.phase > 0 {
+			cfg.SeriesWidth = sweep.PhaseSeriesWidth
+		}
+		if cs.prompts != nil {
+			ds, err := cs.prompts(seed)
+			if err != nil {
+				return false, err
+			}
+			cfg.Prompts = ds
+		}
+		cfg.ServerLog = inst // accept length from the Decode-batch lines where no verify counter exists
+		what := fmt.Sprintf("concurrency %d, repeat %d", c, rep)
+		if ld.phase > 0 {
+			what = fmt.Sprintf("phase %d of %d: concurrency %d for %s", ld.phase, len(w.Phases), c, ld.duration)
+		}
+		if len(sr.sources) > 1 {
+			what += ", " + cs.source.Label()
+		}
+		a.update(r, PhaseLoad, fmt.Sprintf("%s (%d/%d)", what, n, total))
+		started := r.cfg.Clock.Now()
+		res, fail, lerr := r.measure(ctx, a, cfg)
+		if ctx.Err() != nil {
+			return false, r.interrupt(ctx, a)
+		}
+		if fail != nil && fail.Class == hostctl.ClassHostUnreachable {
+			// The host, not the server, went away: the attempt's runs are superseded and the point
+			// is tried again (here or elsewhere).
+			return r.hostTrouble(ctx, a, fail)
+		}
+		run := store.Run{SweepID: sr.id, PointID: p.ID, Attempt: p.Attempts, Concurrency: c, Repeat: rep,
+			Dataset: cs.source.Dataset, InputTokens: cs.source.InputTokens,
+			Status: store.RunOK, Metrics: metrics(res), StartedAt: started, FinishedAt: r.cfg.Clock.Now()}
+		var fin *store.PointFinish
+		switch {
+		case fail != nil:
+			run.Status, run.Error = store.RunFailed, fail.Error()
+			fin = &store.PointFinish{State: store.PointFailed, FailureClass: storeClass(fail.Class, store.FailCrashDuringLoad),
+				FailureDetail: failureDetail(fail)}
+		case lerr != nil:
+			run.Status, run.Error = store.RunFailed, lerr.Error()
+		case res.Completed == 0 || res.Failed > 0 || res.Aborted != "":
+			// A level counts only when every measured request completed (docs/schema.md): figures
+			// of the survivors of a failing server are not a measurement of the configuration.
+			run.Status, run.Error = store.RunFailed, levelError(res)
+		}
+		if fin == nil && n == total {
+			fin = &store.PointFinish{State: store.PointDone}
+		}
+		if fin != nil {
+			if err := a.waitInfo(); err != nil {
 				if ctx.Err() != nil {
 					return false, r.interrupt(ctx, a)
 				}
-				if fail != nil && fail.Class == hostctl.ClassHostUnreachable {
-					// The host, not the server, went away: the attempt's runs are superseded and the point
-					// is tried again (here or elsewhere).
-					return r.hostTrouble(ctx, a, fail)
-				}
-				run := store.Run{SweepID: sr.id, PointID: p.ID, Attempt: p.Attempts, Concurrency: c, Repeat: rep,
-					Dataset: cs.source.Dataset, InputTokens: cs.source.InputTokens,
-					Status: store.RunOK, Metrics: metrics(res), StartedAt: started, FinishedAt: r.cfg.Clock.Now()}
-				var fin *store.PointFinish
-				switch {
-				case fail != nil:
-					run.Status, run.Error = store.RunFailed, fail.Error()
-					fin = &store.PointFinish{State: store.PointFailed, FailureClass: storeClass(fail.Class, store.FailCrashDuringLoad),
-						FailureDetail: failureDetail(fail)}
-				case lerr != nil:
-					run.Status, run.Error = store.RunFailed, lerr.Error()
-				case res.Completed == 0 || res.Failed > 0 || res.Aborted != "":
-					// A level counts only when every measured request completed (docs/schema.md): figures
-					// of the survivors of a failing server are not a measurement of the configuration.
-					run.Status, run.Error = store.RunFailed, levelError(res)
-				}
-				if fin == nil && n == total {
-					fin = &store.PointFinish{State: store.PointDone}
-				}
-				if fin != nil {
-					if err := a.waitInfo(); err != nil {
-						if ctx.Err() != nil {
-							return false, r.interrupt(ctx, a)
-						}
-						return false, err
-					}
-				}
-				if err := r.cfg.Store.RecordRunAndFinish(ctx, run, fin); err != nil {
-					if ctx.Err() != nil {
-						return false, r.interrupt(ctx, a)
-					}
-					return false, err
-				}
-				r.cfg.Log.Info("run recorded", "host", h.Name(), "point", p.ID, "concurrency", c, "repeat", rep,
-					"prompts", cs.source.Label(), "status", run.Status, "output_tok_s", outputTokS(res))
-				if fail != nil {
-					a.event(r, ctx, "failure", failureDetail(fail))
-					a.update(r, PhaseFailed, string(fail.Class)+": "+fail.Detail)
-					r.stop(ctx, a)
-					return false, nil
-				}
+				return false, err
 			}
+		}
+		if err := r.cfg.Store.RecordRunAndFinish(ctx, run, fin); err != nil {
+			if ctx.Err() != nil {
+				return false, r.interrupt(ctx, a)
+			}
+			return false, err
+		}
+		r.cfg.Log.Info("run recorded", "host", h.Name(), "point", p.ID, "concurrency", c, "repeat", rep,
+			"prompts", cs.source.Label(), "status", run.Status, "output_tok_s", outputTokS(res))
+		if ld.phase > 0 && res != nil {
+			r.addEvent(ctx, store.PhaseEvent(sr.id, p.ID, h.Name(), store.PhaseSeries{Phase: ld.phase, Of: len(w.Phases),
+				Repeat: ld.round, Concurrency: c, Occurrence: rep, StartMS: res.Start.UnixMilli(),
+				WidthMS: sweep.PhaseSeriesWidth.Milliseconds(), TokS: res.Series}))
+		}
+		if fail != nil {
+			a.event(r, ctx, "failure", failureDetail(fail))
+			a.update(r, PhaseFailed, string(fail.Class)+": "+fail.Detail)
+			r.stop(ctx, a)
+			return false, nil
 		}
 	}
 	a.update(r, PhaseDone, "")

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/specsweep/specsweep/sweep"
 	"github.com/specsweep/specsweep/workload"
@@ -106,4 +107,47 @@ func promptSources(spec *sweep.Spec, sets map[string]*workload.PromptSet, shareg
 		out = append(out, cs)
 	}
 	return out, nil
+}
+
+// load is one run of a point: a level (a concurrency for a number of requests) or a phase (a
+// concurrency for a time), on one prompt source, in one repeat.
+type load struct {
+	concurrency int
+	repeat      int // the run's repeat: the round, or for a phase the concurrency's occurrence
+	round       int // the repeat of the whole sequence, from 1
+	source      promptSource
+	seed        uint64
+	requests    int
+	duration    time.Duration
+	warmup      int
+	phase       int // from 1; 0 for a level
+}
+
+// loadsOf lists a point's runs in the order they run: for each repeat, each level on each source;
+// or for each repeat each phase, back to back, on the one source phases allow (the warmup before
+// the first phase only: the phases measure the shift from one load to the next).
+func loadsOf(w sweep.Workload, sources []promptSource) []load {
+	var out []load
+	for rep := 1; rep <= w.Repeats; rep++ {
+		seed := uint64(w.Seed) + uint64(rep-1)
+		if len(w.Phases) > 0 {
+			occ := w.Occurrences()
+			for i, ph := range w.Phases {
+				warm := 0
+				if rep == 1 && i == 0 {
+					warm = w.WarmupRequests
+				}
+				out = append(out, load{concurrency: ph.Concurrency, repeat: occ[rep-1][i], round: rep, source: sources[0], seed: seed,
+					duration: ph.For, warmup: warm, phase: i + 1})
+			}
+			continue
+		}
+		for _, c := range w.Concurrency {
+			for _, src := range sources {
+				out = append(out, load{concurrency: c, repeat: rep, round: rep, source: src, seed: seed, requests: w.Requests,
+					warmup: w.WarmupRequests})
+			}
+		}
+	}
+	return out
 }

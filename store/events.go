@@ -55,6 +55,41 @@ func (e Event) RanBeside() (RanBeside, bool) {
 	return r, true
 }
 
+// EventPhase is the kind of the event a phased load records after each phase (workload.phases):
+// the phase's place and its output tok/s over time (PhaseSeries).
+const EventPhase = "phase"
+
+// PhaseSeries is the data of a phase event.
+type PhaseSeries struct {
+	Phase       int   `json:"phase"` // from 1, in the spec's order
+	Of          int   `json:"of"`    // the phases of one repeat
+	Repeat      int   `json:"repeat"`
+	Concurrency int   `json:"concurrency"`
+	Occurrence  int   `json:"occurrence"` // the run's repeat (the concurrency's occurrence)
+	StartMS     int64 `json:"start_ms"`   // the first measured request, unix ms
+	WidthMS     int64 `json:"width_ms"`   // the interval of TokS
+	// TokS is the phase's output tok/s in each interval from StartMS.
+	TokS []float64 `json:"tok_s"`
+}
+
+// PhaseEvent is the phase event of a point's phase.
+func PhaseEvent(sweepID int64, pointID, host string, ph PhaseSeries) Event {
+	detail := fmt.Sprintf("phase %d of %d (repeat %d): concurrency %d, %d intervals of %d ms", ph.Phase, ph.Of, ph.Repeat,
+		ph.Concurrency, len(ph.TokS), ph.WidthMS)
+	data, _ := json.Marshal(ph) // cannot fail: numbers (a NaN is not made by the load generator)
+	return Event{SweepID: sweepID, PointID: pointID, Host: host, Kind: EventPhase, Detail: detail, Data: data}
+}
+
+// PhaseSeries decodes the data of a phase event; false for another kind or data that does not
+// decode.
+func (e Event) PhaseSeries() (PhaseSeries, bool) {
+	var ph PhaseSeries
+	if e.Kind != EventPhase || len(e.Data) == 0 || json.Unmarshal(e.Data, &ph) != nil || ph.Phase < 1 || ph.WidthMS <= 0 {
+		return PhaseSeries{}, false
+	}
+	return ph, true
+}
+
 // AddEvent appends an event to the log.
 func (db *DB) AddEvent(ctx context.Context, e Event) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
