@@ -39,6 +39,8 @@ type Sweep struct {
 	// SpecText is the spec stored with the sweep, as written ("" where FromRuns reads none); the
 	// report's header parses it (Spec) for the workload.
 	SpecText string
+	// PhasePlan is the spec's workload.phases (none: levels).
+	PhasePlan []sweep.Phase
 	// Sources are the prompt sources every level was measured on (sweep.Workload.Sources), whose
 	// weighted mix is each cell's figure; those of the runs read, equally weighted, where the spec
 	// does not tell.
@@ -124,6 +126,10 @@ type Point struct {
 	// failed), each repeat the weighted mix of the prompt sources (sweep.Mix), aggregated over its
 	// repeats.
 	Cells map[int]*Cell
+	// Phases are the point's recorded phases (phase events), in order; phaseRuns its runs by
+	// concurrency and occurrence (both only in a sweep of phases).
+	Phases    []store.PhaseSeries
+	phaseRuns map[phaseKey]phaseRun
 	// BySource holds each prompt source's own cells, by source then level (the per-set figures);
 	// nil when the sweep has one source.
 	BySource map[sweep.SourceKey]map[int]*Cell
@@ -237,12 +243,21 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 
 	if spec := s.Spec(); spec != nil {
 		s.Sources = spec.Workload.Sources()
+		s.PhasePlan = spec.Workload.Phases
+	}
+	if len(s.PhasePlan) > 0 {
+		if err := setPhases(ctx, db, s.ID, byID); err != nil {
+			return nil, err
+		}
 	}
 	agg := newAggregator()
 	// Every run, failed ones included: a failed repeat makes its level not count (sweep.Repeats).
 	err = db.EachRunSummary(ctx, store.RunsQuery{SweepID: sw.ID}, func(r *store.RunSummary) {
 		if p := byID[r.PointID]; p != nil {
 			agg.add(s, p, r)
+			if len(s.PhasePlan) > 0 {
+				p.addPhaseRun(r)
+			}
 		}
 	})
 	if err != nil {

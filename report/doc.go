@@ -57,6 +57,7 @@ type doc struct {
 	Pareto     Table
 	Results    Table
 	Pruned     Table // no rows unless a search pruned points
+	Phases     Table // no rows unless the workload has phases
 	Failures   Table
 	Provenance Table
 	ProvFacts  [][2]string // key, value
@@ -186,6 +187,7 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 	d.Measured = measured(s)
 	d.Diverge = divergences(s)
 	d.Pareto = paretoTable(s)
+	d.Phases = phasesTable(s)
 	d.Provenance, d.ProvFacts = provenance(s, opt)
 	if opt.Compare != nil {
 		d.Compare = compareTables(Compare(s, opt.Compare))

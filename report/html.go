@@ -136,6 +136,9 @@ func renderHTML(d *doc) ([]byte, error) {
 	}
 	b.WriteString("<div id=\"results\"></div>\n")
 	htmlTable(&b, d.Results, 2)
+	if len(d.Phases.Rows) > 0 {
+		htmlTable(&b, d.Phases, 2)
+	}
 	if len(d.Pruned.Rows) > 0 {
 		b.WriteString("<div id=\"pruned\"></div>\n")
 		htmlTable(&b, d.Pruned, 2)

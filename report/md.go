@@ -47,6 +47,9 @@ func writeMD(d *doc, opt Options) ([]string, error) {
 		mdTable(&b, t)
 	}
 	mdTable(&b, d.Results)
+	if len(d.Phases.Rows) > 0 {
+		mdTable(&b, d.Phases)
+	}
 	if len(d.Pruned.Rows) > 0 {
 		mdTable(&b, d.Pruned)
 	}

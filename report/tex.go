@@ -70,6 +70,9 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 		texTable(&b, t, fmt.Sprintf("compare%d", i))
 	}
 	texTable(&b, d.Results, "results")
+	if len(d.Phases.Rows) > 0 {
+		texTable(&b, d.Phases, "phases")
+	}
 	if len(d.Pruned.Rows) > 0 {
 		texTable(&b, d.Pruned, "pruned")
 	}

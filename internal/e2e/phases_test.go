@@ -3,6 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +85,20 @@ workload:
 		want := float64(deref2(runs[i].TotalOutputTokens))
 		if ph.Phase != i+1 || ph.Of != 3 || len(ph.TokS) < 3 || sum < 0.999*want || sum > 1.001*want {
 			t.Errorf("phase %d: %+v holds %.0f tokens, its run %.0f", i+1, ph, sum, want)
+		}
+	}
+	// The report lists the phases in order, with their tok/s over the first and last quarter.
+	rep := specsweep(t, time.Minute, "report", "--db", f.db, "--format", "md", "-o", filepath.Join(f.dir, "report"), "e2e-phases")
+	if rep.code != 0 {
+		t.Fatalf("report failed:\n%s", rep)
+	}
+	md, err := os.ReadFile(filepath.Join(f.dir, "report", "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Phases", "| baseline | 4 | 1 | 1 | 1 | 3s |", "| baseline | 4 | 1 | 2 | 8 | 3s |", "| baseline | 4 | 1 | 3 | 1 | 3s |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
 		}
 	}
 	// Eight streams make more tokens per second than one.
