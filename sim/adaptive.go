@@ -188,8 +188,14 @@ func ParseAdaptiveConfig(data []byte, era string) (*AdaptiveConfig, error) {
 		return nil, err
 	}
 	c, _, err := loadAdaptive(rules, data)
+	if err == nil && c.Strategy == "throughput_aware" {
+		return c, &AdaptiveConfigError{Simulator: true, Msg: throughputAwareRefusal}
+	}
 	return c, err
 }
+
+// throughputAwareRefusal refuses the strategy the simulator does not run (after SGLang's checks pass).
+const throughputAwareRefusal = "strategy 'throughput_aware' (startup cost profiling, per-position acceptance windows) is not emulated; the simulator runs 'ema' only"
 
 // adaptiveSlotParams is one slot as the controller runs it: its knobs resolved.
 type adaptiveSlotParams struct {
@@ -756,7 +762,7 @@ func resolveAdaptiveMain(o ParseOptions, a *Args, algo string, steps, topk, draf
 			Msg: fmt.Sprintf("--speculative-num-steps=%d is not in the adaptive config candidate_steps %s. Pass one of those values.", steps, pyIntList(cands))}
 	}
 	if cfg.Strategy == "throughput_aware" {
-		return nil, nil, triple, given, errors.New("--speculative-adaptive-config: strategy 'throughput_aware' (startup cost profiling, per-position acceptance windows) is not emulated; the simulator runs 'ema' only")
+		return nil, nil, triple, given, errors.New("--speculative-adaptive-config: " + throughputAwareRefusal)
 	}
 	draft, hn = steps+1, true
 	mode = &AdaptiveMode{Rules: "main", ConfigPath: path, Config: cfg, Candidates: cands, slots: slots}
