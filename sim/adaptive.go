@@ -204,9 +204,9 @@ type adaptiveSlotParams struct {
 	alpha, interval, warmup, down, up, ceiling float64
 }
 
-// maxAdaptiveSteps bounds the candidate steps the simulator takes (SGLang has no bound; each step
+// MaxAdaptiveSteps bounds the candidate steps the simulator takes (SGLang has no bound; each step
 // count is a set of CUDA graphs).
-const maxAdaptiveSteps = 64
+const MaxAdaptiveSteps = 64
 
 // loadAdaptive parses a config of the given rules; data nil is the default config.
 func loadAdaptive(rules string, data []byte) (*AdaptiveConfig, []adaptiveSlotParams, error) {
@@ -312,8 +312,8 @@ func stepsOf(l []any, where string) ([]int, error) {
 	out := make([]int, 0, len(l))
 	for _, v := range l {
 		n, _, fits := pyIntOf(v)
-		if !fits || n > maxAdaptiveSteps {
-			return nil, simRefusef("%scandidate step %s: the simulator takes steps up to %d", where, pyValueRepr(v), maxAdaptiveSteps)
+		if !fits || n > MaxAdaptiveSteps {
+			return nil, simRefusef("%scandidate step %s: the simulator takes steps up to %d", where, pyValueRepr(v), MaxAdaptiveSteps)
 		}
 		out = append(out, int(n))
 	}
