@@ -410,11 +410,11 @@ type Args struct {
 	LogQuiet                                        bool // --log-level warning/error: no info lines
 	APIKey                                          string
 	Device                                          string  // --device as given ("" resolves to cuda)
+	Raw                                             rawArgs // everything given, for /get_server_info
+	defaults                                        map[string]any
 	// Adaptive is the adaptive speculative decoding the server runs (nil: static steps, including
 	// when --speculative-adaptive fell back).
 	Adaptive *AdaptiveMode
-	Raw                                             rawArgs // everything given, for /get_server_info
-	defaults                                        map[string]any
 }
 
 // Spec reports whether speculative decoding is on.
