@@ -876,6 +876,9 @@ func (a *Args) ServerInfo(plan *MemPlan) map[string]any {
 	} {
 		m[k] = v
 	}
+	if a.Adaptive != nil {
+		m["speculative_num_steps"] = a.Steps // 0 is a step count there: no drafting
+	}
 	if _, ok := a.defaults["speculative_adaptive"]; ok {
 		m["speculative_adaptive"] = a.Adaptive != nil // False after a fallback
 	}
