@@ -307,7 +307,8 @@ func readKnobs(d *pyDict, where string, rules string) (AdaptiveKnobs, error) {
 	return k, nil
 }
 
-// steps reads a candidate step list already checked to hold ints >= min.
+// stepsOf reads a candidate step list already checked to hold ints; the simulator takes up to
+// MaxAdaptiveSteps.
 func stepsOf(l []any, where string) ([]int, error) {
 	out := make([]int, 0, len(l))
 	for _, v := range l {
@@ -632,8 +633,9 @@ func pyAlgo(algo string) string {
 	return algo
 }
 
-// adaptiveTrace is the traceback of a config error raised while the arguments are post-processed
-// (main: _maybe_disable_adaptive reads the strategy, _init_adaptive_speculative_params the slots).
+// adaptiveArgsError is the traceback of a config error raised while the arguments are post-processed
+// (main: _maybe_disable_adaptive reads the strategy, _init_adaptive_speculative_params the slots);
+// a simulator refusal is a plain error.
 func adaptiveArgsError(e *AdaptiveConfigError, init bool) error {
 	if e.Simulator {
 		return fmt.Errorf("--speculative-adaptive-config: %s", e.Msg)
