@@ -412,6 +412,9 @@ type Args struct {
 	Device                                          string  // --device as given ("" resolves to cuda)
 	Raw                                             rawArgs // everything given, for /get_server_info
 	defaults                                        map[string]any
+	// Adaptive is the adaptive speculative decoding the server runs (nil: static steps, including
+	// when --speculative-adaptive fell back).
+	Adaptive *AdaptiveMode
 }
 
 // Spec reports whether speculative decoding is on.
@@ -427,6 +430,9 @@ func (e *AssertionError) Error() string { return "AssertionError" }
 // start (ValueError, TypeError): a traceback, exit 1.
 type PyError struct {
 	Type, Msg, Func string
+	// Frames, when set, are the traceback's lines below __post_init__'s call of the failing handler
+	// (File/code line pairs), replacing the one frame of Func.
+	Frames []string
 }
 
 func (e *PyError) Error() string { return e.Type + ": " + e.Msg }
@@ -440,6 +446,8 @@ type ParseOptions struct {
 	// topk; steps and topk > 1 without draft tokens). It is on only when
 	// SGLANGSIM_VERSION is unset: specsweep's tests expect that line.
 	CompatAssert bool
+	// ReadFile reads a file the arguments name (--speculative-adaptive-config); nil: os.ReadFile.
+	ReadFile func(string) ([]byte, error)
 	// Parser, when set, is Era's parser built once (NewParser reads the release's flag table: about
 	// a millisecond) for many parses; nil builds it.
 	Parser *Parser
@@ -540,8 +548,24 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 	a.RequestedAlgo, _ = raw["speculative_algorithm"].(string)
 	a.DraftPath, _ = raw["speculative_draft_model_path"].(string)
 	algo := a.RequestedAlgo
+	adaptive, _ := raw["speculative_adaptive"].(bool)
+	adaptive = adaptive && era.Adaptive != ""
 	if algo == "" {
+		if adaptive {
+			return []string{fmt.Sprintf(adaptiveFallback, "speculative_algorithm=None (only EAGLE/EAGLE3 are supported)")}, nil
+		}
 		return nil, nil
+	}
+	overlapOn := false // 0.5.10: the overlap scheduler (spec v2) stays on, which its adaptive mode refuses
+	if adaptive && era.Adaptive == "v0510" {
+		// 0.5.10 checks the mode at the end of _handle_speculative_decoding, on the effective arguments.
+		defer func() {
+			if err != nil {
+				return
+			}
+			mode, w, e := resolveAdaptive0510(o, a, overlapOn)
+			a.Adaptive, warnings, err = mode, append(warnings, w...), e
+		}()
 	}
 	if era.AnyAlgo {
 		algo = strings.ToUpper(algo)
@@ -567,6 +591,15 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 	steps, hs := num("speculative_num_steps")
 	topk, hk := num("speculative_eagle_topk")
 	draft, hn := num("speculative_num_draft_tokens")
+	if adaptive && era.Adaptive == "main" {
+		// 2026 main handles the mode before the algorithm's rules, which then see its triple.
+		mode, w, t, g, e := resolveAdaptiveMain(o, a, algo, steps, topk, draft, hs, hk, hn)
+		if e != nil {
+			return nil, e
+		}
+		a.Adaptive, warnings = mode, append(warnings, w...)
+		steps, topk, draft, hs, hk, hn = t[0], t[1], t[2], g[0], g[1], g[2]
+	}
 	reset := func() {
 		if a.MaxRunning == 0 {
 			a.MaxRunning = 48
@@ -706,9 +739,13 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 		return nil, &PyError{Type: "TypeError", Func: "_handle_speculative_decoding", Msg: "'>' not supported between instances of 'NoneType' and 'int'"}
 	}
 	if era.Rules == "v0510" {
-		if topk > 1 {
+		switch noOverlap, _ := raw["disable_overlap_schedule"].(bool); {
+		case topk > 1 && !noOverlap:
 			warnings = append(warnings, "Spec v1 is used for eagle/eagle3/standalone speculative decoding because spec v2 currently only supports topk = 1.")
-		} else {
+		case noOverlap:
+			warnings = append(warnings, "Spec v1 is used for eagle/eagle3/standalone speculative decoding because overlap schedule is disabled.")
+		default:
+			overlapOn = true
 			warnings = append(warnings, "Spec v2 is enabled by default for eagle/eagle3/standalone speculative decoding.")
 		}
 	}
@@ -751,7 +788,11 @@ func resolveSpec(o ParseOptions, a *Args) (warnings []string, err error) {
 }
 
 func (a *Args) checkPositive() error {
-	if a.Steps < 1 || a.TopK < 1 || a.DraftTokens < 1 {
+	minSteps := 1
+	if a.Adaptive != nil {
+		minSteps = 0 // 2026 main's adaptive mode may start at a zero-step candidate (no drafting)
+	}
+	if a.Steps < minSteps || a.TopK < 1 || a.DraftTokens < 1 {
 		return &AssertionError{Where: "speculative"}
 	}
 	return nil
@@ -774,6 +815,14 @@ func startTraceback(err error, era *Era) string {
 		if e.Type == "TypeError" || e.Type == "ZeroDivisionError" {
 			line = "    if server_args.speculative_eagle_topk > 1:\n"
 		}
+	}
+	if e, ok := err.(*PyError); ok && len(e.Frames) > 0 {
+		return serverArgsTraceHead +
+			"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 652, in __post_init__\n" +
+			"    self._handle_speculative_decoding()\n" +
+			"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 1493, in _handle_speculative_decoding\n" +
+			"    handle_speculative_decoding(self)\n" +
+			strings.Join(e.Frames, "\n") + "\n" + e.Type + ": " + e.Msg + "\n"
 	}
 	file := "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py"
 	if era.Rules == "main" && (fn == "_handle_speculative_decoding" || strings.HasPrefix(fn, "_handle_d") || fn == "_handle_ngram") {
@@ -826,6 +875,12 @@ func (a *Args) ServerInfo(plan *MemPlan) map[string]any {
 		"api_key": nil, "disable_cuda_graph": a.DisableCudaGraph,
 	} {
 		m[k] = v
+	}
+	if a.Adaptive != nil {
+		m["speculative_num_steps"] = a.Steps // 0 is a step count there: no drafting
+	}
+	if _, ok := a.defaults["speculative_adaptive"]; ok {
+		m["speculative_adaptive"] = a.Adaptive != nil // False after a fallback
 	}
 	if _, ok := a.defaults["cuda_graph_max_bs_decode"]; ok {
 		m["cuda_graph_max_bs_decode"] = plan.CudaGraphMaxBS

@@ -20,6 +20,11 @@
 //     less) and decays with the prompt's length past a knee
 //     ([Profile.ContextFactor]); [Model.AcceptFor] and [SimulateContent]
 //     give what the model expects of a class and length.
+//   - Adaptive speculative decoding (adaptive.go, --speculative-adaptive): the
+//     config file read as each release reads it ([ParseAdaptiveConfig],
+//     Python's json and exceptions), its fallbacks, and SGLang's policy (EMA
+//     per batch-size slot, routing, step 0) switching the steps the model runs;
+//     switches go to the log and the truth file ([ReadAdaptiveSwitches]).
 //   - The HTTP server ([Server]) and its lifecycle: load, warmup, ready,
 //     drain.
 //   - The output text (output.go): a greedy request's words and length are a

@@ -191,6 +191,19 @@ type Engine struct {
 	// LossyP is SGLANGSIM_FAIL=lossy's probability that an accepted draft
 	// token is wrong (0: none); only speculative decode steps draw it.
 	LossyP float64
+
+	// Adaptive speculative decoding (Args.Adaptive): the policy (scheduler-owned), the model whose
+	// acceptance tables requests draw from (the largest candidate's: a step at k uses the first k
+	// positions), the model of each step count, the decode batches run at each, and the steps in use
+	// for readers outside the scheduler.
+	adapt        *adaptiveController
+	adaptStarted bool
+	acceptModel  *Model
+	variants     map[int]*Model
+	stepsUsed    map[int]int
+	curSteps     atomic.Int64
+	// OnSwitch, when set, is told every change of the steps in use (the truth file's line).
+	OnSwitch func(AdaptiveSwitch)
 }
 
 // noisePeriod is how long (in simulated time) one draw of the speed noise lasts.
@@ -206,7 +219,88 @@ func NewEngine(m *Model, scale float64, logf func(string, ...any)) *Engine {
 	e.st.ITL = newHistogram(itlBuckets)
 	e.st.E2E = newHistogram(e2eBuckets)
 	e.seedNoise(uint64(m.Args.RandomSeed))
+	e.acceptModel = m
+	if ad := m.Args.Adaptive; ad != nil && ad.LoadErr == nil {
+		e.adapt = newAdaptiveController(ad.Rules, ad.slots, m.Args.Steps, cudaGraphBS(m.Args, m.Plan.CudaGraphMaxBS))
+		e.acceptModel = m.forSteps(ad.Candidates[len(ad.Candidates)-1])
+		e.variants = map[int]*Model{m.Args.Steps: m}
+		e.stepsUsed = map[int]int{}
+		e.curSteps.Store(int64(m.Args.Steps))
+	}
 	return e
+}
+
+// StartAdaptive activates the runtime state the policy starts on (AdaptiveController.init_states):
+// on 0.5.10 the candidate nearest the initial steps, logged as a switch when they differ. The
+// scheduler calls it before its first decode batch if the start-up has not.
+func (e *Engine) StartAdaptive(now time.Time) {
+	if e.adapt == nil || e.adaptStarted {
+		return
+	}
+	e.adaptStarted = true
+	if from := e.adapt.worker; e.adapt.start() {
+		e.switched(from, 0, e.adapt.slots[0], "init", now)
+	}
+}
+
+// AdaptiveSteps is the number of steps the server runs now; false when it is not adaptive.
+func (e *Engine) AdaptiveSteps() (int, bool) {
+	if e.adapt == nil {
+		return 0, false
+	}
+	return int(e.curSteps.Load()), true
+}
+
+// StepsUsed is how many decode batches ran at each num_steps (nil when not adaptive).
+func (e *Engine) StepsUsed() map[int]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stepsUsed == nil {
+		return nil
+	}
+	out := make(map[int]int, len(e.stepsUsed))
+	for k, v := range e.stepsUsed {
+		out[k] = v
+	}
+	return out
+}
+
+// variant is the model of a decode step at k steps.
+func (e *Engine) variant(k int) *Model {
+	m, ok := e.variants[k]
+	if !ok {
+		m = e.Model.forSteps(k)
+		e.variants[k] = m
+	}
+	return m
+}
+
+// switched logs and records a change of the steps in use the policy made (apply_runtime_state's line).
+func (e *Engine) switched(from, bs int, s *adaptSlot, reason string, at time.Time) {
+	k := e.adapt.worker
+	e.Log("Switch adaptive runtime state: steps %d -> %d, draft_tokens %d -> %d", from, k, from+1, k+1)
+	e.curSteps.Store(int64(k))
+	if e.OnSwitch != nil {
+		sw := AdaptiveSwitch{UnixMs: UnixMs(at), From: from, To: k, BatchSize: bs, Reason: reason, EMAAcceptLen: s.ema}
+		if e.adapt.rules == "main" {
+			slot := s.bs
+			sw.Slot = &slot
+		}
+		e.OnSwitch(sw)
+	}
+}
+
+// afterVerify feeds a decode batch's accepted drafts per request to the policy and logs what it does.
+func (e *Engine) afterVerify(drafts []int, bs int, at time.Time) {
+	from := e.adapt.worker
+	s, old, updated := e.adapt.onVerify(drafts, bs)
+	if !updated {
+		return
+	}
+	e.Log("Adaptive spec params updated: steps %d -> %d (ema_accept_len=%.2f)", old, s.current, s.ema)
+	if e.adapt.worker != from {
+		e.switched(from, bs, s, "ema", at)
+	}
 }
 
 // seedNoise seeds the speed noise from seed and the configuration (profile,
@@ -384,7 +478,16 @@ func (e *Engine) Iterate(now time.Time) (time.Duration, func(end time.Time)) {
 	for _, r := range e.running {
 		ctx += r.Prompt + r.generated
 	}
-	return e.batchTime(now, e.Model.StepTime(len(e.running), ctx)), func(end time.Time) { e.commitDecode(ctx, end) }
+	m := e.Model
+	if e.adapt != nil {
+		e.StartAdaptive(now)
+		from := e.adapt.worker
+		if s, sw := e.adapt.activateForBatch(len(e.running)); sw {
+			e.switched(from, len(e.running), s, "batch_size", now)
+		}
+		m = e.variant(e.adapt.worker)
+	}
+	return e.batchTime(now, m.StepTime(len(e.running), ctx)), func(end time.Time) { e.commitDecode(m, ctx, end) }
 }
 
 // batchTime is the real duration of a batch of model duration d starting at
@@ -439,21 +542,32 @@ func (e *Engine) commitPrefill(admitted []*Request, newTokens int, end time.Time
 	e.removeFinished()
 }
 
-func (e *Engine) commitDecode(ctx int, end time.Time) {
-	m := e.Model
+// commitDecode ends a decode step of model m (the server's, or an adaptive server's at the steps in use).
+func (e *Engine) commitDecode(m *Model, ctx int, end time.Time) {
 	spec := m.kind != ""
 	bs := len(e.running)
 	var produced, accepted int64
+	var drafts []int // accepted draft tokens per request, for the adaptive policy
+	if e.adapt != nil {
+		drafts = make([]int, 0, bs)
+	}
 	e.mu.Lock()
 	for _, r := range e.running {
 		l := 1
 		if spec {
 			if r.accept == nil {
-				r.accept = m.AcceptFor(r.Content.Class, r.Prompt, r.Temperature)
+				r.accept = e.acceptModel.AcceptFor(r.Content.Class, r.Prompt, r.Temperature)
 			}
-			l = sampleChain(r.rng, r.accept)
+			acc := r.accept
+			if e.adapt != nil {
+				acc = acc[:min(m.Args.Steps, len(acc))] // a step at k draws the first k positions
+			}
+			l = sampleChain(r.rng, acc)
 		}
 		n := min(l, r.target-r.generated)
+		if drafts != nil {
+			drafts = append(drafts, n-1)
+		}
 		if spec && e.LossyP > 0 && !r.Internal {
 			// The step's first l-1 tokens are accepted drafts, the last the target's bonus token.
 			r.lossy(e.LossyP, r.generated, min(n, l-1))
@@ -480,6 +594,9 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 	if spec {
 		e.st.VerifyCalls += int64(bs)
 	}
+	if e.stepsUsed != nil {
+		e.stepsUsed[m.Args.Steps]++
+	}
 	e.winTokens += produced
 	e.winAccept += accepted
 	e.winReqSt += int64(bs)
@@ -497,7 +614,7 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 		e.st.Tokens = ctx + int(produced)
 		if spec {
 			al := float64(e.winAccept) / float64(e.winReqSt)
-			e.st.AcceptLen, e.st.AcceptRate = al, acceptRate(e.Args(), al)
+			e.st.AcceptLen, e.st.AcceptRate = al, acceptRate(m.Args, al)
 			e.st.CumAccepted += e.winAccept
 			e.st.CumVerifyReqSteps += e.winReqSt
 		}
@@ -510,6 +627,9 @@ func (e *Engine) commitDecode(ctx int, end time.Time) {
 	e.mu.Unlock()
 	if logNow {
 		e.Log("%s", line)
+	}
+	if e.adapt != nil {
+		e.afterVerify(drafts, bs, end)
 	}
 	e.removeFinished()
 }

@@ -84,6 +84,10 @@ type Era struct {
 	// NgramWindowDraft: NGRAM's draft tokens default to
 	// --speculative-ngram-max-match-window-size (12), without a warning (0.5.4).
 	NgramWindowDraft bool
+	// Adaptive is the release's adaptive speculative decoding (--speculative-adaptive): "" none,
+	// "v0510" (6c2714f5a: one set of candidates, the file read by the worker) or "main" (015c872:
+	// batch-size slots, step 0, the file read with the arguments); adaptive.go.
+	Adaptive string
 }
 
 // knownEras returns the known releases, oldest first; the last is the default.
@@ -177,6 +181,7 @@ func knownEras() []Era {
 			DecodeComma: true, AcceptLen: true, AcceptRate: true, CudaGraph: true,
 			Algorithms: []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH"},
 			AnyAlgo:    true, Rules: "v0510", AutoDefault: [3]int{3, 1, 4}, Reset48Warn: true, GraphLabel: "device",
+			Adaptive: "v0510",
 		},
 		{
 			Name: "main", Table: "2026-main.json",
@@ -186,6 +191,7 @@ func knownEras() []Era {
 			DecodeComma: true, AcceptLen: true, AcceptRate: true, RateDraftMinus1: true, CudaGraph: true,
 			Algorithms: []string{"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK"},
 			AnyAlgo:    true, Rules: "main", AutoDefault: [3]int{3, 1, 4}, Reset48Warn: true, CaptureTarget: true, GraphLabel: "device",
+			Adaptive: "main",
 		},
 	}
 }

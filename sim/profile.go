@@ -184,6 +184,9 @@ type MemPlan struct {
 	// "weights" (during weight loading) or "graph" (KV pool + CUDA graphs).
 	OOM        string
 	OOMAllocGB float64
+	// AdaptiveGraphGB is, per candidate step count other than the initial one, the graph memory of
+	// its runtime state (an adaptive server); GraphGB includes it.
+	AdaptiveGraphGB map[int]float64
 }
 
 // Model is the performance model of one server configuration.
@@ -208,27 +211,47 @@ func NewModel(a *Args, p *Profile, gpuMemGB float64) *Model {
 		default:
 			m.kind = "chain"
 		}
-		table := p.Accept[algoKey(a.SpecAlgo)]
-		if len(table) == 0 {
-			table = []float64{0.6}
-		}
-		n := a.Steps
-		if m.kind != "chain" {
-			n = a.DraftTokens - 1
-		}
-		n = max(0, min(n, a.DraftTokens-1))
-		b := 1.0
-		if m.kind == "chain" && a.TopK > 1 {
-			b = math.Max(1, math.Min(float64(a.TopK), float64(a.DraftTokens-1)/float64(a.Steps)))
-		}
-		m.accept = make([]float64, n)
-		for i := range m.accept {
-			pi := table[min(i, len(table)-1)]
-			m.accept[i] = 1 - (1-pi)*math.Pow(b, -p.TopKBeta)
-		}
+		m.accept = m.acceptTable()
 	}
 	m.Plan = m.plan(gpuMemGB)
 	return m
+}
+
+// acceptTable is the per-position acceptance of the model's algorithm and shape.
+func (m *Model) acceptTable() []float64 {
+	a, p := m.Args, m.Profile
+	table := p.Accept[algoKey(a.SpecAlgo)]
+	if len(table) == 0 {
+		table = []float64{0.6}
+	}
+	n := a.Steps
+	if m.kind != "chain" {
+		n = a.DraftTokens - 1
+	}
+	n = max(0, min(n, a.DraftTokens-1))
+	b := 1.0
+	if m.kind == "chain" && a.TopK > 1 {
+		b = math.Max(1, math.Min(float64(a.TopK), float64(a.DraftTokens-1)/float64(a.Steps)))
+	}
+	accept := make([]float64, n)
+	for i := range accept {
+		pi := table[min(i, len(table)-1)]
+		accept[i] = 1 - (1-pi)*math.Pow(b, -p.TopKBeta)
+	}
+	return accept
+}
+
+// forSteps is the model of the same server running num_steps k (topk 1, k+1 draft tokens), as an
+// adaptive server runs it: a step costs and accepts what it does on a server started with k steps
+// (k = 0 drafts nothing: a one-token verify, and the draft extend still runs), while the memory
+// plan stays the server's.
+func (m *Model) forSteps(k int) *Model {
+	a := *m.Args
+	a.Steps, a.TopK, a.DraftTokens = k, 1, k+1
+	v := *m
+	v.Args = &a
+	v.accept = v.acceptTable()
+	return &v
 }
 
 func algoKey(a string) string {
@@ -281,6 +304,27 @@ func (m *Model) plan(gpuMemGB float64) MemPlan {
 	ds, dw := m.draftShape()
 	if !a.DisableCudaGraph {
 		pl.GraphGB = p.GraphBaseGB + p.GraphPerTokGB*float64(pl.CudaGraphMaxBS)*float64(m.tokensPerForward()+ds*dw)
+		if ad := a.Adaptive; ad != nil {
+			// One runtime state (target verify, draft and extend graphs) per other candidate, captured
+			// for the batch sizes that can route to it (main prunes them per slot).
+			pl.AdaptiveGraphGB = map[int]float64{}
+			bsList := cudaGraphBS(a, pl.CudaGraphMaxBS)
+			ctl := newAdaptiveController(ad.Rules, ad.slots, a.Steps, bsList)
+			for _, k := range ad.Candidates {
+				if k == a.Steps {
+					continue
+				}
+				top := 0
+				for _, bs := range bsList {
+					if ad.Rules == "v0510" || containsInt(ctl.route(bs).cands, k) {
+						top = max(top, bs)
+					}
+				}
+				gb := p.GraphPerTokGB * float64(top) * float64(2*k+1)
+				pl.AdaptiveGraphGB[k] = gb
+				pl.GraphGB += gb
+			}
+		}
 	}
 	reserve := p.ActGB + pl.GraphGB
 	pl.MemFraction = a.MemFraction
@@ -297,6 +341,9 @@ func (m *Model) plan(gpuMemGB float64) MemPlan {
 	stateMul := 1.0
 	if m.kind != "" {
 		stateMul = float64(1 + a.DraftTokens)
+	}
+	if ad := a.Adaptive; ad != nil && len(ad.Candidates) > 0 {
+		stateMul = float64(2 + ad.Candidates[len(ad.Candidates)-1]) // sized for the largest candidate
 	}
 	pl.StateTokens = int(p.StateMBPerReq * 1e6 * stateMul / p.KVBytesPerToken)
 	if pl.MaxRunning == 0 {

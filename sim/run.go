@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -217,6 +217,17 @@ func (s *Server) run(warnings []string) int {
 	used += pl.WeightsGB
 	s.reg.SetUsed(used)
 	log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", s.Model.Profile.Architecture, avail, pl.WeightsGB)
+	if ad := a.Adaptive; ad != nil {
+		// The EAGLE worker builds its adaptive policy before loading the draft model; 0.5.10 reads
+		// the config file there, and a bad one kills the scheduler.
+		if ad.LoadErr != nil {
+			log.TPError("Scheduler hit an exception: %s", workerInitTrace(ad.LoadErr))
+			log.Warn("Received sigquit from a child process. It usually means the child failed.")
+			s.die("start_error")
+		}
+		first := s.Engine.adapt.slots[0]
+		log.TP("AdaptiveSpeculativeParams initialized: steps=%d, candidate_steps=%s", first.current, pyIntList(first.cands))
+	}
 	if a.Spec() && s.Model.kind != "lookup" {
 		log.TP("Load weight begin. avail mem=%.2f GB", avail)
 		log.TP("Load weight end. type=%s, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", draftArch(a.SpecAlgo), avail-pl.DraftGB, pl.DraftGB)
@@ -254,9 +265,13 @@ func (s *Server) run(warnings []string) int {
 	}
 	tCap := time.Now()
 	wait(load)
-	targetGraph := pl.GraphGB
+	graphGB := pl.GraphGB // the initial state's graphs; the other candidates' come after the draft's
+	for _, gb := range pl.AdaptiveGraphGB {
+		graphGB -= gb
+	}
+	targetGraph := graphGB
 	if a.Spec() {
-		targetGraph = pl.GraphGB * float64(s.Model.tokensPerForward()) / float64(s.Model.tokensPerForward()+dsw(s.Model))
+		targetGraph = graphGB * float64(s.Model.tokensPerForward()) / float64(s.Model.tokensPerForward()+dsw(s.Model))
 	}
 	if pl.OOM == "graph" && !a.Spec() {
 		s.graphOOM("")
@@ -288,14 +303,30 @@ func (s *Server) run(warnings []string) int {
 		}
 		if !a.DisableCudaGraph && !a.Era.ShortCapture {
 			if a.Era.CaptureTarget {
-				log.TP("Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.", time.Since(t0).Seconds(), pl.GraphGB-targetGraph, avail-(pl.GraphGB-targetGraph))
+				log.TP("Capture draft decode CUDA graph end. elapsed=%.2f s, mem usage=%.2f GB, avail mem=%.2f GB.", time.Since(t0).Seconds(), graphGB-targetGraph, avail-(graphGB-targetGraph))
 			} else {
-				log.TP("Capture draft cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(t0).Seconds(), pl.GraphGB-targetGraph, avail-(pl.GraphGB-targetGraph))
+				log.TP("Capture draft cuda graph end. Time elapsed: %.2f s. mem usage=%.2f GB. avail mem=%.2f GB.", time.Since(t0).Seconds(), graphGB-targetGraph, avail-(graphGB-targetGraph))
 			}
 		}
-		avail -= pl.GraphGB - targetGraph
-		used += pl.GraphGB - targetGraph
+		avail -= graphGB - targetGraph
+		used += graphGB - targetGraph
 		s.reg.SetUsed(used)
+	}
+	if ad := a.Adaptive; ad != nil {
+		// init_states: one runtime state per other candidate, then the initial one activated.
+		for _, k := range ad.Candidates {
+			gb, ok := pl.AdaptiveGraphGB[k]
+			if k == a.Steps || (!ok && !a.DisableCudaGraph) {
+				continue
+			}
+			t0 := time.Now()
+			wait(at + 0.5*draft)
+			log.TP("Built adaptive runtime state steps=%d: elapsed=%.2fs, mem=%.2fGB", k, time.Since(t0).Seconds(), gb)
+			avail -= gb
+			used += gb
+			s.reg.SetUsed(used)
+		}
+		s.Engine.StartAdaptive(time.Now())
 	}
 	if s.Config.Fail.Kind == "oom" {
 		s.graphOOM("")
@@ -522,22 +553,44 @@ func derefOr(p *string) string {
 
 // captureBS is the batch-size list a 2026 capture line prints: 1, 2, 4, 8, 12,
 // then steps of 8 up to the largest captured batch (which is always in it).
-func captureBS(maxBS int) string {
-	var bs []string
-	add := func(n int) { bs = append(bs, strconv.Itoa(n)) }
+func captureBS(maxBS int) string { return pyIntList(defaultGraphBS(maxBS)) }
+
+func defaultGraphBS(maxBS int) []int {
+	var bs []int
 	for _, n := range []int{1, 2, 4, 8, 12} {
 		if n <= maxBS {
-			add(n)
+			bs = append(bs, n)
 		}
 	}
 	for n := 16; n <= maxBS; n += 8 {
-		add(n)
+		bs = append(bs, n)
 	}
 	if maxBS > 12 && maxBS%8 != 0 {
-		add(maxBS)
+		bs = append(bs, maxBS)
 	}
 	if len(bs) == 0 {
-		add(1)
+		bs = append(bs, 1)
 	}
-	return "[" + strings.Join(bs, ", ") + "]"
+	return bs
+}
+
+// cudaGraphBS is server_args.cuda_graph_bs: the batch sizes given (--cuda-graph-bs, 2026
+// --cuda-graph-bs-decode), else the default list; nil without CUDA graphs.
+func cudaGraphBS(a *Args, maxBS int) []int {
+	if a.DisableCudaGraph {
+		return nil
+	}
+	for _, k := range []string{"cuda_graph_bs_decode", "cuda_graph_bs"} {
+		if l, ok := a.Raw[k].([]any); ok && len(l) > 0 {
+			var bs []int
+			for _, v := range l {
+				if n, ok := v.(int); ok {
+					bs = append(bs, n)
+				}
+			}
+			sort.Ints(bs)
+			return bs
+		}
+	}
+	return defaultGraphBS(maxBS)
 }

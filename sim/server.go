@@ -63,6 +63,9 @@ func newServer(a *Args, m *Model, c Config, log *Logger, truth *Truth, die func(
 	s.modelJSON = string(q)
 	s.info = a.ServerInfo(&m.Plan)
 	s.Engine = NewEngine(m, c.TimeScale, log.TP)
+	if a.Adaptive != nil {
+		s.Engine.OnSwitch = truth.AdaptiveSwitch
+	}
 	if c.Fail.Kind == "lossy" {
 		s.Engine.LossyP = c.Fail.Prob // drawn only by speculative decode steps
 	}
@@ -320,6 +323,10 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 		}
 		if al, ok := s.Engine.AvgAcceptLen(); ok && s.Args.Spec() {
 			state["avg_spec_accept_length"] = al
+		}
+		if k, ok := s.Engine.AdaptiveSteps(); ok {
+			// The scheduler's server args, which the worker updates at every switch.
+			state["speculative_num_steps"], state["speculative_num_draft_tokens"] = k, k+1
 		}
 		if era.FlatInternalState {
 			for k, v := range state {

@@ -13,6 +13,9 @@ type SimResult struct {
 	MeanRunning    float64
 	Makespan       time.Duration
 	CompletionToks int
+	// StepsUsed[k] counts the decode batches an adaptive server ran at num_steps k (all 0 for a
+	// server of fixed steps); an array keeps SimResult comparable.
+	StepsUsed [MaxAdaptiveSteps + 1]int
 }
 
 // Simulate drives the same scheduler the server runs, in virtual time (no
@@ -83,6 +86,9 @@ func SimulateContent(m *Model, class ContentClass, concurrency, requests, input,
 		}
 	}
 	res.Makespan = now.Sub(t0)
+	for k, n := range e.StepsUsed() {
+		res.StepsUsed[k] = n
+	}
 	if res.Requests > 0 {
 		res.OutputTokS = float64(res.CompletionToks) / res.Makespan.Seconds()
 		res.PerStreamTokS = streamSum / float64(res.Requests)
