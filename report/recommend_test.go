@@ -540,13 +540,13 @@ func TestRecommendBadInputs(t *testing.T) {
 		}
 	}
 	for text, want := range map[string]string{
-		"ttft_p90=2s":              `term 1 "ttft_p90=2s": unknown metric "ttft_p90" (known: ttft_p99, ttft_p50, tpot_p50, itl_p50)`,
-		"ttft_p99=2":               `"2" is not a duration with its unit (e.g. 2s, 30ms)`,
-		"ttft_p99":                 "want METRIC=DURATION, e.g. ttft_p99=2s",
-		"ttft_p99=2s,ttft_p99=3s":  "term 2 \"ttft_p99=3s\": ttft_p99 is given twice",
-		"ttft_p99=-1s":             "-1s is not above 0 and at most 1h0m0s",
-		"ttft_p99=2h":              "2h is not above 0 and at most 1h0m0s",
-		",":                        "no term",
+		"ttft_p90=2s":             `term 1 "ttft_p90=2s": unknown metric "ttft_p90" (known: ttft_p99, ttft_p50, tpot_p50, itl_p50)`,
+		"ttft_p99=2":              `"2" is not a duration with its unit (e.g. 2s, 30ms)`,
+		"ttft_p99":                "want METRIC=DURATION, e.g. ttft_p99=2s",
+		"ttft_p99=2s,ttft_p99=3s": "term 2 \"ttft_p99=3s\": ttft_p99 is given twice",
+		"ttft_p99=-1s":            "-1s is not above 0 and at most 1h0m0s",
+		"ttft_p99=2h":             "2h is not above 0 and at most 1h0m0s",
+		",":                       "no term",
 		strings.Repeat("x", 1025): "1025 bytes, above the limit of 1024",
 	} {
 		_, err := report.ParseSLOs(text)
