@@ -3,6 +3,7 @@ package report
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -110,8 +111,15 @@ func Recommend(s *Sweep, opt RecommendOptions) (*Recommendation, error) {
 		return nil, errors.New("no level of the sweep is measured yet (a level counts when every repeat of it is ok): nothing to recommend")
 	}
 	r := &Recommendation{Sweep: s, Traffic: opt.Traffic, SLOs: opt.SLOs, TP: opt.TP}
-	if r.Traffic == nil {
+	if len(r.Traffic) == 0 {
 		r.Traffic, r.DefaultTraffic = EqualTraffic(s.Levels), true
+	}
+	sum := 0.0
+	for _, sh := range r.Traffic {
+		sum += sh.Share
+	}
+	if math.Abs(sum-1) > ShareTolerance { // a mix ParseTraffic did not read
+		return nil, fmt.Errorf("the mix %s: the shares sum to %g, not 1", r.Traffic, sum)
 	}
 	var unmeasured []string
 	for _, sh := range r.Traffic {
