@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/specsweep/specsweep/report"
-	"github.com/specsweep/specsweep/store"
 )
 
 func recommendCmd() command {
@@ -69,19 +68,11 @@ func recommendRun(ctx context.Context, env Env, o *recommendOptions) error {
 			return usagef("--slo %s: %v", o.SLO, err)
 		}
 	}
-	st, err := store.OpenReadOnly(ctx, dbPath(env, o.DB))
+	st, sw, err := openRecorded(ctx, env, o.DB, o.Sweep, "recommend")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	sw, err := findSweep(ctx, st, o.Sweep)
-	if err != nil {
-		return err
-	}
-	if sw.Template() {
-		_, err := recordedWords("recommend", sw, 0)
-		return err
-	}
 	s, err := report.LoadID(ctx, st, sw.ID)
 	if err != nil {
 		return fmt.Errorf("loading sweep %s (id %d): %w", sw.Name, sw.ID, err)
