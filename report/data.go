@@ -152,6 +152,9 @@ type Cell struct {
 	TTFTP50     Stat // ms
 	TPOTP50     Stat // ms
 	ITLP50      Stat // ms
+	// TokSByRepeat is the output tok/s of each repeat, in repeat order (a level that counts has
+	// every repeat): the recommendation mixes each repeat over the levels (Recommend).
+	TokSByRepeat []float64
 }
 
 // PerGPU is the median output tok/s divided by tp.
@@ -374,7 +377,8 @@ func newCell(p *Point, c int, reps *sweep.Repeats) *Cell {
 	return &Cell{Point: p, Concurrency: c, TokS: reps.Stat(sweep.OutputTokS),
 		Speedup: reps.Stat(sweep.Speedup), Accept: reps.Stat(sweep.AcceptLength),
 		TTFTP99: reps.Stat(sweep.TTFTP99Ms), TTFTP50: reps.Stat(sweep.TTFTP50Ms),
-		TPOTP50: reps.Stat(sweep.TPOTP50Ms), ITLP50: reps.Stat(sweep.ITLP50Ms)}
+		TPOTP50: reps.Stat(sweep.TPOTP50Ms), ITLP50: reps.Stat(sweep.ITLP50Ms),
+		TokSByRepeat: slices.Clone(reps.Values(sweep.OutputTokS))}
 }
 
 // sourcesOf are the sources the cells mix: the spec's that have runs among those read (a --where

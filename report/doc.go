@@ -210,8 +210,9 @@ type Live struct {
 	State   string `json:"state"` // the sweep's state
 	// Summary holds the report's summary sentences, in its order: the state and counts, the
 	// search's (a searched sweep), the output check's and the packed points' (when there are any),
-	// one per best at the edge of the swept range (with what to sweep next), and how the figures
-	// are aggregated.
+	// one per best at the edge of the swept range (with what to sweep next), the prompt sources',
+	// the recommendation's (the one configuration for equal time at each level, how to deploy
+	// it, the next sweep when it is at the edge), and how the figures are aggregated.
 	Summary []string `json:"summary"`
 	// Check is the output check's table: no rows unless some point's check failed (a mismatch);
 	// when every checked point passed, one sentence of Summary says so.
@@ -228,6 +229,10 @@ type Live struct {
 	Pruned Table `json:"pruned"`
 	// Failures lists the failed points with their evidence.
 	Failures Table `json:"failures"`
+	// Recommendation is the one configuration for equal time at each measured level (what
+	// `specsweep recommend SWEEP` prints; its none says why there is none yet). Summary says it
+	// in sentences.
+	Recommendation RecommendationJSON `json:"recommendation"`
 }
 
 // LiveTables computes the report's summary and tables of s (see Live), without charts or I/O
@@ -257,9 +262,10 @@ func LiveTables(s *Sweep) Live {
 // liveTables is the one place the summary and the points' tables are built, for the report
 // (build) and for LiveTables.
 func liveTables(s *Sweep) Live {
-	return Live{SweepID: s.ID, Sweep: s.Name, State: s.State, Summary: summary(s),
+	words, rec := liveRecommendation(s)
+	return Live{SweepID: s.ID, Sweep: s.Name, State: s.State, Summary: summaryWith(s, words),
 		Check: checkTable(s), Best: bestTable(s), Sources: sourcesTable(s), Accept: acceptTables(s),
-		Results: resultsTable(s), Pruned: prunedTable(s), Failures: failuresTable(s)}
+		Results: resultsTable(s), Pruned: prunedTable(s), Failures: failuresTable(s), Recommendation: rec}
 }
 
 // forJSON is t with its slices non-nil and Num and Code one entry per column, so a client reads
@@ -284,6 +290,13 @@ func (t Table) forJSON() Table {
 
 // summary is the report's sentences at its top.
 func summary(s *Sweep) []string {
+	words, _ := liveRecommendation(s)
+	return summaryWith(s, words)
+}
+
+// summaryWith is the summary with recommend, the recommendation's sentences (liveTables computes
+// the recommendation once for them and for Live).
+func summaryWith(s *Sweep, recommend []string) []string {
 	done, failed, pruned, waiting := 0, 0, 0, 0
 	for _, p := range s.Points {
 		switch p.State {
@@ -324,6 +337,7 @@ func summary(s *Sweep) []string {
 	}
 	out = append(out, edgeSummary(s, BestPerLevel(s))...)
 	out = append(out, sourcesSummary(s)...)
+	out = append(out, recommend...)
 	return append(out,
 		fmt.Sprintf("Figures are medians over the repeats of each level%s; speedup is output tok/s over the first baseline point at the same tp, concurrency and repeat.",
 			map[bool]string{true: " with [min" + dash + "max] ranges", false: ""}[s.Repeats > 1]))

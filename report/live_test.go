@@ -201,7 +201,7 @@ func TestLiveJSON(t *testing.T) {
 		slices.Sort(k)
 		return k
 	}
-	if got, want := keys(m), []string{"accept", "best", "check", "failures", "pruned", "results", "sources", "state", "summary", "sweep", "sweep_id"}; !slices.Equal(got, want) {
+	if got, want := keys(m), []string{"accept", "best", "check", "failures", "pruned", "recommendation", "results", "sources", "state", "summary", "sweep", "sweep_id"}; !slices.Equal(got, want) {
 		t.Errorf("keys %q, want %q", got, want)
 	}
 	var pruned map[string]json.RawMessage

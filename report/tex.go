@@ -248,7 +248,12 @@ func texTable(b *strings.Builder, t Table, label string) {
 // characters the report writes mapped, any other non-ASCII character replaced by "?".
 func texEscape(s string) string {
 	var b strings.Builder
+	prev := rune(0)
 	for _, r := range s {
+		if r == '-' && prev == '-' {
+			b.WriteString("{}") // "--" is an en dash to LaTeX: an SGLang flag keeps its two hyphens
+		}
+		prev = r
 		switch r {
 		case '\\':
 			b.WriteString(`\textbackslash{}`)

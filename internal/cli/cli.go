@@ -125,6 +125,8 @@ func commands() []command {
 		doctorCmd(),
 		reportCmd(),
 		adaptiveCmd(),
+		recommendCmd(),
+		observeCmd(),
 		exportCmd(),
 		restoreCmd(),
 		versionCmd(),

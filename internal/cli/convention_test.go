@@ -16,7 +16,7 @@ import (
 // that reads a database; the top help lists version; a typo'd command or flag gets a suggestion.
 func TestOneOutputConvention(t *testing.T) {
 	machine := map[string]string{"plan": "table", "status": "table", "runs": "table", "sweeps": "table",
-		"schedules": "table", "bench": "table", "export": "jsonl"}
+		"schedules": "table", "bench": "table", "export": "jsonl", "recommend": "table"}
 	for _, c := range commands() {
 		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 		c.opts().flags(fs)

@@ -337,6 +337,7 @@ function fillCard(c, id) {
     fillTable(c.querySelector(".best"), res.best, c.querySelector(".best-note"), res.levels || []);
     fillTable(c.querySelector(".results"), res.results, c.querySelector(".results-note"));
     fillSources(c, res);
+    fillRecommendation(c, res.recommendation);
     // The x axis spans the num_steps planned, so it holds still while the runs arrive.
     const planned = (s.point_list || []).filter(p => p.num_steps != null && p.state !== "pruned").map(p => p.num_steps);
     drawChart(c.querySelector(".chart"), c.querySelector(".legend"), res.chart || [], res.levels || [], planned);
@@ -360,6 +361,55 @@ function fillSources(c, res) {
     const note = el("p", { class: "note" });
     acc.append(el("h5", { text: t.title }), note, div);
     fillTable(div, t, note);
+  }
+}
+
+// fillRecommendation shows the report's recommendation (report.Live's recommendation: the one
+// configuration for equal time at each measured level, as `specsweep recommend SWEEP` prints it):
+// the winner and its mix, its gains over the baseline and the runner-up with their noise verdicts,
+// the levels where it is not the best, the SGLang arguments to deploy it and, at the edge of the
+// swept range, the next sweep. Without a winner yet it says why, once some level is measured.
+function fillRecommendation(c, rec) {
+  const box = c.querySelector(".recommend");
+  const has = rec && (rec.winner || (rec.none && rec.traffic && rec.traffic.length > 0));
+  box.hidden = !has;
+  if (!has) return;
+  const levels = (rec.traffic || []).map(t => t.concurrency).join(", ");
+  box.querySelector(".rec-mix").textContent = rec.default_mix
+    ? "for equal time at each measured concurrency (c=" + levels + ")"
+    : "for " + (rec.traffic || []).map(t => "c=" + t.concurrency + " " + (100 * t.share).toFixed(1) + "%").join(", ");
+  const none = box.querySelector(".rec-none");
+  none.hidden = !!rec.winner;
+  for (const sel of [".rec-winner", ".rec-facts", ".rec-deploy"]) box.querySelector(sel).hidden = !rec.winner;
+  box.querySelector(".rec-next").hidden = !rec.next_sweep;
+  if (!rec.winner) {
+    none.textContent = "No recommendation yet: " + rec.none + ".";
+    return;
+  }
+  const w = rec.winner;
+  box.querySelector(".rec-winner").textContent = w.label + " (point " + w.point + "): " + w.tok_s.toFixed(1) + " tok/s over the mix";
+  const pct = v => (v >= 0 ? "+" : "") + v.toFixed(1) + "%";
+  const noise = n => n === "unknown" ? "noise unknown: one repeat" : n;
+  const facts = [];
+  if (w.baseline) facts.push("A baseline: speculative decoding does not pay for this mix.");
+  else if (rec.baseline) facts.push(pct(rec.over_baseline.pct) + " over the baseline at tp=" + w.tp + " (" + noise(rec.over_baseline.noise) + ")");
+  else facts.push("No baseline at tp=" + w.tp + " measured at every level to compare with.");
+  if (rec.runner_up) facts.push(pct(rec.over_runner_up.pct) + " over the runner-up, " + rec.runner_up.label + " (" + noise(rec.over_runner_up.noise) + ")");
+  const behind = (rec.levels || []).filter(l => !l.best_here)
+    .map(l => "c=" + l.concurrency + ": " + pct(l.pct) + " vs " + l.best + " (" + noise(l.noise) + ")");
+  facts.push(behind.length ? "Not the best at " + behind.join("; ") : "The best at every level of the mix, of " + rec.candidates + " configuration(s) measured at each.");
+  if (rec.dropped && rec.dropped.length) facts.push(rec.dropped.length + " configuration(s) did not compete: " + rec.dropped.map(d => d.label + " (" + d.reason + ")").join("; "));
+  box.querySelector(".rec-facts").replaceChildren(...facts.map(f => el("li", { text: f })));
+  const d = rec.deploy || {};
+  box.querySelector(".rec-args").textContent = d.args_line || "(the point's argv is not recorded)";
+  const env = Object.entries(d.env || {}).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => k + "=" + v);
+  const envBox = box.querySelector(".rec-env");
+  envBox.hidden = env.length === 0;
+  envBox.textContent = "Environment: " + env.join(" ");
+  if (rec.next_sweep) {
+    box.querySelector(".rec-next summary").textContent = "At the edge of the swept range at c=" + rec.next_sweep.levels.join(", ") + ": " +
+      rec.next_sweep.why.join("; ") + ". The next sweep, as a spec fragment:";
+    box.querySelector(".rec-spec").textContent = rec.next_sweep.spec;
   }
 }
 

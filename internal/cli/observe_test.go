@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+	"github.com/specsweep/specsweep/report"
+	"github.com/specsweep/specsweep/workload"
+)
+
+// startSim starts the real simulator with args after its model, port and log level, and env, on a
+// free loopback port, waits for /health and returns its URL; it is killed, by pid, at cleanup.
+func startSim(t *testing.T, args []string, env ...string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test (runs sglangsim)")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(testhost.SimBinary(t), append([]string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4",
+		"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--log-level", "warning"}, args...)...)
+	cmd.Env = append(append(os.Environ(), "SGLANGSIM_LOAD_SECONDS=0", "SGLANGSIM_WARMUP_SECONDS=0", "SGLANGSIM_TIME_SCALE=0.02"), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err := http.Get(url + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return url
+			}
+		}
+	}
+	t.Fatal("sglangsim did not answer /health")
+	return ""
+}
+
+// TestObserveMeasuresTheMixItRan: observe, sampling a simulator while the test runs a closed-loop
+// load at concurrency 4 for 2.5 s and then at 16 for 5 s, writes a mix whose share at each level is, within 5%, the
+// share of the load's time the test measured itself at that level (the idle time before, between and
+// after left out); counted at the levels 4 and 16, the file names only those, and recommend reads it.
+// Requests of 256 tokens (about 60 ms each) keep the closed loop's turnaround, when fewer are in
+// flight, small beside them; each sample counts for the time until the next, so a scrape slowed by a
+// busy machine does not shrink the busy level's share.
+func TestObserveMeasuresTheMixItRan(t *testing.T) {
+	sim := startBenchSim(t, false)
+	out := filepath.Join(t.TempDir(), "mix.txt")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	type result struct {
+		code         int
+		stdout, errs string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var o, e bytes.Buffer
+		code := Main(ctx, []string{"observe", sim.URL, "--for", "5m", "--every", "20ms", "--levels", "4,16", "-o", out},
+			Env{Stdout: &o, Stderr: &e, Getenv: func(string) string { return "" }})
+		done <- result{code, o.String(), e.String()}
+	}()
+	time.Sleep(300 * time.Millisecond) // idle samples first: left out
+	load := func(c int, d time.Duration) time.Duration {
+		t0 := time.Now()
+		res, err := workload.Run(context.Background(), workload.Config{URL: sim.URL, API: workload.APICompletions, Model: "/models/Qwen3.5-122B-A10B",
+			Concurrency: c, Duration: d, InputTokens: 32, OutputTokens: 256, Seed: uint64(c)})
+		took := time.Since(t0)
+		if err != nil || res.Failed > 0 {
+			t.Fatalf("load at %d: %v (%d failed)", c, err, res.Failed)
+		}
+		return took
+	}
+	// Unequal times, so a mix that only split the samples evenly would not pass.
+	t4 := load(4, 2500*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	t16 := load(16, 5*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	stop() // as Ctrl-C: observe writes what it observed
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("observe did not stop")
+	}
+	if r.code != ExitOK || r.stdout != "" {
+		t.Fatalf("observe: exit %d, stdout %q\n%s", r.code, r.stdout, r.errs)
+	}
+	text, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mix, err := report.ParseTraffic(string(text))
+	if err != nil {
+		t.Fatalf("the observed mix does not parse: %v\n%s", err, text)
+	}
+	want := map[int]float64{4: t4.Seconds() / (t4 + t16).Seconds(), 16: t16.Seconds() / (t4 + t16).Seconds()}
+	if len(mix) != 2 {
+		t.Fatalf("observed %s, want the levels 4 and 16 only\n%s", mix, text)
+	}
+	t.Logf("observed %s; the load ran %.4f of the busy time at 4 (%s), %.4f at 16 (%s)", mix, want[4], t4, want[16], t16)
+	for _, sh := range mix {
+		if math.Abs(sh.Share-want[sh.Concurrency]) > 0.05 {
+			t.Errorf("c=%d: observed share %.4f, the load ran %.4f of the busy time (%s at 4, %s at 16)\n%s%s",
+				sh.Concurrency, sh.Share, want[sh.Concurrency], t4, t16, text, r.errs)
+		}
+	}
+	for _, want := range []string{"# in flight = sglang:num_running_reqs + sglang:num_queue_reqs", "each sample counted at the nearest of 4, 16 (a tie: the larger)",
+		"idle sample(s) (nothing in flight, ", "# stopped early, after "} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("the file lacks %q:\n%s", want, text)
+		}
+	}
+	if !strings.Contains(r.errs, "wrote "+out+": "+mix.String()) {
+		t.Errorf("stderr:\n%s", r.errs)
+	}
+	// recommend reads the file as it is, against a sweep of those levels.
+	db, _ := recordedDB(t) // the quickstart plan: 1, 4 and 16 measured
+	if _, errs, code := runMain(t, map[string]string{"SPECSWEEP_DB": db}, "recommend", "quickstart", "--traffic", "@"+out); code != ExitOK {
+		t.Errorf("recommend --traffic @%s: exit %d\n%s", out, code, errs)
+	}
+}
+
+// observeFail is a server observe fails on, and what it says.
+type observeFail struct {
+	url  string
+	env  map[string]string
+	args []string
+	want string
+}
+
+// TestObserveRefusals: a bad URL or flag is a usage error; an unreachable server, one without
+// --enable-metrics, one whose /metrics has no sglang:num_running_reqs, one that needs an API key
+// (without it, with a wrong one) and one idle throughout are failures that say so, and leave no file.
+func TestObserveRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ftp://h:1", "--for", "1m"}, `bad URL "ftp://h:1": want the server's base URL, http://HOST:PORT`},
+		{[]string{"http://", "--for", "1m"}, `bad URL "http://"`},
+		{[]string{"http://h:1/?x=1", "--for", "1m"}, `bad URL`},
+		{[]string{"http://h:1"}, "--for is required: how long to observe, e.g. 30m"},
+		{[]string{"http://h:1", "--for", "200h"}, "--for 200h0m0s is above the limit 168h0m0s"},
+		{[]string{"http://h:1", "--for", "1m", "--every", "1ms"}, "--every 1ms is below the minimum 10ms"},
+		{[]string{"http://h:1", "--for", "1s", "--every", "2s"}, "--every 2s is longer than --for 1s: not one sample"},
+		{[]string{"http://h:1", "--for", "168h", "--every", "10ms"}, "is 60480000 samples, above the limit 1000000"},
+		{[]string{"http://h:1", "--for", "1m", "--levels", "1,x"}, `bad --levels "1,x": "x" is not a concurrency from 1 to 4096`},
+		{[]string{"http://h:1", "--for", "1m", "--levels", "4,4"}, `bad --levels "4,4": 4 is given twice`},
+		{[]string{"http://h:1", "--for", "1m", "--levels", "0"}, `"0" is not a concurrency`},
+	} {
+		if _, errs, code := runMain(t, nil, append([]string{"observe"}, tc.args...)...); code != ExitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, want %d with %q:\n%s", tc.args, code, ExitUsage, tc.want, errs)
+		}
+	}
+
+	// A server that is not SGLang's: /metrics without the gauge.
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "# TYPE up gauge\nup 1\n")
+	}))
+	defer other.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	fails := []observeFail{
+		{closed, nil, nil, "observing " + closed + ": cannot reach the server"},
+		{other.URL, nil, nil, "its /metrics has no sglang:num_running_reqs gauge: is it an SGLang server started with --enable-metrics?"},
+	}
+	if !testing.Short() {
+		plain := startSim(t, nil)
+		// SGLang 0.4.1 asks /metrics for the API key (later releases exempt it).
+		keyed := startSim(t, []string{"--enable-metrics", "--api-key", "k-123"}, "SGLANGSIM_VERSION=0.4.1")
+		fails = append(fails,
+			observeFail{plain, nil, nil, "it serves no /metrics (404): the server was started without --enable-metrics"},
+			observeFail{keyed, nil, nil, "/metrics needs the server's API key (401 Unauthorized): give --api-key or set $SPECSWEEP_API_KEY"},
+			observeFail{keyed, nil, []string{"--api-key", "wrong"}, "/metrics refused the API key (401 Unauthorized)"},
+			observeFail{keyed, map[string]string{"SPECSWEEP_API_KEY": "k-123"}, nil, "the server had nothing in flight in any of the "},
+		)
+	}
+	for i, tc := range fails {
+		out := filepath.Join(dir, fmt.Sprintf("mix%d.txt", i))
+		args := append([]string{"observe", tc.url, "--for", "300ms", "--every", "50ms", "-o", out}, tc.args...)
+		stdout, errs, code := runMain(t, tc.env, args...)
+		if code != ExitFailure || !strings.Contains(errs, tc.want) || stdout != "" {
+			t.Errorf("%v: exit %d, want %d with %q:\n%s%s", args, code, ExitFailure, tc.want, stdout, errs)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%v: the file is left behind (%v)", args, err)
+		}
+	}
+	// A path that cannot be written fails before the first sample.
+	start := time.Now()
+	if _, errs, code := runMain(t, nil, "observe", other.URL, "--for", "1m", "-o", filepath.Join(dir, "no", "such", "dir", "mix.txt")); code != ExitFailure ||
+		!strings.Contains(errs, "-o: creating the mix's file") || time.Since(start) > 10*time.Second {
+		t.Errorf("an unwritable -o: exit %d after %s\n%s", code, time.Since(start), errs)
+	}
+}
+
+// TestParseInFlight: the running and queued gauges are summed over their series (one per data
+// parallel rank), in SGLang's colon and underscore spellings, whatever their labels hold; a gauge
+// that is not a count is refused.
+func TestParseInFlight(t *testing.T) {
+	text := `# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{model_name="a {b} c",dp_rank="0"} 3
+sglang:num_running_reqs{model_name="a",dp_rank="1"} 4.0 1700000000000
+sglang_num_queue_reqs 2
+sglang:num_running_reqs_total 99
+`
+	run, hasRun, queue, hasQueue, err := parseInFlight([]byte(text))
+	if err != nil || run != 7 || !hasRun || queue != 2 || !hasQueue {
+		t.Errorf("parsed %d %v %d %v %v", run, hasRun, queue, hasQueue, err)
+	}
+	if _, _, _, _, err := parseInFlight([]byte("sglang:num_running_reqs -1\n")); err == nil || !strings.Contains(err.Error(), `sglang:num_running_reqs is "-1", not a count`) {
+		t.Errorf("a negative gauge: %v", err)
+	}
+	if _, hasRun, _, _, err := parseInFlight([]byte("up 1\n")); err != nil || hasRun {
+		t.Errorf("no gauge: %v %v", hasRun, err)
+	}
+}
