@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"cmp"
 	"context"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,20 +13,7 @@ import (
 )
 
 // Redacted stands for a secret's value in stored text, as in the redacted server arguments.
-const Redacted = "<redacted>"
-
-// credentialFlags are SGLang's options whose values are credentials (the flags of hostctl's redacted
-// server arguments, api_key and the others): a literal value given to one in the spec's args is
-// a secret like an env value.
-var credentialFlags = [][]string{{argparse.APIKey}, {argparse.AdminAPIKey}, {argparse.HFToken}, {argparse.SSLKeyfilePassword}}
-
-// minSecret: env values shorter than this are settings (a "1", "on"), not credentials; replacing
-// them would blank every such character run in the evidence and make it unreadable.
-const minSecret = 4
-
-// plainSetting matches env values that are numbers or booleans: settings, never credentials, and
-// replacing them would rewrite every number in a log line.
-var plainSetting = regexp.MustCompile(`^(?i:[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|true|false|yes|no|on|off|none|null)$`)
+const Redacted = sweep.Redacted
 
 // redactor replaces the values of a sweep's secrets (every value of its env, the server's and each
 // method's, and literal values of credential flags in its args) in text bound for the store or a
@@ -43,17 +29,15 @@ func newRedactor(spec *sweep.Spec) *redactor {
 	}
 	var secrets []string
 	add := func(v string) {
-		v = strings.TrimSpace(v)
-		if len(v) < minSecret || plainSetting.MatchString(v) || strings.HasPrefix(v, "${") {
-			return
+		if sweep.IsSecret(v) {
+			secrets = append(secrets, strings.TrimSpace(v))
 		}
-		secrets = append(secrets, v)
 	}
 	addArgs := func(argv []string) {
-		for _, names := range credentialFlags {
+		for _, name := range sweep.CredentialFlags {
 			rest := argv
 			for {
-				at, v, ok := argparse.LastAt(rest, names...)
+				at, v, ok := argparse.LastAt(rest, name)
 				if at < 0 {
 					break
 				}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/specsweep/specsweep/internal/argparse"
+	"github.com/specsweep/specsweep/sweep"
 )
 
 // Deploy is how to run a recommended configuration: the point's server argv as planned (the
@@ -25,24 +26,7 @@ type Deploy struct {
 }
 
 // Redacted stands for a secret's value, as in the orchestrator's redacted evidence.
-const Redacted = "<redacted>"
-
-// The secrets are the orchestrator's (orchestrator/redact.go, which the report may not import: it
-// is a package of the same layer): the literal values of SGLang's credential options in the args
-// (a `${NAME}` reference is not a secret: it names an env variable, redacted there) and every env
-// value but the short ones and numbers or booleans (settings, not credentials).
-var credentialFlags = []string{argparse.APIKey, argparse.AdminAPIKey, argparse.HFToken, argparse.SSLKeyfilePassword}
-
-// minSecret and plainSetting: as the orchestrator's.
-const minSecret = 4
-
-var plainSetting = regexp.MustCompile(`^(?i:[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|true|false|yes|no|on|off|none|null)$`)
-
-// envSecret reports whether an env value is taken for a secret.
-func envSecret(v string) bool {
-	v = strings.TrimSpace(v)
-	return len(v) >= minSecret && !plainSetting.MatchString(v) && !strings.HasPrefix(v, "${")
-}
+const Redacted = sweep.Redacted
 
 // deployOf is how to run p, its secrets redacted.
 func deployOf(s *Sweep, p *Point) Deploy {
@@ -56,12 +40,12 @@ func deployOf(s *Sweep, p *Point) Deploy {
 	}
 	var secrets []string
 	for _, v := range p.Env {
-		if envSecret(v) {
+		if sweep.IsSecret(v) {
 			secrets = append(secrets, strings.TrimSpace(v))
 		}
 	}
 	// Every occurrence of a credential option (SGLang reads the last; all are shown).
-	for _, name := range credentialFlags {
+	for _, name := range sweep.CredentialFlags {
 		rest := argv
 		for {
 			at, v, ok := argparse.LastAt(rest, name)
@@ -69,7 +53,7 @@ func deployOf(s *Sweep, p *Point) Deploy {
 				break
 			}
 			if ok && v != "" && !strings.HasPrefix(v, "${") {
-				if len(v) >= minSecret { // a shorter one is hidden where it is given, not in every word
+				if len(v) >= sweep.MinSecret { // a shorter one is hidden where it is given, not in every word
 					secrets = append(secrets, v)
 				}
 				if tok, _, inline := strings.Cut(argv[at], "="); inline {
@@ -103,7 +87,7 @@ func deployOf(s *Sweep, p *Point) Deploy {
 	if len(p.Env) > 0 {
 		d.Env = map[string]string{}
 		for k, v := range p.Env {
-			if envSecret(v) {
+			if sweep.IsSecret(v) {
 				v = Redacted
 				d.Redacted++
 			}
