@@ -345,6 +345,10 @@ workload:
 	); err != nil {
 		t.Fatalf("the card's per-source tables: %v", err)
 	}
+	// The recommendation for equal time at each level names the weighted winner.
+	if rec := pageText(t, bctx, card+" .recommend"); !strings.Contains(rec, "eagle3 s=7 k=1 n=8") {
+		t.Errorf("the card's recommendation: %q", rec)
+	}
 	text := pageText(t, bctx, card+" .by-source")
 	for _, want := range []string{"Per prompt source", "prose@8192", "Accept length by prompt source and concurrency (tp 1)",
 		"Accept length by context length", "eagle3 s=7 k=1 n=8"} {
