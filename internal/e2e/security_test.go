@@ -51,7 +51,7 @@ func stopDaemon(t *testing.T, d *daemonProc) {
 	t.Helper()
 	signal(t, d.cmd, syscall.SIGTERM)
 	if err := d.cmd.Wait(); err != nil {
-		t.Errorf("daemon exit: %v", err)
+		t.Errorf("daemon exit: %v\n%s", err, tail(d.out.String(), 30))
 	}
 }
 
