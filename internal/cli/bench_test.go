@@ -5,61 +5,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/workload"
 )
 
 // benchSim is a running sglangsim for the bench command's tests.
 type benchSim struct{ URL string }
 
-// startBenchSim starts the real simulator (EAGLE3 steps 3 when spec) on a free loopback port and
-// waits for /health; it is killed, by pid, at cleanup.
+// startBenchSim starts the real simulator (EAGLE3 steps 3 when spec) with metrics, as startSim
+// does.
 func startBenchSim(t *testing.T, spec bool) *benchSim {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test (runs sglangsim)")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	args := []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--host", "127.0.0.1",
-		"--port", strconv.Itoa(port), "--log-level", "warning", "--enable-metrics"}
+	args := []string{"--enable-metrics"}
 	if spec {
 		args = append(args, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/models/eagle3",
 			"--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4")
 	}
-	cmd := exec.Command(testhost.SimBinary(t), args...)
-	cmd.Env = append(os.Environ(), "SGLANGSIM_LOAD_SECONDS=0", "SGLANGSIM_WARMUP_SECONDS=0", "SGLANGSIM_TIME_SCALE=0.02")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
-	s := &benchSim{URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(s.URL + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-	}
-	t.Fatal("sglangsim did not answer /health")
-	return nil
+	return &benchSim{URL: startSim(t, args)}
 }
 
 func runBench(t *testing.T, args ...string) (stdout, stderr string, code int) {
