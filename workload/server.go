@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -166,9 +167,30 @@ func (r *runner) counters(ctx context.Context) counters {
 }
 
 // parseCounters sums every series of SGLang's generation_tokens_total and spec_verify_calls_total
-// counters in a Prometheus text exposition.
+// counters in a Prometheus text exposition (a malformed line of them is skipped: the counters
+// serve the accept length, which falls back to other sources).
 func parseCounters(b []byte) counters {
+	sums, _ := SumMetrics(b, false, "sglang:generation_tokens_total", "sglang:spec_verify_calls_total")
 	c := counters{ok: true}
+	c.gen, c.hasGen = sums["sglang:generation_tokens_total"]
+	c.verify, c.hasVerify = sums["sglang:spec_verify_calls_total"]
+	return c
+}
+
+// SumMetrics is the one reader of SGLang's /metrics (a Prometheus text exposition): for each name
+// (written "sglang:NAME"; SGLang's older "sglang_NAME" is read as the same), the sum of the values
+// of all its series; a name without a series is not in the map. strict makes a malformed line of a
+// named metric (labels without their end, no value, a value that is not a number) an error;
+// otherwise it is skipped.
+func SumMetrics(b []byte, strict bool, names ...string) (map[string]float64, error) {
+	want := map[string]string{}
+	for _, n := range names {
+		want[n] = n
+		if rest, ok := strings.CutPrefix(n, "sglang:"); ok {
+			want["sglang_"+rest] = n
+		}
+	}
+	sums := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -180,36 +202,41 @@ func parseCounters(b []byte) counters {
 		if i := bytes.IndexAny(line, "{ "); i >= 0 {
 			name = line[:i]
 		}
-		var dst *float64
-		var has *bool
-		switch string(name) {
-		case "sglang:generation_tokens_total", "sglang_generation_tokens_total":
-			dst, has = &c.gen, &c.hasGen
-		case "sglang:spec_verify_calls_total", "sglang_spec_verify_calls_total":
-			dst, has = &c.verify, &c.hasVerify
-		default:
+		key, ok := want[string(name)]
+		if !ok {
 			continue
 		}
 		rest := line[len(name):]
 		if len(rest) > 0 && rest[0] == '{' {
 			j := bytes.LastIndexByte(rest, '}')
 			if j < 0 {
+				if strict {
+					return nil, fmt.Errorf("/metrics: a %s line without the end of its labels", name)
+				}
 				continue
 			}
 			rest = rest[j+1:]
 		}
 		fields := strings.Fields(string(rest))
 		if len(fields) == 0 {
+			if strict {
+				return nil, fmt.Errorf("/metrics: a %s line without a value", name)
+			}
 			continue
 		}
 		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
+		if err != nil || math.IsNaN(v) {
+			if strict {
+				return nil, fmt.Errorf("/metrics: %s is %q, not a number", name, fields[0])
+			}
 			continue
 		}
-		*dst += v
-		*has = true
+		sums[key] += v
 	}
-	return c
+	if err := sc.Err(); err != nil && strict {
+		return nil, fmt.Errorf("reading /metrics: %w", err)
+	}
+	return sums, nil
 }
 
 // acceptLength decides the level's accept length: counter deltas over the measured window when the

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/report"
+	"github.com/specsweep/specsweep/workload"
 )
 
 func observeCmd() command {
@@ -276,50 +275,19 @@ func scrape(ctx context.Context, client *http.Client, metricsURL, key string) (i
 	return running + queued, hasQueue, nil
 }
 
-// parseInFlight sums every series of the running and queued gauges of a Prometheus text
-// exposition (SGLang names them sglang:num_running_reqs, or sglang_num_running_reqs).
+// parseInFlight sums every series of the running and queued gauges of SGLang's /metrics
+// (workload.SumMetrics, strictly: a sample that cannot be read is not a sample).
 func parseInFlight(b []byte) (running int, hasRunning bool, queued int, hasQueue bool, err error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var run, que float64
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 || line[0] == '#' {
-			continue
-		}
-		name := line
-		if i := bytes.IndexAny(line, "{ "); i >= 0 {
-			name = line[:i]
-		}
-		var dst *float64
-		switch string(name) {
-		case "sglang:num_running_reqs", "sglang_num_running_reqs":
-			dst, hasRunning = &run, true
-		case "sglang:num_queue_reqs", "sglang_num_queue_reqs":
-			dst, hasQueue = &que, true
-		default:
-			continue
-		}
-		rest := line[len(name):]
-		if len(rest) > 0 && rest[0] == '{' {
-			j := bytes.LastIndexByte(rest, '}')
-			if j < 0 {
-				return 0, false, 0, false, fmt.Errorf("/metrics: a %s line without the end of its labels", name)
-			}
-			rest = rest[j+1:]
-		}
-		fields := strings.Fields(string(rest))
-		if len(fields) == 0 {
-			return 0, false, 0, false, fmt.Errorf("/metrics: a %s line without a value", name)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil || math.IsNaN(v) || v < 0 || v > math.MaxInt32 {
-			return 0, false, 0, false, fmt.Errorf("/metrics: %s is %q, not a count", name, fields[0])
-		}
-		*dst += v
+	sums, err := workload.SumMetrics(b, true, "sglang:num_running_reqs", "sglang:num_queue_reqs")
+	if err != nil {
+		return 0, false, 0, false, err
 	}
-	if err := sc.Err(); err != nil {
-		return 0, false, 0, false, fmt.Errorf("reading /metrics: %w", err)
+	run, hasRunning := sums["sglang:num_running_reqs"]
+	que, hasQueue := sums["sglang:num_queue_reqs"]
+	for name, v := range map[string]float64{"sglang:num_running_reqs": run, "sglang:num_queue_reqs": que} {
+		if v < 0 || v > math.MaxInt32 {
+			return 0, false, 0, false, fmt.Errorf("/metrics: %s is %q, not a count", name, strconv.FormatFloat(v, 'g', -1, 64))
+		}
 	}
 	return int(math.Round(run)), hasRunning, int(math.Round(que)), hasQueue, nil
 }
