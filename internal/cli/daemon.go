@@ -158,18 +158,8 @@ func daemonRun(ctx context.Context, env Env, o *daemonOptions) error {
 		if tlsConf != nil {
 			scheme, srv.TLSConfig = "https", tlsConf
 		}
-		go func() {
-			var err error
-			if tlsConf != nil {
-				err = srv.ServeTLS(ln, "", "")
-			} else {
-				err = srv.Serve(ln)
-			}
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("HTTP server stopped", "err", err)
-			}
-		}()
-		// Where the CLI finds this daemon (client.go), once the address is ours.
+		// Where the CLI finds this daemon (client.go), once the address is ours and before it answers:
+		// a client that saw /healthz answer finds the record (it did not, once, on a busy machine).
 		rec := daemonRecord{Addr: ln.Addr().String(), Scheme: scheme, PID: os.Getpid(), StartedAt: time.Now().UTC()}
 		if tlsConf != nil {
 			rec.Cert = tlsConf.Certificates[0].Certificate[0]
@@ -182,6 +172,17 @@ func daemonRun(ctx context.Context, env Env, o *daemonOptions) error {
 			log.Warn("the CLI will need --listen to find this daemon", "err", err)
 		}
 		defer removeDaemonRecord(recPath)
+		go func() {
+			var err error
+			if tlsConf != nil {
+				err = srv.ServeTLS(ln, "", "")
+			} else {
+				err = srv.Serve(ln)
+			}
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("HTTP server stopped", "err", err)
+			}
+		}()
 		// The path, never the token.
 		log.Info("status API listening", "addr", ln.Addr().String(), "scheme", scheme, "token_file", tokenPath,
 			"address_record", recPath, "allow_local_driver", o.AllowLocalDriver, "allow_any_key_path", o.AllowAnyKeyPath)
