@@ -23,8 +23,12 @@ func TestDaemonHoldsASweepItDiedRunningThreeTimes(t *testing.T) {
 	running := fmt.Sprintf("SELECT count(*) FROM points WHERE sweep_id = %d AND state = 'running'", id)
 	for death := 1; death <= 3; death++ {
 		d := startDaemon(t, db)
-		waitFor(t, 2*time.Minute, fmt.Sprintf("a running point before death %d", death), func() bool {
-			return countRows(db, running) > 0
+		// This daemon runs it: it holds the sweep and a point runs. A point the previous daemon left
+		// running is in the table until this one recovers it, so a running point alone is not enough
+		// (the kill then came while the sweep was requeued: queued, not running).
+		held := fmt.Sprintf("SELECT count(*) FROM sweeps WHERE id = %d AND state = 'running' AND holder_pid = %d", id, d.cmd.Process.Pid)
+		waitFor(t, 2*time.Minute, fmt.Sprintf("a running point of this daemon before death %d", death), func() bool {
+			return countRows(db, held) > 0 && countRows(db, running) > 0
 		})
 		signal(t, d.cmd, syscall.SIGKILL)
 		_ = d.cmd.Wait()
