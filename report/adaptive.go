@@ -64,13 +64,19 @@ func (f *AdaptiveFit) ServerArgs(path string) []string {
 	return argparse.Set(argv, path, "--speculative-adaptive-config")
 }
 
+// algorithmOf is a point's --speculative-algorithm, upper case; EAGLE when unknown (the label
+// treats such a point as EAGLE's).
+func algorithmOf(p *Point) string {
+	if a := strings.ToUpper(p.Algorithm); a != "" {
+		return a
+	}
+	return "EAGLE"
+}
+
 // adaptiveUnsupported is why SGLang turns adaptive mode off for a point's arguments, in SGLang's
 // words (adaptive_unsupported_reason), or "".
 func adaptiveUnsupported(p *Point) string {
-	algo := strings.ToUpper(p.Algorithm)
-	if algo == "" {
-		algo = "EAGLE" // a point labelled as EAGLE's (Config.Algorithm unknown)
-	}
+	algo := algorithmOf(p)
 	argv := p.Argv
 	switch {
 	case algo != "EAGLE" && algo != "EAGLE3":
@@ -152,11 +158,7 @@ func fitChain(s *Sweep, pts []*Point) (*AdaptiveFit, float64) {
 			break
 		}
 	}
-	algo := strings.ToUpper(p0.Algorithm)
-	if algo == "" {
-		algo = "EAGLE"
-	}
-	fit := &AdaptiveFit{Method: p0.Method, Algorithm: algo, TP: p0.TP}
+	fit := &AdaptiveFit{Method: p0.Method, Algorithm: algorithmOf(p0), TP: p0.TP}
 	score := 0.0
 	for _, c := range s.Levels {
 		type cand struct {

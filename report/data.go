@@ -448,11 +448,9 @@ func FromRuns(ctx context.Context, db *store.DB, q store.RunsQuery) ([]*Sweep, e
 	for _, s := range out {
 		// The weights of the prompt sources are the spec's.
 		if sw, err := db.Sweep(ctx, s.ID); err == nil {
-			s.SpecText = sw.SpecText
-			if spec := s.Spec(); spec != nil {
+			if spec := (&Sweep{ID: s.ID, SpecText: sw.SpecText}).Spec(); spec != nil {
 				s.Sources = spec.Workload.Sources()
 			}
-			s.SpecText = ""
 		}
 	}
 	agg.finish()
