@@ -2,6 +2,8 @@ package sweep
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +50,7 @@ func (l Limit) Format(v int64) string {
 // Keys of the limits (docs/spec.md, "Limits").
 const (
 	LimitSpecBytes        = "spec size (bytes)"
+	LimitFiles            = "methods.*.files#"
 	LimitHosts            = "hosts#"
 	LimitGPUs             = "hosts[].gpus"
 	LimitMaxJobs          = "hosts[].slurm.max_jobs"
@@ -114,6 +117,15 @@ func Limits() []Limit {
 		{Key: LimitSpecBytes, Min: 1, Max: 1 << 20,
 			Why:    "the API's request body limit; a real spec is a few KB",
 			values: func(s *Spec) []int64 { return ints(len(s.Source)) }},
+		{Key: LimitFiles, Min: 0, Max: 16,
+			Why: "a method's config files, written on its host before each of its points starts; a server reads a handful",
+			values: func(s *Spec) []int64 {
+				var out []int64
+				for _, name := range sortedMethodNames(s) {
+					out = append(out, int64(len(s.Methods[name].Files)))
+				}
+				return out
+			}},
 		{Key: LimitHosts, Min: 1, Max: 256,
 			Why:    "one SSH connection and one runner per host; a fleet larger than this is several sweeps",
 			values: func(s *Spec) []int64 { return ints(len(s.Hosts)) }},
@@ -160,15 +172,23 @@ func Limits() []Limit {
 			}},
 		{Key: LimitNumSteps, Min: 1, Max: maxNumSteps,
 			Why:    "draft chains are a few steps long, as acceptance falls with each; 64 is far past any gain",
-			values: func(s *Spec) []int64 { return ints(append(s.Matrix.NumSteps, probes(s)...)...) }},
+			values: func(s *Spec) []int64 {
+				return ints(slices.Concat(s.Matrix.NumSteps, methodLists(s, func(m Method) []int { return m.NumSteps }), probes(s))...)
+			}},
 		{Key: LimitTopK, Min: 1, Max: 64,
 			Why:    "the draft tree's branching per step; SGLang's trees use single digits",
-			values: func(s *Spec) []int64 { return ints(s.Matrix.TopK...) }},
+			values: func(s *Spec) []int64 {
+				return ints(append(slices.Clone(s.Matrix.TopK), methodLists(s, func(m Method) []int { return m.TopK })...)...)
+			}},
 		{Key: LimitDraftTokens, Min: 1, Max: 1024,
 			Why: "tokens verified per step; past a few hundred verification costs more than it saves",
 			values: func(s *Spec) []int64 {
 				var out []int64
-				for _, d := range s.Matrix.NumDraftTokens {
+				all := slices.Clone(s.Matrix.NumDraftTokens)
+				for _, name := range sortedMethodNames(s) {
+					all = append(all, s.Methods[name].NumDraftTokens...)
+				}
+				for _, d := range all {
 					if !d.Auto {
 						out = append(out, int64(d.N))
 					}
@@ -185,7 +205,13 @@ func Limits() []Limit {
 				for _, l := range []int{len(s.Matrix.Methods), len(s.Matrix.NumSteps), len(s.Matrix.TopK), len(s.Matrix.NumDraftTokens), len(s.Matrix.TP)} {
 					n = satMul(n, max(l, 1))
 				}
-				return ints(n)
+				out := ints(n)
+				for _, name := range sortedMethodNames(s) {
+					if m := s.Methods[name]; m.NumSteps != nil || m.TopK != nil || m.NumDraftTokens != nil {
+						out = append(out, int64(ownCombinations(s, m)))
+					}
+				}
+				return out
 			}},
 		{Key: LimitPoints, Min: 1, Max: maxPointsPerSpec,
 			Why:    "each point is a server restart of minutes; 10000 points are weeks of GPU time",
@@ -382,4 +408,21 @@ func (p *parser) planCheck(s *Spec) {
 		p.errf(p.matrixNode, "matrix: plans %d runs (%d points x %d concurrency levels x %d prompt sources x %d repeats), above the limit %d (%s)",
 			pl.Runs, len(pl.Points), s.Workload.Loads(), len(s.Workload.Sources()), s.Workload.Repeats, l.Max, l.Why)
 	}
+}
+
+// sortedMethodNames are the spec's method names in a fixed order, so a limit's values (and the
+// first one past it) do not depend on map order.
+func sortedMethodNames(s *Spec) []string {
+	names := slices.Collect(maps.Keys(s.Methods))
+	slices.Sort(names)
+	return names
+}
+
+// methodLists concatenates one list of every method's own (Method.NumSteps, ...).
+func methodLists(s *Spec, list func(Method) []int) []int {
+	var out []int
+	for _, name := range sortedMethodNames(s) {
+		out = append(out, list(s.Methods[name])...)
+	}
+	return out
 }

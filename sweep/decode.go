@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -471,9 +472,16 @@ func (p *parser) methods(n *yaml.Node) map[string]Method {
 			p.object(v, at, []field{
 				{"args", false, func(a *yaml.Node) { m.Args, p.methodArgNodes[name] = p.argsAt(a, at+".args") }},
 				{"env", false, func(e *yaml.Node) { m.Env = p.env(e, at+".env") }},
+				{"num_steps", false, func(v *yaml.Node) { m.NumSteps, _ = p.boundedList(v, at+".num_steps", LimitNumSteps) }},
+				{"topk", false, func(v *yaml.Node) { m.TopK, _ = p.boundedList(v, at+".topk", LimitTopK) }},
+				{"num_draft_tokens", false, func(v *yaml.Node) { m.NumDraftTokens = p.draftList(v, at+".num_draft_tokens") }},
+				{"files", false, func(v *yaml.Node) { m.Files = p.files(v, at+".files") }},
 			})
+			if m.NumSteps != nil || m.TopK != nil || m.NumDraftTokens != nil {
+				p.ownLists = append(p.ownLists, ownList{name, v})
+			}
 		default:
-			p.errf(v, "%s: expected a list of args or a mapping with args and env, got %s", at, describe(v))
+			p.errf(v, "%s: expected a list of args or a mapping with args, env, num_steps, topk, num_draft_tokens and files, got %s", at, describe(v))
 		}
 		ms[name] = m
 	}
@@ -494,24 +502,7 @@ func (p *parser) matrix(n *yaml.Node, m *Matrix) {
 		}},
 		{"num_steps", false, func(v *yaml.Node) { m.NumSteps, _ = p.boundedList(v, "matrix.num_steps", LimitNumSteps) }},
 		{"topk", false, func(v *yaml.Node) { m.TopK, _ = p.boundedList(v, "matrix.topk", LimitTopK) }},
-		{"num_draft_tokens", false, func(v *yaml.Node) {
-			items, _ := p.nonEmpty(v, "matrix.num_draft_tokens")
-			m.NumDraftTokens = []DraftTokens{}
-			for i, it := range items {
-				at := index("matrix.num_draft_tokens", i)
-				if r := resolve(it); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!str" {
-					if r.Value == "auto" {
-						m.NumDraftTokens = append(m.NumDraftTokens, DraftTokens{Auto: true})
-					} else {
-						p.errf(r, "%s: must be a positive integer or \"auto\", got %s", at, describe(r))
-					}
-					continue
-				}
-				if x, ok := p.bounded(it, at, LimitDraftTokens); ok {
-					m.NumDraftTokens = append(m.NumDraftTokens, DraftTokens{N: x})
-				}
-			}
-		}},
+		{"num_draft_tokens", false, func(v *yaml.Node) { m.NumDraftTokens = p.draftList(v, "matrix.num_draft_tokens") }},
 		{"tp", false, func(v *yaml.Node) { m.TP, p.tpRefs = p.boundedList(v, "matrix.tp", LimitTP) }},
 	})
 	if !ok {
@@ -526,6 +517,81 @@ func (p *parser) matrix(n *yaml.Node, m *Matrix) {
 	if l := p.limit(LimitCombinations); int64(combos) > l.Max {
 		p.errf(p.matrixNode, "matrix: expands to %d combinations, more than the limit of %d (%s)", combos, l.Max, l.Why)
 	}
+}
+
+// draftList decodes a list of num_draft_tokens values: positive integers or "auto".
+func (p *parser) draftList(v *yaml.Node, path string) []DraftTokens {
+	items, _ := p.nonEmpty(v, path)
+	out := []DraftTokens{}
+	for i, it := range items {
+		at := index(path, i)
+		if r := resolve(it); r.Kind == yaml.ScalarNode && r.ShortTag() == "!!str" {
+			if r.Value == "auto" {
+				out = append(out, DraftTokens{Auto: true})
+			} else {
+				p.errf(r, "%s: must be a positive integer or \"auto\", got %s", at, describe(r))
+			}
+			continue
+		}
+		if x, ok := p.bounded(it, at, LimitDraftTokens); ok {
+			out = append(out, DraftTokens{N: x})
+		}
+	}
+	return out
+}
+
+// files decodes a method's files: a mapping of absolute path to content, kept sorted by path.
+func (p *parser) files(n *yaml.Node, path string) []File {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		p.errf(n, "%s: expected a mapping of absolute path to content, got %s", path, describe(n))
+		return nil
+	}
+	if !p.boundedLen(n, path, LimitFiles, "files", len(n.Content)/2) {
+		return nil
+	}
+	var out []File
+	first := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := resolve(n.Content[i])
+		name, ok := p.key(k, path)
+		if !ok {
+			continue
+		}
+		if line, dup := first[name]; dup {
+			p.errf(k, "duplicate file %q in %s (first at line %d)", clip(name), path, line)
+			continue
+		}
+		first[name] = k.Line
+		if err := CheckFilePath(name); err != nil {
+			p.errf(k, "%s: %v", path, err)
+			continue
+		}
+		// A file's content never enters a unit (it is written as a file), so lines are what it holds.
+		if v := resolve(n.Content[i+1]); v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+			p.errf(v, "%s: expected the file's content as a string, got %s", join(path, name), describe(v))
+		} else if !utf8.ValidString(v.Value) {
+			p.errf(v, "%s: must be valid UTF-8", join(path, name))
+		} else {
+			out = append(out, File{Path: name, Content: v.Value})
+		}
+	}
+	slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// CheckFilePath refuses a method file's path that is not absolute and clean, or that holds a
+// newline or NUL (it is written by a remote shell or SFTP, and quoted into a Slurm job script).
+func CheckFilePath(name string) error {
+	switch {
+	case strings.ContainsAny(name, "\n\r\x00"):
+		return fmt.Errorf("file path %q holds a newline or NUL", clip(name))
+	case !strings.HasPrefix(name, "/"):
+		return fmt.Errorf("file path %q is not absolute (the host writes it where the server reads it)", clip(name))
+	case path.Clean(name) != name || name == "/":
+		return fmt.Errorf("file path %q is not clean (want %q)", clip(name), path.Clean(name))
+	}
+	return nil
 }
 
 func (p *parser) workload(n *yaml.Node, w *Workload) {
@@ -794,8 +860,9 @@ func (p *parser) crossCheck(s *Spec) {
 			if rulesOf(m.Algorithm()).applies().steps {
 				climbable = true
 			}
+			own := map[string]bool{"num_steps": m.NumSteps != nil, "topk": m.TopK != nil}
 			for _, k := range rulesOf(m.Algorithm()).required() {
-				if _, seen := needs[k]; !seen {
+				if _, seen := needs[k]; !seen && !own[k] {
 					needs[k] = [2]string{name, m.Algorithm()}
 				}
 			}
@@ -809,6 +876,16 @@ func (p *parser) crossCheck(s *Spec) {
 		}
 	}
 
+	for _, o := range p.ownLists {
+		if n := ownCombinations(s, s.Methods[o.name]); int64(n) > p.limit(LimitCombinations).Max {
+			l := p.limit(LimitCombinations)
+			p.errf(o.node, "methods.%s: its lists expand to %d combinations, more than the limit of %d (%s)", o.name, n, l.Max, l.Why)
+		}
+	}
+	if s.Search != nil && len(p.ownLists) > 0 {
+		// The search walks the matrix's own lists (a chain per method and tp over matrix.num_steps).
+		p.errf(p.ownLists[0].node, "methods: a method with its own num_steps, topk or num_draft_tokens cannot be searched (search walks the matrix's lists); move the lists to matrix or drop search")
+	}
 	if s.Search.Climbs() && p.methodsOK && p.matrixNode != nil && !climbable {
 		p.errf(p.searchNode, "search: strategy climb climbs num_steps, and no method of matrix.method takes it (EAGLE, EAGLE3, NEXTN, STANDALONE or a plugin algorithm do); use strategy grid")
 	}
@@ -859,4 +936,14 @@ func satMul(a, b int) int {
 		return maxInt
 	}
 	return a * b
+}
+
+// ownCombinations is the cross product a method's points expand (its lists or the matrix's, x tp).
+func ownCombinations(s *Spec, m Method) int {
+	mx := s.MatrixOf(m)
+	n := 1
+	for _, l := range []int{len(mx.NumSteps), len(mx.TopK), len(mx.NumDraftTokens), len(mx.TP)} {
+		n = satMul(n, max(l, 1))
+	}
+	return n
 }

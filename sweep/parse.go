@@ -114,6 +114,7 @@ type parser struct {
 	cmd0       *yaml.Node // server.command[0]
 	matrixNode *yaml.Node
 	methodRefs []ref        // parallel to Matrix.Methods
+	ownLists   []ownList    // methods with their own num_steps, topk or num_draft_tokens
 	tpRefs     []*yaml.Node // parallel to Matrix.TP when tp is given
 	matrixKeys map[string]bool
 	searchNode *yaml.Node
@@ -129,6 +130,12 @@ type parser struct {
 }
 
 // ref is a list item's node and its index in the YAML list.
+// ownList is a method that gives itself matrix lists, where it does.
+type ownList struct {
+	name string
+	node *yaml.Node
+}
+
 type ref struct {
 	node  *yaml.Node
 	index int

@@ -52,6 +52,8 @@ type Point struct {
 	// and which it leaves to the server, with the values expected (the ones
 	// to compare the server's effective values with). Empty for a baseline.
 	Params []Param `json:"params,omitempty"`
+	// Files are written on the host before the server starts (the method's files).
+	Files []File `json:"files,omitempty"`
 }
 
 // Label is a short human name for the point that says what it sets, e.g.
@@ -156,7 +158,7 @@ func (s *Spec) Plan() *Plan {
 		if ok && !m.Baseline() {
 			r = rulesOf(m.Algorithm())
 			if !seen {
-				pl.Notes = append(pl.Notes, r.notes(name, m.Algorithm(), s.Matrix)...)
+				pl.Notes = append(pl.Notes, r.notes(name, m.Algorithm(), s.MatrixOf(m))...)
 			}
 		}
 		for _, tp := range s.Matrix.TP {
@@ -167,7 +169,7 @@ func (s *Spec) Plan() *Plan {
 				// A baseline ignores the speculative parameters: one point per tp.
 				add(s.point(m, tp, nil), Skipped{Method: name, TP: tp})
 			default:
-				for _, c := range combos(r, s.Matrix) {
+				for _, c := range combos(r, s.MatrixOf(m)) {
 					sk := Skipped{Method: name, NumSteps: clonePtr(c.steps), TopK: clonePtr(c.topk), TP: tp}
 					if c.draft != nil {
 						sk.NumDraftTokens = c.draft.String()
@@ -223,7 +225,8 @@ func (s *Spec) point(m Method, tp int, st *setting) Point {
 	if len(env) > 0 {
 		pt.Env = env
 	}
-	pt.ID = PointID(pt.Argv, pt.Env, tp)
+	pt.Files = m.Files
+	pt.ID = PointIDOf(pt.Argv, pt.Env, tp, pt.Files)
 	return pt
 }
 
@@ -236,15 +239,26 @@ const pointIDFormat = "specsweep/point/v1"
 // hosts are not part of it, so the same server config has the same id in
 // every sweep and every rerun.
 func PointID(argv []string, env map[string]string, tp int) string {
+	return PointIDOf(argv, env, tp, nil)
+}
+
+// PointIDOf is PointID of a point that writes files before it starts: their paths and contents
+// are part of its server config (another adaptive schedule is another configuration); without
+// files it is PointID, so points planned before files existed keep their ids.
+func PointIDOf(argv []string, env map[string]string, tp int, files []File) string {
 	if len(env) == 0 {
 		env = nil // nil and empty encode alike
+	}
+	if len(files) == 0 {
+		files = nil
 	}
 	b, err := json.Marshal(struct {
 		Format string            `json:"format"`
 		Argv   []string          `json:"argv"`
 		Env    map[string]string `json:"env"` // encoding/json sorts keys
 		TP     int               `json:"tp"`
-	}{pointIDFormat, argv, env, tp})
+		Files  []File            `json:"files,omitempty"`
+	}{pointIDFormat, argv, env, tp, files})
 	if err != nil {
 		panic("sweep: encoding point id: " + err.Error()) // strings and ints always encode
 	}

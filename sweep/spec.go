@@ -125,6 +125,37 @@ type Method struct {
 	Name string            `json:"name"`
 	Args []string          `json:"args"`
 	Env  map[string]string `json:"env,omitempty"`
+	// NumSteps, TopK and NumDraftTokens, when given, replace the matrix's lists for this method's
+	// points (a method that needs its own steps: an adaptive server must start at one of its
+	// candidates). Left out of the hash when empty, so specs written before them keep theirs.
+	NumSteps       []int         `json:"num_steps,omitempty"`
+	TopK           []int         `json:"topk,omitempty"`
+	NumDraftTokens []DraftTokens `json:"num_draft_tokens,omitempty"`
+	// Files are written on the host before each of the method's points starts (a config file
+	// its args name, such as SGLang's --speculative-adaptive-config).
+	Files []File `json:"files,omitempty"`
+}
+
+// File is a file a method's points write on their host before the server starts.
+type File struct {
+	Path    string `json:"path"` // absolute, clean
+	Content string `json:"content"`
+}
+
+// MatrixOf is the matrix the method's points expand: the spec's, with the lists the method
+// gives itself in place of the matrix's.
+func (s *Spec) MatrixOf(m Method) Matrix {
+	mx := s.Matrix
+	if m.NumSteps != nil {
+		mx.NumSteps = m.NumSteps
+	}
+	if m.TopK != nil {
+		mx.TopK = m.TopK
+	}
+	if m.NumDraftTokens != nil {
+		mx.NumDraftTokens = m.NumDraftTokens
+	}
+	return mx
 }
 
 // Baseline reports whether the method runs without speculative decoding
