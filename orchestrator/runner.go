@@ -648,7 +648,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 		if ld.phase > 0 && res != nil {
 			r.addEvent(ctx, store.PhaseEvent(sr.id, p.ID, h.Name(), store.PhaseSeries{Phase: ld.phase, Of: len(w.Phases),
 				Repeat: ld.round, Concurrency: c, Occurrence: rep, StartMS: res.Start.UnixMilli(),
-				WidthMS: sweep.PhaseSeriesWidth.Milliseconds(), TokS: res.Series}))
+				WidthMS: sweep.PhaseSeriesWidth.Milliseconds(), TokS: res.Series, Switches: stepSwitches(res.Switches)}))
 		}
 		if fail != nil {
 			a.event(r, ctx, "failure", failureDetail(fail))
@@ -1041,4 +1041,13 @@ func p99(d workload.Dist) float64    { return sampled(d, d.P99) }
 func pointLabel(p store.Point) string {
 	return sweep.Point{Method: p.Method, Baseline: p.Baseline, Algorithm: sweep.ArgvAlgorithm(p.Argv),
 		NumSteps: p.NumSteps, TopK: p.TopK, NumDraftTokens: p.NumDraftTokens, TP: p.TP}.Label()
+}
+
+// stepSwitches are a phase's step switches as the store keeps them.
+func stepSwitches(sw []workload.StepSwitch) []store.StepSwitch {
+	var out []store.StepSwitch
+	for _, x := range sw {
+		out = append(out, store.StepSwitch{From: x.From, To: x.To, EMA: x.EMA, Clock: x.Clock})
+	}
+	return out
 }

@@ -578,6 +578,11 @@ func Charts(s *Sweep) ([]*Chart, error) {
 	} else if c != nil {
 		out = append(out, c)
 	}
+	if cs, err := phaseCharts(s); err != nil {
+		return nil, err
+	} else {
+		out = append(out, cs...)
+	}
 	if c, err := paretoChart(s); err != nil {
 		return nil, err
 	} else if c != nil {

@@ -58,6 +58,7 @@ type doc struct {
 	Results    Table
 	Pruned     Table // no rows unless a search pruned points
 	Phases     Table // no rows unless the workload has phases
+	Adaptive   Table // adaptive servers against fixed configurations, per phase (verify.go)
 	Failures   Table
 	Provenance Table
 	ProvFacts  [][2]string // key, value
@@ -188,6 +189,7 @@ func build(s *Sweep, opt Options, charts []*Chart) *doc {
 	d.Diverge = divergences(s)
 	d.Pareto = paretoTable(s)
 	d.Phases = phasesTable(s)
+	d.Adaptive = adaptiveTable(s)
 	d.Provenance, d.ProvFacts = provenance(s, opt)
 	if opt.Compare != nil {
 		d.Compare = compareTables(Compare(s, opt.Compare))

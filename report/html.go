@@ -139,6 +139,10 @@ func renderHTML(d *doc) ([]byte, error) {
 	if len(d.Phases.Rows) > 0 {
 		htmlTable(&b, d.Phases, 2)
 	}
+	if len(d.Adaptive.Rows) > 0 {
+		b.WriteString("<div id=\"adaptive\"></div>\n")
+		htmlTable(&b, d.Adaptive, 2)
+	}
 	if len(d.Pruned.Rows) > 0 {
 		b.WriteString("<div id=\"pruned\"></div>\n")
 		htmlTable(&b, d.Pruned, 2)

@@ -50,6 +50,9 @@ func writeMD(d *doc, opt Options) ([]string, error) {
 	if len(d.Phases.Rows) > 0 {
 		mdTable(&b, d.Phases)
 	}
+	if len(d.Adaptive.Rows) > 0 {
+		mdTable(&b, d.Adaptive)
+	}
 	if len(d.Pruned.Rows) > 0 {
 		mdTable(&b, d.Pruned)
 	}

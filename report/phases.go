@@ -3,7 +3,11 @@ package report
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
+	"github.com/specsweep/specsweep/internal/argparse"
 	"github.com/specsweep/specsweep/store"
 )
 
@@ -52,8 +56,11 @@ func (p *Point) addPhaseRun(r *store.RunSummary) {
 func phasesTable(s *Sweep) Table {
 	t := Table{Title: "Phases", Note: "Each phase held its concurrency for its time, back to back on the same server; output tok/s over the phase, " +
 		"and over its first and last quarter (how the server followed the shift).",
-		Head: []string{"configuration", "tp", "repeat", "phase", "concurrency", "for", "output tok/s", "first quarter", "last quarter", "TTFT p50 ms", "ITL p50 ms"},
-		Num:  []bool{false, true, true, true, true, false, true, true, true, true, true}, Wide: true}
+		Head: []string{"configuration", "tp", "repeat", "phase", "concurrency", "for", "output tok/s", "first quarter", "last quarter", "settled after", "TTFT p50 ms", "ITL p50 ms", "steps"},
+		Num:  []bool{false, true, true, true, true, false, true, true, true, true, true, true, false}, Wide: true}
+	t.Note += " Settled after: the time from the phase's first request until its tok/s (a 3 s rolling mean) " +
+		"stays within 10% of the phase's steady figure (the median of its second half). Steps: what the server ran, " +
+		"and for an adaptive server (--speculative-adaptive) each switch it logged during the phase (\"Adaptive spec params updated\")."
 	if len(s.PhasePlan) == 0 {
 		return t
 	}
@@ -69,6 +76,7 @@ func phasesTable(s *Sweep) Table {
 		}
 		seen := map[int]int{}
 		round := 1
+		steps := startSteps(p)
 		for i := 0; ; i++ {
 			ph := s.PhasePlan[i%len(s.PhasePlan)]
 			if i > 0 && i%len(s.PhasePlan) == 0 {
@@ -79,17 +87,23 @@ func phasesTable(s *Sweep) Table {
 			if !ok {
 				break
 			}
-			first, last := "-", "-"
-			if ser := p.series(round, i%len(s.PhasePlan)+1); len(ser.TokS) >= 4 {
+			first, last, settled := "-", "-", "-"
+			ser := p.series(round, i%len(s.PhasePlan)+1)
+			if len(ser.TokS) >= 4 {
 				q := len(ser.TokS) / 4
 				first, last = fmt.Sprintf("%.1f", meanOf(ser.TokS[:q])), fmt.Sprintf("%.1f", meanOf(ser.TokS[len(ser.TokS)-q:]))
 			}
+			if d, ok := SettleTime(ser.TokS, time.Duration(ser.WidthMS)*time.Millisecond); ok {
+				settled = fmt.Sprintf("%.0f s", d.Seconds())
+			}
+			var stepWords string
+			stepWords, steps = stepsWords(p, steps, ser.Switches)
 			tok := f(r.tokS, 1)
 			if r.status != store.RunOK {
 				tok = string(r.status)
 			}
 			t.Rows = append(t.Rows, []string{p.Label(), fmt.Sprint(p.TP), fmt.Sprint(round), fmt.Sprint(i%len(s.PhasePlan) + 1),
-				fmt.Sprint(ph.Concurrency), ph.For.String(), tok, first, last, f(r.ttft50, 1), f(r.itl50, 2)})
+				fmt.Sprint(ph.Concurrency), ph.For.String(), tok, first, last, settled, f(r.ttft50, 1), f(r.itl50, 2), stepWords})
 		}
 	}
 	return t
@@ -111,4 +125,85 @@ func meanOf(v []float64) float64 {
 		s += x
 	}
 	return s / float64(len(v))
+}
+
+// SettleTime is how long a phase's tok/s took to settle: the start of the first interval from which
+// the rolling mean of 3 intervals never again falls below 90% of the phase's steady figure (the median
+// of its second half). The last interval (requests in flight draining after the phase's end) is left
+// out. False when the series is too short (under 6 intervals) or the steady figure is not positive.
+func SettleTime(tokS []float64, width time.Duration) (time.Duration, bool) {
+	if len(tokS) > 2 {
+		tokS = tokS[:len(tokS)-1]
+	}
+	const window = 3
+	if len(tokS) < 2*window || width <= 0 {
+		return 0, false
+	}
+	half := slices.Clone(tokS[len(tokS)/2:])
+	slices.Sort(half)
+	steady := half[len(half)/2]
+	if len(half)%2 == 0 {
+		steady = (half[len(half)/2-1] + half[len(half)/2]) / 2
+	}
+	if steady <= 0 {
+		return 0, false
+	}
+	settled := 0
+	for i := 0; i+window <= len(tokS); i++ {
+		if meanOf(tokS[i:i+window]) < 0.9*steady {
+			settled = i + 1
+		}
+	}
+	return time.Duration(settled) * width, true
+}
+
+// isAdaptive: the point's server changes its steps at run time (--speculative-adaptive).
+func isAdaptive(p *Point) bool {
+	return argparse.Has(p.Argv, "--speculative-adaptive")
+}
+
+// startSteps is the steps a point's server starts with: its num_steps (an adaptive server's initial
+// steps), -1 for a baseline or when unknown.
+func startSteps(p *Point) int {
+	if p.Baseline || p.Requested[0] == nil {
+		return -1
+	}
+	return *p.Requested[0]
+}
+
+// stepsWords says which steps a phase ran, from the steps it started at and the switches the server
+// logged: "7", "3 → 5 → 7" (at most 6 shown), "base" for a baseline; and the steps it ended at.
+func stepsWords(p *Point, from int, sw []store.StepSwitch) (string, int) {
+	if p.Baseline {
+		return "base", from
+	}
+	if !isAdaptive(p) {
+		if from < 0 {
+			return "-", from
+		}
+		return fmt.Sprint(from), from
+	}
+	seq := []string{}
+	if len(sw) > 0 {
+		from = sw[0].From
+	}
+	if from >= 0 {
+		seq = append(seq, fmt.Sprint(from))
+	}
+	for _, x := range sw {
+		seq = append(seq, fmt.Sprint(x.To))
+		from = x.To
+	}
+	if len(seq) == 0 {
+		return "-", from
+	}
+	const show = 6
+	words := strings.Join(seq, " → ")
+	if len(seq) > show {
+		words = strings.Join(seq[:3], " → ") + " → … → " + strings.Join(seq[len(seq)-2:], " → ")
+	}
+	if n := len(sw); n > 0 {
+		words += fmt.Sprintf(" (%d switch%s)", n, map[bool]string{true: "", false: "es"}[n == 1])
+	}
+	return words, from
 }

@@ -73,6 +73,9 @@ func writeTeX(d *doc, opt Options) ([]string, error) {
 	if len(d.Phases.Rows) > 0 {
 		texTable(&b, d.Phases, "phases")
 	}
+	if len(d.Adaptive.Rows) > 0 {
+		texTable(&b, d.Adaptive, "adaptive")
+	}
 	if len(d.Pruned.Rows) > 0 {
 		texTable(&b, d.Pruned, "pruned")
 	}
@@ -275,6 +278,10 @@ func texEscape(s string) string {
 			b.WriteString("--")
 		case '×':
 			b.WriteString(`$\times$`)
+		case '→':
+			b.WriteString(`$\rightarrow$`)
+		case '…':
+			b.WriteString(`\ldots{}`)
 		case '\t':
 			b.WriteString(" ")
 		default:

@@ -70,6 +70,17 @@ type PhaseSeries struct {
 	WidthMS     int64 `json:"width_ms"`   // the interval of TokS
 	// TokS is the phase's output tok/s in each interval from StartMS.
 	TokS []float64 `json:"tok_s"`
+	// Switches are the step changes an adaptive server logged during the phase, in order.
+	Switches []StepSwitch `json:"switches,omitempty"`
+}
+
+// StepSwitch is one change of an adaptive server's speculative steps, as its log line says.
+type StepSwitch struct {
+	From int      `json:"from"`
+	To   int      `json:"to"`
+	EMA  *float64 `json:"ema_accept_len,omitempty"`
+	// Clock is the time of day of the log line, as the server's clock and zone print it.
+	Clock string `json:"clock,omitempty"`
 }
 
 // PhaseEvent is the phase event of a point's phase.

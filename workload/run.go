@@ -135,7 +135,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	info := r.serverInfo(ctx)
 	before := r.counters(ctx)
 	logMark := -1 // where the window begins in the server's log (-1: not read)
-	if cfg.ServerLog != nil && !(before.ok && before.hasVerify) {
+	// A phase reads the log for an adaptive server's step switches (Result.Switches) too.
+	if cfg.ServerLog != nil && (!(before.ok && before.hasVerify) || cfg.SeriesWidth > 0) {
 		if m, err := cfg.ServerLog.LogMark(ctx); err == nil {
 			logMark = m
 		}
@@ -176,13 +177,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		after := r.counters(ctx)
 		info2 := serverInfo{}
 		var decode *float64
-		if !(before.ok && before.hasVerify) {
-			if logMark >= 0 {
-				if lines, err := cfg.ServerLog.LogsSince(ctx, logMark); err == nil {
-					decode = DecodeAcceptLength(lines)
-				}
+		var lines []string
+		if logMark >= 0 {
+			if l, err := cfg.ServerLog.LogsSince(ctx, logMark); err == nil {
+				lines = l
 			}
+		}
+		if !(before.ok && before.hasVerify) {
+			decode = DecodeAcceptLength(lines)
 			info2 = r.serverInfo(ctx)
+		}
+		if cfg.SeriesWidth > 0 {
+			res.Switches = AdaptiveSwitches(lines)
 		}
 		res.AcceptLength, res.AcceptLengthSource = acceptLength(info, before, after, decode, info2,
 			int64(res.Completed), r.tokensPerStep)

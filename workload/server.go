@@ -323,3 +323,46 @@ func excerpt(b []byte) string {
 	}
 	return s
 }
+
+// StepSwitch is one change of an adaptive server's speculative steps, as its log line says
+// ("Adaptive spec params updated: steps 3 -> 5 (ema_accept_len=2.96)", SGLang's
+// python/sglang/srt/speculative/adaptive_spec_params.py at 015c872, _recompute_params).
+type StepSwitch struct {
+	From, To int
+	// EMA is the accept-length average that decided it (nil when the line has none).
+	EMA *float64
+	// Clock is the time of day the line's prefix gives ("15:04:05", the server's clock and zone;
+	// "" when the line has no SGLang prefix).
+	Clock string
+}
+
+// reStepSwitch matches SGLang's switch line and the variants forks write ("updated (confidence):").
+var reStepSwitch = regexp.MustCompile(`Adaptive spec params updated(?: \([^)]*\))?: steps (\d+) -> (\d+)(?:.*?ema_accept_len=([0-9.]+))?`)
+
+// reLogClock is the time of day of SGLang's log prefix "[2026-12-06 05:00:00 TP0] ".
+var reLogClock = regexp.MustCompile(`^\[\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d)`)
+
+// AdaptiveSwitches reads the step switches of a window of a server's log, in order.
+func AdaptiveSwitches(lines []string) []StepSwitch {
+	var out []StepSwitch
+	for _, l := range lines {
+		m := reStepSwitch.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		from, err1 := strconv.Atoi(m[1])
+		to, err2 := strconv.Atoi(m[2])
+		if err1 != nil || err2 != nil || from > 1<<16 || to > 1<<16 {
+			continue
+		}
+		sw := StepSwitch{From: from, To: to}
+		if v, err := strconv.ParseFloat(m[3], 64); err == nil && m[3] != "" {
+			sw.EMA = &v
+		}
+		if c := reLogClock.FindStringSubmatch(l); c != nil {
+			sw.Clock = c[1]
+		}
+		out = append(out, sw)
+	}
+	return out
+}

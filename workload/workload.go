@@ -185,6 +185,9 @@ type Result struct {
 	// first token to its end (a request's tokens are not timed one by one), at most MaxSeries
 	// intervals.
 	Series []float64
+	// Switches are the step changes an adaptive server logged while the run's load ran (read only
+	// with SeriesWidth, a phased load, and a ServerLog), in order.
+	Switches []StepSwitch
 }
 
 // MaxSeries bounds Result.Series: a day in one-second intervals.

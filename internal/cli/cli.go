@@ -125,6 +125,7 @@ func commands() []command {
 		doctorCmd(),
 		reportCmd(),
 		adaptiveCmd(),
+		verifyCmd(),
 		recommendCmd(),
 		observeCmd(),
 		exportCmd(),
