@@ -18,8 +18,10 @@ var (
 	reUsage = regexp.MustCompile(`^usage: |: error: (unrecognized arguments|argument |the following arguments are required|ambiguous option|invalid choice)`)
 	// reExec: systemd could not start ExecStart='s program (newer systemd: "Failed to locate
 	// executable X: ...", older: "Failed at step EXEC spawning X: ..."; then status=203/EXEC).
-	reExec   = regexp.MustCompile(`Failed to locate executable|Failed at step EXEC|Failed to execute |status=203/EXEC`)
-	reAssert = regexp.MustCompile(`^AssertionError\b`)
+	reExec = regexp.MustCompile(`Failed to locate executable|Failed at step EXEC|Failed to execute |status=203/EXEC`)
+	// reFileWrite: a Slurm job could not write its launch's files on its node (writeJobFiles).
+	reFileWrite = regexp.MustCompile(`^` + regexp.QuoteMeta(fileWriteFailed))
+	reAssert    = regexp.MustCompile(`^AssertionError\b`)
 	// Lines worth keeping as evidence of a crash.
 	reCrash       = regexp.MustCompile(`Traceback \(most recent call last\)|Error: |Exception: |Scheduler hit an exception|scheduler is dead|Received sigquit|Initialization failed|Main process exited|Failed with result|code=(exited|killed|dumped)`)
 	reStopTimeout = regexp.MustCompile(`State 'stop-sigterm' timed out|State 'stop-final-sigterm' timed out|Failed with result 'timeout'`)
@@ -49,6 +51,9 @@ func classify(st State, lines []string, ready bool) *Failure {
 		exit = "result " + st.Result
 	}
 	switch {
+	case anyMatch(lines, reFileWrite):
+		return &Failure{Class: ClassLaunchFailed, State: st, Detail: "the launch's files could not be written on the host (" + exit + ")",
+			Evidence: evidence(lines, reFileWrite, 4)}
 	case (st.ExecMainCode == CodeExited && st.ExecMainStatus == 203) || anyMatch(lines, reExec):
 		return &Failure{Class: ClassLaunchFailed, State: st, Detail: "the server's program could not be started (" + exit + ")",
 			Evidence: evidence(lines, reExec, 4)}

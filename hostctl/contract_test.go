@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,7 +130,9 @@ func slurmDriver(t *testing.T) driver {
 }
 
 func sshDriver(t *testing.T) driver {
-	return driver{name: "ssh", simBin: testhost.SimPath, host: func(t *testing.T) Host {
+	return driver{name: "ssh", simBin: testhost.SimPath, refusedAtStart: map[string]string{
+		"file_not_writable": "the launch's files are written over SFTP before the unit starts",
+	}, host: func(t *testing.T) Host {
 		h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
 		return dialTestHost(t, h)
 	}}
@@ -149,7 +152,9 @@ func dialTestHost(t *testing.T, h *testhost.Host) *Remote {
 
 func localDriver(t *testing.T) driver {
 	sim := testhost.SimBinary(t)
-	return driver{name: "local", simBin: sim, host: func(t *testing.T) Host {
+	return driver{name: "local", simBin: sim, refusedAtStart: map[string]string{
+		"file_not_writable": "the driver writes the launch's files before it starts the child",
+	}, host: func(t *testing.T) Host {
 		l := NewLocal(LocalOptions{Name: "local"})
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -247,6 +252,61 @@ func TestContract(t *testing.T) {
 					// a stopped instance is not a crash... Check reports state only.
 					_ = f
 				}
+			})
+
+			t.Run("files", func(t *testing.T) {
+				// The server's command reads both files, then execs the server: it starts only if
+				// the driver wrote them where the server runs, and its first line shows what it read.
+				// The second file's directory does not exist yet, and its path needs quoting.
+				dir := t.TempDir()
+				a := File{Path: dir + "/adaptive.json", Data: []byte(`{"ema_alpha": 0.25, "note": "it's $HOME \\ 50%"}`)}
+				b := File{Path: dir + "/new dir/it's/b.txt", Data: []byte("second file\n")}
+				l := launch(d, nil)
+				script := `a=$(cat -- "$1") && b=$(cat -- "$2") && m=$(stat -c %a -- "$1" "$2") && ` +
+					`printf 'launch files: %s|%s|%s\n' "$a" "$b" "$(echo $m)" && shift 2 && exec "$0" "$@"`
+				l.Argv = append([]string{"/bin/sh", "-c", script, l.Argv[0], a.Path, b.Path}, l.Argv[1:]...)
+				l.Files = []File{a, b}
+				in, err := h.Start(ctx, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := in.WaitReady(ctx); err != nil {
+					t.Fatalf("the server did not start with its files: %v", err)
+				}
+				want := "launch files: " + string(a.Data) + "|second file|644 644"
+				var logs []string
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+					logs, _ = in.Logs(ctx)
+					if slices.Contains(logs, want) || time.Now().After(deadline) {
+						break
+					}
+				}
+				if !slices.Contains(logs, want) {
+					t.Errorf("the server's log lacks %q: %q", want, logs)
+				}
+				stop(t, in)
+			})
+
+			t.Run("file_not_writable", func(t *testing.T) {
+				// A directory that is a regular file on every machine: the host refuses the write,
+				// which is the point's launch_failed naming the path, not host trouble.
+				const p = "/etc/passwd/adaptive.json"
+				l := launch(d, nil)
+				l.Files = []File{{Path: p, Data: []byte("{}")}}
+				in, err := h.Start(ctx, l)
+				if why, ok := d.refusedAtStart["file_not_writable"]; ok {
+					t.Logf("%s classifies it at Start: %s", d.name, why)
+					if f := wantFailure(t, err, ClassLaunchFailed, ""); !strings.Contains(f.Detail, p) {
+						t.Fatalf("the detail does not name %s: %s", p, f.Detail)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = in.WaitReady(ctx)
+				wantFailure(t, err, ClassLaunchFailed, p)
+				stop(t, in)
 			})
 
 			t.Run("restart_sees_only_its_own_lines", func(t *testing.T) {

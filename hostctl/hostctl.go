@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +101,72 @@ type Launch struct {
 	// Tag names the point for a driver that must find it again (a Slurm job's name): the orchestrator
 	// sets the point id.
 	Tag string
+	// Files are written on the host before the server starts (a point's config files, such as SGLang's
+	// --speculative-adaptive-config): each path absolute and clean, mode 0644, replaced atomically.
+	Files []File
+}
+
+// File is a file a launch writes on its host.
+type File struct {
+	Path string // absolute, clean (filepath.Clean(p) == p), no newline or NUL
+	Data []byte
+}
+
+// Bounds of a launch's files: they are small config files, and the Slurm driver carries them in the
+// batch script (base64), which the cluster bounds too (max_script_size, 4 MiB by default).
+const (
+	MaxFiles    = 16
+	MaxFileSize = 1 << 20
+)
+
+// check refuses a path that is not a plain absolute file name: a relative path would depend on
+// the server's working directory, and an unclean one (a/../b) could name something else than it
+// reads as.
+func (f File) check() error {
+	switch {
+	case strings.ContainsAny(f.Path, "\n\r\x00"):
+		return fmt.Errorf("file %q: the path holds a newline or NUL", f.Path)
+	case !filepath.IsAbs(f.Path):
+		return fmt.Errorf("file %q: an absolute path is required", f.Path)
+	case filepath.Clean(f.Path) != f.Path:
+		return fmt.Errorf("file %q: the path is not clean (want %q)", f.Path, filepath.Clean(f.Path))
+	case f.Path == "/":
+		return errors.New("file \"/\": the path names no file")
+	case len(f.Data) > MaxFileSize:
+		return fmt.Errorf("file %q: %d bytes, more than %d", f.Path, len(f.Data), MaxFileSize)
+	}
+	return nil
+}
+
+// checkFiles checks every file and that no path is written twice.
+func checkFiles(files []File) error {
+	if len(files) > MaxFiles {
+		return fmt.Errorf("%d files, more than %d", len(files), MaxFiles)
+	}
+	seen := map[string]bool{}
+	for _, f := range files {
+		if err := f.check(); err != nil {
+			return err
+		}
+		if seen[f.Path] {
+			return fmt.Errorf("file %q is given twice", f.Path)
+		}
+		seen[f.Path] = true
+	}
+	return nil
+}
+
+// filesFailed is a Start's error when the launch's files could not be written: host trouble when
+// the connection broke, else the point's launch_failed (the host refused the write: a read-only
+// or unwritable directory, a full disk), since no server could start with its inputs missing.
+func filesFailed(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if isUnreachable(err) {
+		return unreachable(err, State{})
+	}
+	return &Failure{Class: ClassLaunchFailed, Detail: "cannot write the launch's files: " + err.Error(), Err: err}
 }
 
 func (l Launch) withDefaults() Launch {
@@ -162,7 +229,7 @@ func (l Launch) Validate() error {
 			return fmt.Errorf("environment %s is not valid UTF-8", k)
 		}
 	}
-	return nil
+	return checkFiles(l.Files)
 }
 
 // argvPort is the port of the last --port in argv (or an abbreviation of it, as argparse reads it), or 0.

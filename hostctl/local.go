@@ -154,6 +154,11 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	if err := l.gpuFree(ctx, ln); err != nil {
 		return nil, err
 	}
+	for _, f := range ln.Files {
+		if err := writeLocalFile(f); err != nil {
+			return nil, filesFailed(err)
+		}
+	}
 	argv := ExpandArgv(ln.Argv, ln.Env) // ${NAME} as systemd substitutes it in ExecStart=
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = os.Environ()
@@ -235,6 +240,38 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	l.current = in
 	l.mu.Unlock()
 	return in, nil
+}
+
+// writeLocalFile writes a launch's file atomically (a temp file in its directory, synced, then
+// renamed over it: a reader sees the old file or the new one, never a part), mode 0644, its missing
+// directories created 0755.
+func writeLocalFile(f File) error {
+	dir := filepath.Dir(f.Path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("local: cannot create the directory of %s: %w", f.Path, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.Path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("local: cannot write %s: %w", f.Path, err)
+	}
+	_, err = tmp.Write(f.Data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644) // CreateTemp makes it 0600
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), f.Path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("local: cannot write %s: %w", f.Path, err)
+	}
+	return nil
 }
 
 // openServerLog opens the file that receives a copy of the server's log, for appending. The

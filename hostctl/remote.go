@@ -270,6 +270,12 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	if err := r.gpuFree(ctx, l); err != nil {
 		return nil, wrapUnreachable(err)
 	}
+	// The launch's files (the server reads them at start); SFTP creates their missing directories.
+	for _, f := range l.Files {
+		if err := r.conn.WriteFileAtomic(ctx, f.Path, f.Data, 0o644); err != nil {
+			return nil, filesFailed(fmt.Errorf("sftp: cannot write %q: %w", f.Path, err))
+		}
+	}
 	// The environment first (root only: it may hold tokens), then the drop-in that names it; a
 	// point without environment leaves no file of an earlier one behind.
 	if envFile != nil {

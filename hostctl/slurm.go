@@ -9,11 +9,13 @@ package hostctl
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -735,6 +737,7 @@ func jobScript(o SlurmOptions, l Launch, name, comment, outFile string) ([]byte,
 		opt(a)
 	}
 	b.WriteString("# Written by specsweep for one sweep point (docs/slurm.md).\n")
+	writeJobFiles(&b, l.Files)
 	keys := make([]string, 0, len(l.Env))
 	for k := range l.Env {
 		if k == "CUDA_VISIBLE_DEVICES" {
@@ -748,6 +751,44 @@ func jobScript(o SlurmOptions, l Launch, name, comment, outFile string) ([]byte,
 	}
 	b.WriteString("exec " + shellJoin(ExpandArgv(l.Argv, l.Env)) + "\n")
 	return b.Bytes(), nil
+}
+
+// fileWriteFailed starts the line a job prints when it cannot write a launch's file (the path
+// follows); the classification reads it as launch_failed.
+const fileWriteFailed = "specsweep: cannot write launch file "
+
+// fileEnd ends a file's base64 here-document: '-' is no base64 character, so no line of the data
+// can end it early.
+const fileEnd = "SPECSWEEP-FILE-END"
+
+// writeJobFiles writes the script lines that write the launch's files on the job's node (the login
+// node's file system may not be the node's), before the server starts: each file's data as base64
+// in a here-document, decoded into a temp file in its directory (created 0755), made 0644 and moved
+// over the path. A file that cannot be written ends the job with fileWriteFailed's line and exit
+// 203 (systemd's status for a program it could not start): the point's launch_failed.
+func writeJobFiles(b *bytes.Buffer, files []File) {
+	if len(files) == 0 {
+		return
+	}
+	b.WriteString("specsweep_file() (\n" +
+		"\tumask 022\n" +
+		"\tmkdir -p -- \"$1\" && t=$(mktemp -- \"$1/.specsweep-file.XXXXXX\") || exit 1\n" +
+		"\tbase64 -d >\"$t\" && chmod 644 -- \"$t\" && mv -f -- \"$t\" \"$2\" || { rm -f -- \"$t\"; exit 1; }\n" +
+		")\n")
+	for _, f := range files {
+		q := ShellQuote(f.Path)
+		b.WriteString("specsweep_file " + ShellQuote(filepath.Dir(f.Path)) + " " + q + " <<'" + fileEnd + "' || { printf '%s%s\\n' " +
+			ShellQuote(fileWriteFailed) + " " + q + " >&2; exit 203; }\n")
+		enc := base64.StdEncoding.EncodeToString(f.Data)
+		for len(enc) > 76 {
+			b.WriteString(enc[:76] + "\n")
+			enc = enc[76:]
+		}
+		if enc != "" {
+			b.WriteString(enc + "\n")
+		}
+		b.WriteString(fileEnd + "\n")
+	}
 }
 
 // scontrolTime is how scontrol writes times (the login node's local time).
