@@ -51,6 +51,9 @@ type sweepRun struct {
 	sources []promptSource // what each level is measured on (sweep.Workload.Cells)
 	search  *searcher      // nil: every stored point runs
 	outputs *outputChecker // nil: no output check
+	// files are what each point writes on its host before it starts (its method's files), by
+	// point id; the store keeps a point's argv and env, the plan its files.
+	files map[string][]sweep.File
 }
 
 // Run executes every pending point of the sweep (already stored, e.g. by Prepare) until none is left
@@ -83,7 +86,12 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		hb.Go(func() { r.heartbeat(context.WithoutCancel(ctx), sweepID, done) })
 		defer func() { close(done); hb.Wait() }()
 	}
-	sr := &sweepRun{id: sweepID, spec: spec}
+	sr := &sweepRun{id: sweepID, spec: spec, files: map[string][]sweep.File{}}
+	for _, pt := range spec.Plan().Points {
+		if len(pt.Files) > 0 {
+			sr.files[pt.ID] = pt.Files
+		}
+	}
 	var sharegpt workload.Dataset
 	if p := spec.Workload.DatasetPath(); p != "" {
 		// Load a ShareGPT file once for every point, and fail before touching any host if it is bad.
@@ -502,6 +510,9 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 
 	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port, Tag: p.ID,
 		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout, GPUWait: spec.Server.GPUWait}
+	for _, f := range sr.files[p.ID] {
+		launch.Files = append(launch.Files, hostctl.File{Path: f.Path, Data: []byte(f.Content)})
+	}
 	if sl != nil {
 		launch.Argv, launch.Env, launch.Port = sl.launchOn(p.Argv, p.Env, spec.Server.Port)
 	}
@@ -648,7 +659,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 		if ld.phase > 0 && res != nil {
 			r.addEvent(ctx, store.PhaseEvent(sr.id, p.ID, h.Name(), store.PhaseSeries{Phase: ld.phase, Of: len(w.Phases),
 				Repeat: ld.round, Concurrency: c, Occurrence: rep, StartMS: res.Start.UnixMilli(),
-				WidthMS: sweep.PhaseSeriesWidth.Milliseconds(), TokS: res.Series, Switches: stepSwitches(res.Switches)}))
+				WidthMS: sweep.PhaseSeriesWidth.Milliseconds(), TokS: res.Series, Switches: stepSwitches(res.Switches), SwitchCount: res.SwitchCount}))
 		}
 		if fail != nil {
 			a.event(r, ctx, "failure", failureDetail(fail))
@@ -1047,7 +1058,7 @@ func pointLabel(p store.Point) string {
 func stepSwitches(sw []workload.StepSwitch) []store.StepSwitch {
 	var out []store.StepSwitch
 	for _, x := range sw {
-		out = append(out, store.StepSwitch{From: x.From, To: x.To, EMA: x.EMA, Clock: x.Clock})
+		out = append(out, store.StepSwitch{Runtime: x.Runtime, From: x.From, To: x.To, EMA: x.EMA, Clock: x.Clock})
 	}
 	return out
 }

@@ -21,10 +21,13 @@ import (
 // the controller's knobs; other keys (strategy, ema_alpha, ...) are defaults for every slot
 // (python/sglang/srt/speculative/adaptive_spec_params.py, _load_adaptive_config and
 // AdaptiveStepSlot, sgl-project/sglang at 015c872). FitAdaptive writes one from a sweep's measured
-// curves: a slot per measured concurrency level.
+// curves: a slot per measured concurrency level, keyed where that level's batches begin (slotKeys).
 
 // AdaptiveSlot is one batch size of a fitted schedule.
 type AdaptiveSlot struct {
+	// Level is the measured concurrency the slot serves; BatchSize its key, the smallest batch size
+	// routed to it (slotKeys).
+	Level     int
 	BatchSize int
 	// Steps are the candidate steps, ascending: the chain's measured steps within the noise of the
 	// level's best (0: the baseline, no speculation).
@@ -183,7 +186,7 @@ func fitChain(s *Sweep, pts []*Point) (*AdaptiveFit, float64) {
 				top = x
 			}
 		}
-		slot := AdaptiveSlot{BatchSize: c, Best: top.steps, BestTokS: top.cell.TokS.Median, Why: map[int]string{}}
+		slot := AdaptiveSlot{Level: c, BatchSize: c, Best: top.steps, BestTokS: top.cell.TokS.Median, Why: map[int]string{}}
 		for _, x := range cs {
 			if x.steps == top.steps {
 				continue
@@ -210,6 +213,7 @@ func fitChain(s *Sweep, pts []*Point) (*AdaptiveFit, float64) {
 	if len(fit.Slots) == 0 {
 		return nil, math.Inf(-1)
 	}
+	slotKeys(fit.Slots)
 	// The server starts with the smallest batch size's best; SGLang refuses steps outside the
 	// union of the candidates, and steps 0 cannot start a speculative server.
 	fit.InitialSteps = fit.Slots[0].Best
@@ -228,6 +232,25 @@ func fitChain(s *Sweep, pts []*Point) (*AdaptiveFit, float64) {
 	}
 	fit.Argv = p0.Argv
 	return fit, score / float64(len(s.Levels))
+}
+
+// slotKeys puts each slot's key where its level's batches begin: 1 for the lowest level, else the
+// geometric middle between the level below and its own (rounded up, so above the level below and at
+// most its own). SGLang routes a decode batch to the slot with the largest key not above the batch's
+// size padded up to a CUDA-graph batch size (AdaptiveSpeculativeParams, adaptive_spec_params.py at
+// 015c872); a load of concurrency c runs many batches below c (requests in prefill, finishing, being
+// sent again), so a slot keyed at c itself would leave them to the slot of the level below.
+// Measured on the simulator (docs/benchmarks.md): keys 1, 16, 64 ran a c=64 phase at 0.63 of the
+// baseline, keys 1, 4, 32 at 0.83.
+func slotKeys(slots []AdaptiveSlot) {
+	for i := range slots {
+		if i == 0 {
+			slots[i].BatchSize = 1
+			continue
+		}
+		a, b := float64(slots[i-1].Level), float64(slots[i].Level)
+		slots[i].BatchSize = int(math.Ceil(math.Sqrt(a*b) - 1e-9))
+	}
 }
 
 // JSON is the schedule in SGLang's --speculative-adaptive-config format: the strategy, then a slot

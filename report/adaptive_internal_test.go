@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -66,7 +67,15 @@ func TestFitAdaptive(t *testing.T) {
 	var slot struct {
 		CandidateSteps []int `json:"candidate_steps"`
 	}
-	if err := json.Unmarshal(cfg["16"], &slot); err != nil || !slices.Equal(slot.CandidateSteps, []int{3}) || string(cfg["strategy"]) != `"ema"` {
+	// Levels 1, 16, 64: the slots serve from 1, from 4 (the geometric middle of 1 and 16) and from 32.
+	var keys []string
+	for _, sl := range fit.Slots {
+		keys = append(keys, fmt.Sprintf("%d@c=%d", sl.BatchSize, sl.Level))
+	}
+	if want := []string{"1@c=1", "4@c=16", "32@c=64"}; !slices.Equal(keys, want) {
+		t.Errorf("slot keys %v, want %v", keys, want)
+	}
+	if err := json.Unmarshal(cfg["4"], &slot); err != nil || !slices.Equal(slot.CandidateSteps, []int{3}) || string(cfg["strategy"]) != `"ema"` {
 		t.Errorf("config %s", fit.JSON())
 	}
 	argv := strings.Join(fit.ServerArgs("/etc/sglang/adaptive.json"), " ")

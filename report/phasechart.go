@@ -36,11 +36,8 @@ func phaseCharts(s *Sweep) ([]*Chart, error) {
 			for i := range s.PhasePlan {
 				ser := pt.series(1, i+1)
 				w := time.Duration(ser.WidthMS) * time.Millisecond
-				for k, v := range ser.TokS {
+				for k, v := range withinPhase(ser, s.PhasePlan[i].For) {
 					x := starts[i] + float64(k)*w.Seconds()
-					if x > starts[i+1] {
-						break // the drain after the phase's end overlaps the next phase
-					}
 					xy = append(xy, plotter.XY{X: x, Y: v})
 					top = math.Max(top, v)
 				}

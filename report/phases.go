@@ -89,6 +89,7 @@ func phasesTable(s *Sweep) Table {
 			}
 			first, last, settled := "-", "-", "-"
 			ser := p.series(round, i%len(s.PhasePlan)+1)
+			ser.TokS = withinPhase(ser, ph.For)
 			if len(ser.TokS) >= 4 {
 				q := len(ser.TokS) / 4
 				first, last = fmt.Sprintf("%.1f", meanOf(ser.TokS[:q])), fmt.Sprintf("%.1f", meanOf(ser.TokS[len(ser.TokS)-q:]))
@@ -97,7 +98,7 @@ func phasesTable(s *Sweep) Table {
 				settled = fmt.Sprintf("%.0f s", d.Seconds())
 			}
 			var stepWords string
-			stepWords, steps = stepsWords(p, steps, ser.Switches)
+			stepWords, steps = stepsWords(p, steps, ser)
 			tok := f(r.tokS, 1)
 			if r.status != store.RunOK {
 				tok = string(r.status)
@@ -127,10 +128,24 @@ func meanOf(v []float64) float64 {
 	return s / float64(len(v))
 }
 
+// withinPhase is a phase's series up to the phase's end: the intervals that begin within its time
+// (after it, the requests in flight drain and the figure falls to nothing: not the load's).
+func withinPhase(ser store.PhaseSeries, d time.Duration) []float64 {
+	if ser.WidthMS <= 0 || d <= 0 {
+		return ser.TokS
+	}
+	n := int((d.Milliseconds() + ser.WidthMS - 1) / ser.WidthMS)
+	if n < len(ser.TokS) {
+		return ser.TokS[:n]
+	}
+	return ser.TokS
+}
+
 // SettleTime is how long a phase's tok/s took to settle: the start of the first interval from which
 // the rolling mean of 3 intervals never again falls below 90% of the phase's steady figure (the median
-// of its second half). The last interval (requests in flight draining after the phase's end) is left
-// out. False when the series is too short (under 6 intervals) or the steady figure is not positive.
+// of its second half). The series is the phase's own (withinPhase); its last interval, partly after
+// the phase's end, is left out. False when the series is too short (under 6 intervals) or the steady
+// figure is not positive.
 func SettleTime(tokS []float64, width time.Duration) (time.Duration, bool) {
 	if len(tokS) > 2 {
 		tokS = tokS[:len(tokS)-1]
@@ -165,15 +180,16 @@ func isAdaptive(p *Point) bool {
 // startSteps is the steps a point's server starts with: its num_steps (an adaptive server's initial
 // steps), -1 for a baseline or when unknown.
 func startSteps(p *Point) int {
-	if p.Baseline || p.Requested[0] == nil {
+	if p.Baseline || p.NumSteps == 0 {
 		return -1
 	}
-	return *p.Requested[0]
+	return p.NumSteps
 }
 
 // stepsWords says which steps a phase ran, from the steps it started at and the switches the server
-// logged: "7", "3 → 5 → 7" (at most 6 shown), "base" for a baseline; and the steps it ended at.
-func stepsWords(p *Point, from int, sw []store.StepSwitch) (string, int) {
+// logged: "7", "3 → 5 → 7" (at most 6 shown), "base" for a baseline; and the steps it ended at. The
+// worker's switches (what ran) are read where the log has them, else the policy's decisions.
+func stepsWords(p *Point, from int, ser store.PhaseSeries) (string, int) {
 	if p.Baseline {
 		return "base", from
 	}
@@ -182,6 +198,18 @@ func stepsWords(p *Point, from int, sw []store.StepSwitch) (string, int) {
 			return "-", from
 		}
 		return fmt.Sprint(from), from
+	}
+	var runtime, policy []store.StepSwitch
+	for _, x := range ser.Switches {
+		if x.Runtime {
+			runtime = append(runtime, x)
+		} else {
+			policy = append(policy, x)
+		}
+	}
+	sw, noun := policy, "policy update"
+	if len(runtime) > 0 {
+		sw, noun = runtime, "switch"
 	}
 	seq := []string{}
 	if len(sw) > 0 {
@@ -202,8 +230,15 @@ func stepsWords(p *Point, from int, sw []store.StepSwitch) (string, int) {
 	if len(seq) > show {
 		words = strings.Join(seq[:3], " → ") + " → … → " + strings.Join(seq[len(seq)-2:], " → ")
 	}
-	if n := len(sw); n > 0 {
-		words += fmt.Sprintf(" (%d switch%s)", n, map[bool]string{true: "", false: "es"}[n == 1])
+	n := len(sw)
+	if ser.SwitchCount > len(ser.Switches) {
+		n += ser.SwitchCount - len(ser.Switches) // those not kept: counted, not told apart
+	}
+	if n > 0 {
+		words += fmt.Sprintf(" (%d %s%s)", n, noun, map[bool]string{true: "", false: "s"}[n == 1])
+		if noun == "switch" && n != 1 {
+			words = strings.TrimSuffix(words, "switchs)") + "switches)"
+		}
 	}
 	return words, from
 }

@@ -70,15 +70,20 @@ type PhaseSeries struct {
 	WidthMS     int64 `json:"width_ms"`   // the interval of TokS
 	// TokS is the phase's output tok/s in each interval from StartMS.
 	TokS []float64 `json:"tok_s"`
-	// Switches are the step changes an adaptive server logged during the phase, in order.
-	Switches []StepSwitch `json:"switches,omitempty"`
+	// Switches are the step changes an adaptive server logged during the phase, in order (at most
+	// workload.MaxSwitches of SwitchCount).
+	Switches    []StepSwitch `json:"switches,omitempty"`
+	SwitchCount int          `json:"switch_count,omitempty"`
 }
 
 // StepSwitch is one change of an adaptive server's speculative steps, as its log line says.
 type StepSwitch struct {
-	From int      `json:"from"`
-	To   int      `json:"to"`
-	EMA  *float64 `json:"ema_accept_len,omitempty"`
+	// Runtime: the worker switched the steps it runs ("Switch adaptive runtime state"); false: the
+	// policy decided ("Adaptive spec params updated").
+	Runtime bool     `json:"runtime,omitempty"`
+	From    int      `json:"from"`
+	To      int      `json:"to"`
+	EMA     *float64 `json:"ema_accept_len,omitempty"`
 	// Clock is the time of day of the log line, as the server's clock and zone print it.
 	Clock string `json:"clock,omitempty"`
 }

@@ -171,12 +171,12 @@ func Limits() []Limit {
 				return []int64{int64(s.Server.GPUWait)}
 			}},
 		{Key: LimitNumSteps, Min: 1, Max: maxNumSteps,
-			Why:    "draft chains are a few steps long, as acceptance falls with each; 64 is far past any gain",
+			Why: "draft chains are a few steps long, as acceptance falls with each; 64 is far past any gain",
 			values: func(s *Spec) []int64 {
 				return ints(slices.Concat(s.Matrix.NumSteps, methodLists(s, func(m Method) []int { return m.NumSteps }), probes(s))...)
 			}},
 		{Key: LimitTopK, Min: 1, Max: 64,
-			Why:    "the draft tree's branching per step; SGLang's trees use single digits",
+			Why: "the draft tree's branching per step; SGLang's trees use single digits",
 			values: func(s *Spec) []int64 {
 				return ints(append(slices.Clone(s.Matrix.TopK), methodLists(s, func(m Method) []int { return m.TopK })...)...)
 			}},

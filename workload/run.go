@@ -188,7 +188,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			info2 = r.serverInfo(ctx)
 		}
 		if cfg.SeriesWidth > 0 {
-			res.Switches = AdaptiveSwitches(lines)
+			res.Switches, res.SwitchCount = AdaptiveSwitches(lines)
 		}
 		res.AcceptLength, res.AcceptLengthSource = acceptLength(info, before, after, decode, info2,
 			int64(res.Completed), r.tokensPerStep)

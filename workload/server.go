@@ -324,10 +324,15 @@ func excerpt(b []byte) string {
 	return s
 }
 
-// StepSwitch is one change of an adaptive server's speculative steps, as its log line says
-// ("Adaptive spec params updated: steps 3 -> 5 (ema_accept_len=2.96)", SGLang's
-// python/sglang/srt/speculative/adaptive_spec_params.py at 015c872, _recompute_params).
+// StepSwitch is one change of an adaptive server's speculative steps, as its log says it. Two lines
+// tell of one (SGLang main, sgl-project/sglang at 015c872): the policy's decision, "Adaptive spec
+// params updated: steps 3 -> 5 (ema_accept_len=2.96)" (python/sglang/srt/speculative/
+// adaptive_spec_params.py, AdaptiveStepSlot), and the worker switching the steps it runs, "Switch
+// adaptive runtime state: steps 3 -> 5, draft_tokens 4 -> 6" (apply_runtime_state), which also
+// follows a batch routed to another batch-size slot with no decision logged.
 type StepSwitch struct {
+	// Runtime: the worker's switch (what ran); false: the policy's decision.
+	Runtime  bool
 	From, To int
 	// EMA is the accept-length average that decided it (nil when the line has none).
 	EMA *float64
@@ -336,33 +341,50 @@ type StepSwitch struct {
 	Clock string
 }
 
-// reStepSwitch matches SGLang's switch line and the variants forks write ("updated (confidence):").
-var reStepSwitch = regexp.MustCompile(`Adaptive spec params updated(?: \([^)]*\))?: steps (\d+) -> (\d+)(?:.*?ema_accept_len=([0-9.]+))?`)
+// MaxSwitches bounds the switches kept of one window (a load that alternates between two slots
+// switches at every batch); AdaptiveSwitches counts the rest.
+const MaxSwitches = 512
 
-// reLogClock is the time of day of SGLang's log prefix "[2026-12-06 05:00:00 TP0] ".
-var reLogClock = regexp.MustCompile(`^\[\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d)`)
+var (
+	// reStepSwitch matches the policy's line and the variants forks write ("updated (confidence):").
+	reStepSwitch = regexp.MustCompile(`Adaptive spec params updated(?: \([^)]*\))?: steps (\d+) -> (\d+)(?:.*?ema_accept_len=([0-9.]+))?`)
+	// reRuntimeSwitch matches the worker's.
+	reRuntimeSwitch = regexp.MustCompile(`Switch adaptive runtime state: steps (\d+) -> (\d+)`)
+	// reLogClock is the time of day of SGLang's log prefix "[2026-12-06 05:00:00 TP0] ".
+	reLogClock = regexp.MustCompile(`^\[\d{4}-\d\d-\d\d (\d\d:\d\d:\d\d)`)
+)
 
-// AdaptiveSwitches reads the step switches of a window of a server's log, in order.
-func AdaptiveSwitches(lines []string) []StepSwitch {
-	var out []StepSwitch
+// AdaptiveSwitches reads the step switches of a window of a server's log, in order: at most
+// MaxSwitches, and how many there were.
+func AdaptiveSwitches(lines []string) (kept []StepSwitch, total int) {
 	for _, l := range lines {
+		runtime := false
 		m := reStepSwitch.FindStringSubmatch(l)
 		if m == nil {
-			continue
+			if m = reRuntimeSwitch.FindStringSubmatch(l); m == nil {
+				continue
+			}
+			runtime = true
 		}
 		from, err1 := strconv.Atoi(m[1])
 		to, err2 := strconv.Atoi(m[2])
 		if err1 != nil || err2 != nil || from > 1<<16 || to > 1<<16 {
 			continue
 		}
-		sw := StepSwitch{From: from, To: to}
-		if v, err := strconv.ParseFloat(m[3], 64); err == nil && m[3] != "" {
-			sw.EMA = &v
+		total++
+		if len(kept) == MaxSwitches {
+			continue
+		}
+		sw := StepSwitch{Runtime: runtime, From: from, To: to}
+		if len(m) > 3 && m[3] != "" {
+			if v, err := strconv.ParseFloat(m[3], 64); err == nil {
+				sw.EMA = &v
+			}
 		}
 		if c := reLogClock.FindStringSubmatch(l); c != nil {
 			sw.Clock = c[1]
 		}
-		out = append(out, sw)
+		kept = append(kept, sw)
 	}
-	return out
+	return kept, total
 }

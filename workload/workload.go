@@ -186,8 +186,10 @@ type Result struct {
 	// intervals.
 	Series []float64
 	// Switches are the step changes an adaptive server logged while the run's load ran (read only
-	// with SeriesWidth, a phased load, and a ServerLog), in order.
-	Switches []StepSwitch
+	// with SeriesWidth, a phased load, and a ServerLog), in order, at most MaxSwitches of
+	// SwitchCount.
+	Switches    []StepSwitch
+	SwitchCount int
 }
 
 // MaxSeries bounds Result.Series: a day in one-second intervals.

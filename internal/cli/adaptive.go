@@ -62,8 +62,8 @@ func adaptiveRun(ctx context.Context, env Env, o *adaptiveOptions) error {
 	}
 	fmt.Fprintf(explain, "SGLang adaptive schedule for %s (%s, tp %d) from sweep %s (id %d):\n", fit.Method, fit.Algorithm, fit.TP, s.Name, s.ID)
 	tw := tabwriter.NewWriter(explain, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BATCH SIZE\tCANDIDATE STEPS\tBEST\tTOK/S\tWHY THE OTHERS\t")
-	for _, sl := range fit.Slots {
+	fmt.Fprintln(tw, "BATCH SIZES\tLEVEL\tCANDIDATE STEPS\tBEST\tTOK/S\tWHY THE OTHERS\t")
+	for i, sl := range fit.Slots {
 		var steps, why []string
 		for _, st := range sl.Steps {
 			steps = append(steps, fmt.Sprint(st))
@@ -72,7 +72,11 @@ func adaptiveRun(ctx context.Context, env Env, o *adaptiveOptions) error {
 			}
 		}
 		slices.Sort(why)
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%s\t\n", sl.BatchSize, strings.Join(steps, ","), sl.Best, sl.BestTokS, strings.Join(why, "; "))
+		sizes := fmt.Sprintf("%d+", sl.BatchSize)
+		if i+1 < len(fit.Slots) {
+			sizes = fmt.Sprintf("%d-%d", sl.BatchSize, fit.Slots[i+1].BatchSize-1)
+		}
+		fmt.Fprintf(tw, "%s\tc=%d\t%s\t%d\t%.1f\t%s\t\n", sizes, sl.Level, strings.Join(steps, ","), sl.Best, sl.BestTokS, strings.Join(why, "; "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -82,7 +86,7 @@ func adaptiveRun(ctx context.Context, env Env, o *adaptiveOptions) error {
 	for i, a := range argv {
 		quoted[i] = hostctl.ShellQuote(a)
 	}
-	fmt.Fprintf(explain, "Steps 0 is no speculation at that batch size. Start the server with (SGLang refuses a --speculative-num-steps outside the candidates):\n  %s\n",
+	fmt.Fprintf(explain, "Each level's slot serves the batch sizes from the geometric middle between it and the level below (SGLang routes a batch, padded to a CUDA-graph size, to the slot with the largest key not above it). Steps 0 is no speculation at those batch sizes. Start the server with (SGLang refuses a --speculative-num-steps outside the candidates):\n  %s\n",
 		strings.Join(quoted, " "))
 	if o.Out != "" {
 		fmt.Fprintf(explain, "Wrote %s.\n", o.Out)

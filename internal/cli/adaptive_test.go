@@ -76,14 +76,15 @@ func TestAdaptiveCommand(t *testing.T) {
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	for k, want := range map[string]string{"1": "[7]", "16": "[3]", "64": "[0]"} {
+	// Levels 1, 16, 64: slots from batch sizes 1, 4 and 32 (report.slotKeys).
+	for k, want := range map[string]string{"1": "[7]", "4": "[3]", "32": "[0]"} {
 		slot, _ := cfg[k].(map[string]any)
 		got, _ := json.Marshal(slot["candidate_steps"])
 		if string(got) != want {
 			t.Errorf("slot %s: %s, want %s", k, got, want)
 		}
 	}
-	for _, want := range []string{"eagle3 (EAGLE3, tp 1)", "--speculative-num-steps 7", "--speculative-adaptive-config " + out, "Wrote " + out} {
+	for _, want := range []string{"eagle3 (EAGLE3, tp 1)", "4-31         c=16", "32+          c=64", "--speculative-num-steps 7", "--speculative-adaptive-config " + out, "Wrote " + out} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/specsweep/specsweep/internal/argparse"
 	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/sweep"
@@ -218,14 +219,26 @@ func buildVerify(s *report.Sweep, sw store.Sweep, opt report.RecommendOptions, p
 	if w := rec.Winner.Point; w.Baseline {
 		v.notes = append(v.notes, "the recommended configuration is the baseline: no separate fixed configuration")
 	} else {
-		wm := src.Methods[w.Method]
-		m := verifyMethod{Args: wm.Args, Env: wm.Env}
-		for i, list := range []*[]int{&m.NumSteps, &m.TopK, &m.NumDraftTokens} {
-			if r := w.Requested[i]; r != nil {
-				*list = []int{*r}
-			}
+		add(verifyRecommended, fixedMethod(src.Methods[w.Method], w), fmt.Sprintf("%s, the recommendation for %s", w.Label(), report.MixWords(rec.Traffic, rec.DefaultTraffic)))
+	}
+	// The best fixed configuration of each phase's level, so each phase is compared with the one a
+	// static deployment would have chosen for it (measured under the same shifting load).
+	chosen := map[*report.Point]bool{rec.Winner.Point: true}
+	if base := baselineAt(s, fit.TP); base != nil {
+		chosen[base] = true
+	}
+	for _, c := range distinctLevels(phases) {
+		best := bestFixedAt(s, fit.TP, c)
+		switch {
+		case best == nil:
+			v.notes = append(v.notes, fmt.Sprintf("sweep %s did not measure concurrency %d at tp %d: its phases are compared with the configurations measured here only", s.Name, c, fit.TP))
+			continue
+		case chosen[best]:
+			continue
 		}
-		add(verifyRecommended, m, fmt.Sprintf("%s, the recommendation for %s", w.Label(), report.MixWords(rec.Traffic, rec.DefaultTraffic)))
+		chosen[best] = true
+		bm := src.Methods[best.Method]
+		add(fmt.Sprintf("best-c%d", c), fixedMethod(bm, best), fmt.Sprintf("%s, the sweep's best at concurrency %d", best.Label(), c))
 	}
 	adaptiveArgs := append(slices.Clone(chain.Args), "--speculative-adaptive")
 	add(verifyDefault, verifyMethod{Args: adaptiveArgs, Env: chain.Env, NumSteps: []int{defaultAdaptiveSteps}, TopK: []int{1}},
@@ -261,6 +274,48 @@ func buildVerify(s *report.Sweep, sw store.Sweep, opt report.RecommendOptions, p
 	v.spec.ResolveSetPaths(filepath.Dir(v.path))
 	v.plan = v.spec.Plan()
 	return v, nil
+}
+
+// fixedMethod is the method that plans exactly point p of method m: m's args and env, p's values
+// as its own lists.
+func fixedMethod(m sweep.Method, p *report.Point) verifyMethod {
+	vm := verifyMethod{Args: m.Args, Env: m.Env, Files: map[string]string{}}
+	for _, f := range m.Files {
+		vm.Files[f.Path] = f.Content
+	}
+	for i, list := range []*[]int{&vm.NumSteps, &vm.TopK, &vm.NumDraftTokens} {
+		if r := p.Requested[i]; r != nil && !p.Baseline {
+			*list = []int{*r}
+		}
+	}
+	return vm
+}
+
+// bestFixedAt is the point with the highest median output tok/s at concurrency c among the sweep's
+// fixed (not adaptive) points at tp; nil when none measured c.
+func bestFixedAt(s *report.Sweep, tp, c int) *report.Point {
+	var best *report.Point
+	top := 0.0
+	for _, p := range s.Points {
+		cell := p.Cells[c]
+		if p.TP != tp || cell == nil || !cell.TokS.OK() || argparse.Has(p.Argv, "--speculative-adaptive") {
+			continue
+		}
+		if cell.TokS.Median > top {
+			best, top = p, cell.TokS.Median
+		}
+	}
+	return best
+}
+
+func distinctLevels(ph []sweep.Phase) []int {
+	var out []int
+	for _, p := range ph {
+		if !slices.Contains(out, p.Concurrency) {
+			out = append(out, p.Concurrency)
+		}
+	}
+	return out
 }
 
 // verifyMethod is a method of the verification spec, as YAML.
@@ -435,7 +490,9 @@ func printVerdicts(ctx context.Context, env Env, db, name string) error {
 // YAML node helpers for editing the stored spec in place (its hosts and server as the user wrote them).
 
 func strNode(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
-func intNode(n int) *yaml.Node    { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(n)} }
+func intNode(n int) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(n)}
+}
 
 func getKey(m *yaml.Node, key string) *yaml.Node {
 	if m == nil || m.Kind != yaml.MappingNode {
