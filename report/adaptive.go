@@ -51,6 +51,25 @@ type AdaptiveFit struct {
 	InitialSteps int
 	// Argv is the server command line of one of the chain's points, as stored (ServerArgs edits it).
 	Argv []string
+	// MaxRunning is the --max-running-requests the server needs (0: none): SGLang caps a speculative
+	// server at 48 running requests unless it is given (SpecMaxRunning), so a slot of no speculation
+	// serving a level above 48 would run fewer requests than the baseline it stands in for.
+	MaxRunning int
+}
+
+// SpecMaxRunning is the max_running_requests SGLang gives an EAGLE-family server without
+// --max-running-requests (_handle_eagle_family in python/sglang/srt/arg_groups/speculative_hook.py,
+// sgl-project/sglang at d9ccf6a: "Max running requests is reset to 48 for speculative decoding").
+const SpecMaxRunning = 48
+
+// NeedsMaxRunning is the --max-running-requests an adaptive server of argv needs to run a load of
+// concurrency c without speculation as the baseline does: c when it is above SpecMaxRunning and argv
+// does not set one, else 0.
+func NeedsMaxRunning(argv []string, c int) int {
+	if c <= SpecMaxRunning || argparse.Has(argv, "--max-running-requests") {
+		return 0
+	}
+	return c
 }
 
 // ServerArgs is the command line that starts the chain's server with the schedule in the file at
@@ -64,7 +83,11 @@ func (f *AdaptiveFit) ServerArgs(path string) []string {
 	if !argparse.Has(argv, "--speculative-adaptive") {
 		argv = append(argv, "--speculative-adaptive")
 	}
-	return argparse.Set(argv, path, "--speculative-adaptive-config")
+	argv = argparse.Set(argv, path, "--speculative-adaptive-config")
+	if f.MaxRunning > 0 {
+		argv = argparse.Set(argv, strconv.Itoa(f.MaxRunning), "--max-running-requests")
+	}
+	return argv
 }
 
 // algorithmOf is a point's --speculative-algorithm, upper case; EAGLE when unknown (the label
@@ -231,6 +254,11 @@ func fitChain(s *Sweep, pts []*Point) (*AdaptiveFit, float64) {
 		}
 	}
 	fit.Argv = p0.Argv
+	for _, sl := range fit.Slots {
+		if slices.Contains(sl.Steps, 0) {
+			fit.MaxRunning = max(fit.MaxRunning, NeedsMaxRunning(p0.Argv, sl.Level))
+		}
+	}
 	return fit, score / float64(len(s.Levels))
 }
 

@@ -78,9 +78,14 @@ func TestFitAdaptive(t *testing.T) {
 	if err := json.Unmarshal(cfg["4"], &slot); err != nil || !slices.Equal(slot.CandidateSteps, []int{3}) || string(cfg["strategy"]) != `"ema"` {
 		t.Errorf("config %s", fit.JSON())
 	}
+	// The slot without speculation serves c=64, above the 48 running requests SGLang gives a
+	// speculative server: the server must be told to run 64.
+	if fit.MaxRunning != 64 || NeedsMaxRunning(append(slices.Clone(fit.Argv), "--max-running-requests", "256"), 64) != 0 || NeedsMaxRunning(fit.Argv, 48) != 0 {
+		t.Errorf("max running %d", fit.MaxRunning)
+	}
 	argv := strings.Join(fit.ServerArgs("/etc/sglang/adaptive.json"), " ")
 	for _, want := range []string{"--speculative-num-steps 7", "--speculative-num-draft-tokens 8", "--speculative-eagle-topk 1",
-		"--speculative-adaptive --speculative-adaptive-config /etc/sglang/adaptive.json"} {
+		"--speculative-adaptive --speculative-adaptive-config /etc/sglang/adaptive.json", "--max-running-requests 64"} {
 		if !strings.Contains(argv, want) {
 			t.Errorf("server args %q lack %q", argv, want)
 		}

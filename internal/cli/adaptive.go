@@ -81,6 +81,10 @@ func adaptiveRun(ctx context.Context, env Env, o *adaptiveOptions) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if fit.MaxRunning > 0 {
+		fmt.Fprintf(explain, "--max-running-requests %d: SGLang caps a speculative server at %d running requests unless it is given, and the slot without speculation serves levels up to %d, where the baseline ran them all.\n",
+			fit.MaxRunning, report.SpecMaxRunning, fit.MaxRunning)
+	}
 	argv := fit.ServerArgs(path)
 	quoted := make([]string, len(argv))
 	for i, a := range argv {

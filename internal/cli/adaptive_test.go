@@ -16,6 +16,12 @@ import (
 // steps fall with concurrency: 7, 3, the baseline.
 func adaptiveDB(t *testing.T) string {
 	t.Helper()
+	return adaptiveDBWith(t, "name: falling")
+}
+
+// adaptiveDBWith is adaptiveDB with the stored spec's text.
+func adaptiveDBWith(t *testing.T, specText string) string {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "adaptive.db")
 	db, err := store.Open(ctx, path)
@@ -33,7 +39,7 @@ func adaptiveDB(t *testing.T) string {
 		pts = append(pts, store.NewPoint{ID: id, Method: "eagle3", NumSteps: &n, TopK: &one, NumDraftTokens: &d, TP: 1, Runs: 3,
 			Argv: append(append([]string(nil), argv...), "--speculative-num-steps", string(rune('0'+st)), "--speculative-eagle-topk", "1")})
 	}
-	id, err := db.CreateSweep(ctx, store.NewSweep{Name: "falling", SpecHash: "h", SpecText: "name: falling"},
+	id, err := db.CreateSweep(ctx, store.NewSweep{Name: "falling", SpecHash: "h", SpecText: specText},
 		[]store.NewHost{{Name: "local", Driver: "local", GPUs: 1}}, pts)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +90,7 @@ func TestAdaptiveCommand(t *testing.T) {
 			t.Errorf("slot %s: %s, want %s", k, got, want)
 		}
 	}
-	for _, want := range []string{"eagle3 (EAGLE3, tp 1)", "4-31         c=16", "32+          c=64", "--speculative-num-steps 7", "--speculative-adaptive-config " + out, "Wrote " + out} {
+	for _, want := range []string{"eagle3 (EAGLE3, tp 1)", "4-31         c=16", "32+          c=64", "--speculative-num-steps 7", "--max-running-requests 64", "--speculative-adaptive-config " + out, "Wrote " + out} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +39,7 @@ type verifyOptions struct {
 	Out               string // -o: the spec to write
 	SpecDir           string // --spec-dir: the folder the source spec's relative paths are relative to
 	ConfigPath        string // --config-path: where the hosts keep the fitted schedule
+	Schedule          string // --schedule: a schedule of the user's to verify beside the fitted one
 	NoRun             bool   // --no-run
 	New               bool   // --new
 	AcceptNewHostKeys bool   // --accept-new-host-keys
@@ -51,6 +54,7 @@ func (o *verifyOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Out, "o", "", "write the verification spec to `FILE` (default: NAME-verify.yaml in the current folder)")
 	fs.StringVar(&o.SpecDir, "spec-dir", "", "the folder of the spec the sweep ran from: a local host's relative command and prompt set paths are made absolute against it (default: -o's folder)")
 	fs.StringVar(&o.ConfigPath, "config-path", "", "where the hosts keep the fitted schedule, an absolute `PATH` (default: beside the spec for local hosts, /var/lib/specsweep/NAME-adaptive.json otherwise)")
+	fs.StringVar(&o.Schedule, "schedule", "", "also verify the adaptive schedule in `FILE` (SGLang's --speculative-adaptive-config JSON, e.g. a hand-tuned one), as point adaptive-given")
 	fs.BoolVar(&o.NoRun, "no-run", false, "write the spec and stop (run it with specsweep run or submit)")
 	fs.BoolVar(&o.New, "new", false, "run a new verification even if one of this name exists")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown SSH host keys to known_hosts (a changed key is always refused)")
@@ -87,6 +91,12 @@ func verifyRun(ctx context.Context, env Env, o *verifyOptions) error {
 			return usagef("--config-path: %v", err)
 		}
 	}
+	var given *givenSchedule
+	if o.Schedule != "" {
+		if given, err = readSchedule(o.Schedule); err != nil {
+			return err
+		}
+	}
 	st, sw, err := openRecorded(ctx, env, o.DB, o.Sweep, "verify")
 	if err != nil {
 		return err
@@ -96,7 +106,7 @@ func verifyRun(ctx context.Context, env Env, o *verifyOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading sweep %s (id %d): %w", sw.Name, sw.ID, err)
 	}
-	v, err := buildVerify(s, sw, opt, phases, o)
+	v, err := buildVerify(s, sw, opt, phases, given, o)
 	if err != nil {
 		return err
 	}
@@ -114,14 +124,32 @@ func verifyRun(ctx context.Context, env Env, o *verifyOptions) error {
 		fmt.Fprintf(env.Stdout, "Run it with: specsweep run %s\n", v.path)
 		return nil
 	}
-	runErr := runRun(ctx, env, &runOptions{DB: o.DB, Spec: v.path, New: o.New, AcceptNewHostKeys: o.AcceptNewHostKeys, LogFormat: "text"})
+	fresh := o.New
+	if prior, ok := priorVerification(ctx, env, o.DB, v.spec.Name); ok && prior.SpecHash != v.spec.Hash() && !fresh {
+		// A verification of other points (the source was measured again, other flags): this one
+		// is new; one of the same points resumes, or reports its result when done.
+		fmt.Fprintf(env.Stdout, "note: verification %s (id %d) has other points or phases: starting a new one\n", prior.Name, prior.ID)
+		fresh = true
+	}
+	runErr := runRun(ctx, env, &runOptions{DB: o.DB, Spec: v.path, New: fresh, AcceptNewHostKeys: o.AcceptNewHostKeys, LogFormat: "text"})
 	if ctx.Err() != nil {
 		return runErr
 	}
-	if err := printVerdicts(ctx, env, o.DB, v.spec.Name); err != nil && runErr == nil {
+	if err := printVerdicts(ctx, env, o.DB, v.spec.Name, v.spec.Hash()); err != nil && runErr == nil {
 		return err
 	}
 	return runErr
+}
+
+// priorVerification is the latest sweep of the verification's name, if the store has one.
+func priorVerification(ctx context.Context, env Env, db, name string) (store.Sweep, bool) {
+	st, err := store.OpenReadOnly(ctx, dbPath(env, db))
+	if err != nil {
+		return store.Sweep{}, false
+	}
+	defer st.Close()
+	sw, err := st.FindSweep(ctx, name)
+	return sw, err == nil
 }
 
 // verification is the spec verify writes.
@@ -140,6 +168,7 @@ const (
 	verifyRecommended = "recommended"
 	verifyDefault     = "adaptive-default"
 	verifyFitted      = "adaptive-fitted"
+	verifyGiven       = "adaptive-given"
 	// defaultAdaptiveSteps is where the default schedule starts: the middle of SGLang main's default
 	// candidates [0, 1, 3, 5, 7], SGLang's own choice when --speculative-num-steps is not given
 	// (python/sglang/srt/speculative/adaptive_spec_params.py at 015c872); also a candidate of 0.5.10's
@@ -147,7 +176,7 @@ const (
 	defaultAdaptiveSteps = 3
 )
 
-func buildVerify(s *report.Sweep, sw store.Sweep, opt report.RecommendOptions, phases []sweep.Phase, o *verifyOptions) (*verification, error) {
+func buildVerify(s *report.Sweep, sw store.Sweep, opt report.RecommendOptions, phases []sweep.Phase, given *givenSchedule, o *verifyOptions) (*verification, error) {
 	src, err := sweep.Parse(sw.Name+".yaml", []byte(sw.SpecText))
 	if err != nil {
 		return nil, fmt.Errorf("verify: sweep %s (id %d): its stored spec no longer parses: %w", sw.Name, sw.ID, err)
@@ -241,11 +270,26 @@ func buildVerify(s *report.Sweep, sw store.Sweep, opt report.RecommendOptions, p
 		add(fmt.Sprintf("best-c%d", c), fixedMethod(bm, best), fmt.Sprintf("%s, the sweep's best at concurrency %d", best.Label(), c))
 	}
 	adaptiveArgs := append(slices.Clone(chain.Args), "--speculative-adaptive")
+	// An adaptive server is a speculative one: SGLang caps it at 48 running requests unless told
+	// otherwise, and its steps-0 slots stand in for the baseline, which has no cap.
+	highest := slices.Max(distinctLevels(phases))
+	if n := report.NeedsMaxRunning(slices.Concat(src.Server.Args, chain.Args), max(highest, fit.MaxRunning)); n > 0 {
+		adaptiveArgs = append(adaptiveArgs, "--max-running-requests", strconv.Itoa(n))
+		v.notes = append(v.notes, fmt.Sprintf("the adaptive servers run with --max-running-requests %d: SGLang caps a speculative server at %d running requests unless it is given, and their slots without speculation stand in for the baseline, which has no cap",
+			n, report.SpecMaxRunning))
+	}
 	add(verifyDefault, verifyMethod{Args: adaptiveArgs, Env: chain.Env, NumSteps: []int{defaultAdaptiveSteps}, TopK: []int{1}},
 		fmt.Sprintf("%s with SGLang's default adaptive schedule, starting at %d steps", fit.Method, defaultAdaptiveSteps))
 	add(verifyFitted, verifyMethod{Args: append(slices.Clone(adaptiveArgs), "--speculative-adaptive-config", configPath), Env: chain.Env,
 		NumSteps: []int{fit.InitialSteps}, TopK: []int{1}, Files: map[string]string{configPath: string(fit.JSON())}},
 		fmt.Sprintf("%s with the schedule fitted from the sweep (%s on the host), starting at %d steps", fit.Method, configPath, fit.InitialSteps))
+	if given != nil {
+		path := filepath.Join(filepath.Dir(configPath), name+"-given.json")
+		start := given.start(fit.InitialSteps)
+		add(verifyGiven, verifyMethod{Args: append(slices.Clone(adaptiveArgs), "--speculative-adaptive-config", path), Env: chain.Env,
+			NumSteps: []int{start}, TopK: []int{1}, Files: map[string]string{path: string(given.data)}},
+			fmt.Sprintf("%s with the schedule of %s (%s on the host), starting at %d steps", fit.Method, o.Schedule, path, start))
+	}
 	setKey(top, "methods", methods)
 
 	matrix := &yaml.Node{}
@@ -446,12 +490,15 @@ func phasesWords(ph []sweep.Phase) string {
 
 // printVerdicts prints how each adaptive schedule stood against the fixed configurations in the
 // verification sweep named name (its latest).
-func printVerdicts(ctx context.Context, env Env, db, name string) error {
+func printVerdicts(ctx context.Context, env Env, db, name, hash string) error {
 	st, sw, err := openRecorded(ctx, env, db, name, "verify")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if sw.SpecHash != hash {
+		return nil // not the verification just written: the run said why
+	}
 	s, err := report.LoadID(ctx, st, sw.ID)
 	if err != nil {
 		return err
@@ -523,4 +570,78 @@ func delKey(m *yaml.Node, key string) {
 			return
 		}
 	}
+}
+
+// givenSchedule is --schedule's file: SGLang's adaptive config as the user wrote it.
+type givenSchedule struct {
+	data []byte
+	// candidates is the union of its slots' candidate_steps (the flat format's list too), ascending.
+	candidates []int
+}
+
+// maxScheduleBytes bounds --schedule's file (a method file's bound: docs/spec.md, "methods").
+const maxScheduleBytes = 1 << 20
+
+// readSchedule reads --schedule: a JSON object of at most maxScheduleBytes. SGLang's own checks are
+// the server's (a bad schedule fails its point at start, with SGLang's words).
+func readSchedule(path string) (*givenSchedule, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usagef("--schedule %s: %v", path, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxScheduleBytes+1))
+	if err != nil {
+		return nil, usagef("--schedule %s: %v", path, err)
+	}
+	if len(data) > maxScheduleBytes {
+		return nil, usagef("--schedule %s: larger than %d KiB (a schedule is a few slots)", path, maxScheduleBytes>>10)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, usagef("--schedule %s: not a JSON object, as SGLang's --speculative-adaptive-config wants: %v", path, err)
+	}
+	g := &givenSchedule{data: data}
+	add := func(raw json.RawMessage) {
+		var l []int
+		if json.Unmarshal(raw, &l) == nil {
+			for _, k := range l {
+				if k >= 0 && !slices.Contains(g.candidates, k) {
+					g.candidates = append(g.candidates, k)
+				}
+			}
+		}
+	}
+	add(top["candidate_steps"])
+	for k, raw := range top {
+		if _, err := strconv.Atoi(k); err == nil {
+			var slot map[string]json.RawMessage
+			if json.Unmarshal(raw, &slot) == nil {
+				add(slot["candidate_steps"])
+			}
+		}
+	}
+	slices.Sort(g.candidates)
+	if !slices.ContainsFunc(g.candidates, func(k int) bool { return k > 0 }) {
+		return nil, usagef("--schedule %s: no slot has a candidate step above 0: nothing to start a speculative server with", path)
+	}
+	return g, nil
+}
+
+// start is the steps the server starts with: the fit's when it is a candidate (the same start as
+// the fitted schedule's), else SGLang main's own choice, the middle candidate, if it drafts, else
+// the smallest that does (SGLang refuses a start outside the candidates).
+func (g *givenSchedule) start(fit int) int {
+	if slices.Contains(g.candidates, fit) {
+		return fit
+	}
+	if mid := g.candidates[len(g.candidates)/2]; mid > 0 {
+		return mid
+	}
+	for _, k := range g.candidates {
+		if k > 0 {
+			return k
+		}
+	}
+	return fit
 }

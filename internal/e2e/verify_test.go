@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+	"github.com/specsweep/specsweep/report"
+	"github.com/specsweep/specsweep/sim"
+	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
+)
+
+// TestVerifyOnTheSimulator: `specsweep verify` (issue 28) on a sweep of the falling-steps profile (best
+// steps 7 at one stream, 3 at 16, the baseline at 64) writes a sweep of the baseline, the best fixed
+// configuration of the phases' level 1, SGLang's default adaptive schedule and the fitted one (a file
+// the local driver writes before the point starts, read by the simulator's loader that follows
+// SGLang's), runs it under phases 1, 64, 1, and compares each adaptive server with the fixed ones; the
+// fitted server switches to no speculation in the c=64 phase and back.
+func TestVerifyOnTheSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end sweep")
+	}
+	dir := t.TempDir()
+	f := writeSpec(t, fmt.Sprintf(`version: 1
+name: e2e-falling
+hosts: [{name: here, driver: local, gpus: 1}]
+server:
+  command: [%s]
+  args: [--model-path, /models/falling, --host, 127.0.0.1, --port, "31871", --enable-metrics]
+  env: {SGLANGSIM_TIME_SCALE: "0.1", SGLANGSIM_LOAD_SECONDS: "2", SGLANGSIM_WARMUP_SECONDS: "0.5", SGL_FORCE_SHUTDOWN: "1",
+    SGLANGSIM_PROFILE: %q, SGLANGSIM_VERSION: main}
+  port: 31871
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE3, --speculative-draft-model-path, /models/falling-eagle3]
+matrix: {method: [baseline, eagle3], num_steps: [1, 3, 5, 7], topk: [1], tp: [1]}
+workload:
+  concurrency: [1, 16, 64]
+  requests: 64
+  input_tokens: 128
+  output_tokens: 128
+  warmup_requests: 4
+  output_check: false
+`, testhost.SimBinary(t), profileFile(t, "falling-steps", nil, dir)))
+	if r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec); r.code != 0 {
+		t.Fatalf("source sweep failed:\n%s", r)
+	}
+	out := filepath.Join(dir, "verify.yaml")
+	r := specsweep(t, 6*time.Minute, "verify", "--db", f.db, "--phases", "c=1:4s,c=64:4s,c=1:4s", "-o", out, "e2e-falling")
+	if r.code != 0 {
+		t.Fatalf("verify failed:\n%s", r)
+	}
+	for _, want := range []string{"sweep e2e-falling-verify, 4 point(s) under phases c=1:4s,c=64:4s,c=1:4s",
+		"best-c1           eagle3 s=7 k=1 n=8, the sweep's best at concurrency 1",
+		"note: the recommended configuration is the baseline",
+		"Adaptive schedules against the best fixed configuration", "adaptive-fitted s=7 k=1 n=8  whole run"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("verify's output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	// The fitted schedule is a file of the spec, written where the point's args name it, and the
+	// simulator's loader (SGLang main's checks) takes it.
+	spec, err := sweep.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fitted := spec.Methods["adaptive-fitted"]
+	if len(fitted.Files) != 1 {
+		t.Fatalf("adaptive-fitted files %+v", fitted.Files)
+	}
+	onDisk, err := os.ReadFile(fitted.Files[0].Path)
+	if err != nil || string(onDisk) != fitted.Files[0].Content {
+		t.Fatalf("the schedule the host should have written (%s): %v\n%s", fitted.Files[0].Path, err, onDisk)
+	}
+	cfg, err := sim.ParseAdaptiveConfig(onDisk, "main")
+	if err != nil {
+		t.Fatalf("the simulator refuses the fitted schedule: %v\n%s", err, onDisk)
+	}
+	var slots []string
+	for _, sl := range cfg.Slots {
+		slots = append(slots, fmt.Sprintf("%d:%v", sl.BatchSize, sl.CandidateSteps))
+	}
+	if got := strings.Join(slots, " "); !strings.HasPrefix(got, "1:[7") || !strings.HasSuffix(got, "32:[0]") {
+		t.Errorf("fitted slots %s: want the first serving from 1 with 7, the last from 32 (between 16 and 64) with 0", got)
+	}
+
+	// Every point ran the three phases; the fitted server switched to no speculation at c=64 and
+	// back to drafting at c=1.
+	ctx := context.Background()
+	db, err := store.Open(ctx, f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, err := report.Load(ctx, db, "e2e-falling-verify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fittedPoint *report.Point
+	for _, p := range s.Points {
+		if p.State != "done" {
+			t.Errorf("point %s is %s", p.Label(), p.State)
+		}
+		if len(p.Phases) != 3 {
+			t.Errorf("point %s recorded %d phases, want 3", p.Label(), len(p.Phases))
+		}
+		if p.Method == "adaptive-fitted" {
+			fittedPoint = p
+		}
+	}
+	if fittedPoint == nil || len(fittedPoint.Phases) != 3 {
+		t.Fatalf("no fitted point with its phases: %+v", fittedPoint)
+	}
+	to := func(ph store.PhaseSeries, steps int) bool {
+		for _, sw := range ph.Switches {
+			if sw.To == steps {
+				return true
+			}
+		}
+		return false
+	}
+	if ph := fittedPoint.Phases[1]; ph.Concurrency != 64 || !to(ph, 0) {
+		t.Errorf("the fitted server's c=64 phase did not switch to steps 0: %+v", ph.Switches)
+	}
+	if ph := fittedPoint.Phases[2]; !to(ph, 7) {
+		t.Errorf("the fitted server's last c=1 phase did not switch back to steps 7: %+v", ph.Switches)
+	}
+	checks := report.AdaptiveChecks(s)
+	if len(checks) != 2 {
+		t.Fatalf("%d adaptive checks, want the default and the fitted", len(checks))
+	}
+	for _, ch := range checks {
+		if len(ch.Phases) != 3 || ch.Whole.Best == nil {
+			t.Fatalf("check of %s: %+v", ch.Point.Label(), ch)
+		}
+		// At one stream the best fixed configuration is the sweep's best at c=1, steps 7.
+		if b := ch.Phases[0].Best; b == nil || b.Method != "best-c1" {
+			t.Errorf("%s phase 1: best fixed %v, want best-c1", ch.Point.Label(), b)
+		}
+		if b := ch.Phases[1].Best; b == nil || b.Method != "baseline" {
+			t.Errorf("%s phase 2 (c=64): best fixed %v, want the baseline", ch.Point.Label(), b)
+		}
+	}
+
+	rep := specsweep(t, time.Minute, "report", "--db", f.db, "--format", "md", "-o", filepath.Join(dir, "report"), "e2e-falling-verify")
+	if rep.code != 0 {
+		t.Fatalf("report failed:\n%s", rep)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report", "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Phases", "## Adaptive against fixed configurations", "| adaptive-fitted s=7 k=1 n=8 | 1 | whole run |", "phases-tp1"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "report", "charts", "phases-tp1.svg")); err != nil {
+		t.Errorf("no chart of tok/s through the phases: %v", err)
+	}
+}
