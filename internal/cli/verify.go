@@ -52,7 +52,7 @@ func (o *verifyOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SLO, "slo", "", "latency `SLOS` the recommended configuration must meet (as for recommend)")
 	fs.StringVar(&o.Phases, "phases", "", "the shifting load, `PHASES` c=1:60s,c=64:60s,c=1:60s (default: the lowest measured level, the highest, the lowest, 60 s each)")
 	fs.StringVar(&o.Out, "o", "", "write the verification spec to `FILE` (default: NAME-verify.yaml in the current folder)")
-	fs.StringVar(&o.SpecDir, "spec-dir", "", "the folder of the spec the sweep ran from: a local host's relative command and prompt set paths are made absolute against it (default: -o's folder)")
+	fs.StringVar(&o.SpecDir, "spec-dir", "", "`DIR`, the folder of the spec the sweep ran from: a local host's relative command and prompt set paths are made absolute against it (default: -o's folder)")
 	fs.StringVar(&o.ConfigPath, "config-path", "", "where the hosts keep the fitted schedule, an absolute `PATH` (default: beside the spec for local hosts, /var/lib/specsweep/NAME-adaptive.json otherwise)")
 	fs.StringVar(&o.Schedule, "schedule", "", "also verify the adaptive schedule in `FILE` (SGLang's --speculative-adaptive-config JSON, e.g. a hand-tuned one), as point adaptive-given")
 	fs.BoolVar(&o.NoRun, "no-run", false, "write the spec and stop (run it with specsweep run or submit)")
