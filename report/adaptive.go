@@ -266,10 +266,10 @@ func fitChain(s *Sweep, pts []*Point) (*AdaptiveFit, float64) {
 // geometric middle between the level below and its own (rounded up, so above the level below and at
 // most its own). SGLang routes a decode batch to the slot with the largest key not above the batch's
 // size padded up to a CUDA-graph batch size (AdaptiveSpeculativeParams, adaptive_spec_params.py at
-// 015c872); a load of concurrency c runs many batches below c (requests in prefill, finishing, being
-// sent again), so a slot keyed at c itself would leave them to the slot of the level below.
-// Measured on the simulator (docs/benchmarks.md): keys 1, 16, 64 ran a c=64 phase at 0.63 of the
-// baseline, keys 1, 4, 32 at 0.83.
+// 015c872); a load of concurrency c runs batches below c (requests in prefill, finishing, being sent
+// again; at most 48 on a speculative server without --max-running-requests), so a slot keyed at c
+// itself can be left to the level below, or never reached (docs/benchmarks.md, "Verification under
+// shifting load").
 func slotKeys(slots []AdaptiveSlot) {
 	for i := range slots {
 		if i == 0 {
