@@ -92,24 +92,9 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 			sr.files[pt.ID] = pt.Files
 		}
 	}
-	var sharegpt workload.Dataset
-	if p := spec.Workload.DatasetPath(); p != "" {
-		// Load a ShareGPT file once for every point, and fail before touching any host if it is bad.
-		ds, err := workload.ParseDataset(spec.Workload.Dataset, spec.Workload.InputTokens, uint64(spec.Workload.Seed))
-		if err != nil {
-			r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, "dataset: "+err.Error())
-			return Outcome{}, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err)
-		}
-		sharegpt = ds
-	}
-	// Prompt sets are read once for every point, and a file changed since the sweep was planned
-	// is refused before any host is touched.
-	sets, err := checkPromptSets(ctx, spec, sw.SpecHash)
-	if err == nil {
-		sr.sources, err = promptSources(spec, sets, sharegpt)
-	}
+	sr.sources, err = sourcesOf(ctx, spec, sw.SpecHash)
 	if err != nil {
-		r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, "workload.datasets: "+err.Error())
+		r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, err.Error())
 		return Outcome{}, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err)
 	}
 

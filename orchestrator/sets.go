@@ -74,6 +74,28 @@ func checkPromptSets(ctx context.Context, spec *sweep.Spec, storedHash string) (
 	return sets, nil
 }
 
+// sourcesOf reads what a sweep's levels send: a ShareGPT file (loaded once for every point) and the
+// prompt sets (read once, refused when a file changed since the sweep was planned: storedHash), so a
+// bad file fails before any host is touched.
+func sourcesOf(ctx context.Context, spec *sweep.Spec, storedHash string) ([]promptSource, error) {
+	var sharegpt workload.Dataset
+	if p := spec.Workload.DatasetPath(); p != "" {
+		ds, err := workload.ParseDataset(spec.Workload.Dataset, spec.Workload.InputTokens, uint64(spec.Workload.Seed))
+		if err != nil {
+			return nil, fmt.Errorf("dataset: %w", err)
+		}
+		sharegpt = ds
+	}
+	sets, err := checkPromptSets(ctx, spec, storedHash)
+	if err == nil {
+		var out []promptSource
+		if out, err = promptSources(spec, sets, sharegpt); err == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("workload.datasets: %w", err)
+}
+
 // promptSource is what a source's levels send: its prompts (nil: random prompts of the source's length,
 // drawn from each repeat's seed by the load generator).
 type promptSource struct {
