@@ -76,11 +76,17 @@ type Config struct {
 	// Nondeterminism is SGLANGSIM_NONDETERMINISM: the probability that a
 	// greedy request's text diverges late, as BF16 batching makes it (0: never).
 	Nondeterminism float64
+	// AcceptScale is SGLANGSIM_ACCEPT_SCALE, in (0, 1]: the factor on every per-position draft
+	// acceptance probability the requests draw (Model.AcceptScale; 1: unchanged).
+	AcceptScale float64
+	// EngineVersion is SGLANGSIM_ENGINE_VERSION: the version the server info reports instead of
+	// the release profile's name ("": the name).
+	EngineVersion string
 }
 
 // LoadConfig reads the knobs from the environment.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	c := Config{LoadSeconds: 20, WarmupSeconds: 2, TimeScale: 1, GPUMemGB: 96, GPUs: DefaultGPUs, DraftCaptureShare: 0.5, HealthGenerate: true}
+	c := Config{LoadSeconds: 20, WarmupSeconds: 2, TimeScale: 1, GPUMemGB: 96, GPUs: DefaultGPUs, DraftCaptureShare: 0.5, HealthGenerate: true, AcceptScale: 1}
 	num := func(name string, dst *float64, positive bool) error {
 		v := strings.TrimSpace(getenv(name))
 		if v == "" {
@@ -122,6 +128,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.Nondeterminism = f
 	}
+	if v := strings.TrimSpace(getenv("SGLANGSIM_ACCEPT_SCALE")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return c, fmt.Errorf("invalid SGLANGSIM_ACCEPT_SCALE=%q: want a number in (0, 1] (the factor on every draft acceptance probability; 1 changes nothing)", v)
+		}
+		c.AcceptScale = f
+	}
+	c.EngineVersion = strings.TrimSpace(getenv("SGLANGSIM_ENGINE_VERSION"))
 	var err error
 	if c.Fail, err = ParseFail(getenv("SGLANGSIM_FAIL")); err != nil {
 		return c, err

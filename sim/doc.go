@@ -34,6 +34,10 @@
 //   - Failure modes ([FailMode], SGLANGSIM_FAIL): out of memory, crash
 //     during load, exit during start, hang, ignored SIGTERM, slow drain, a
 //     lossy speculative path (wrong accepted draft tokens).
+//   - Regressions on purpose: SGLANGSIM_ACCEPT_SCALE lowers every draft
+//     acceptance probability ([Model.AcceptScale]), so accept length and
+//     speculative speed fall while the baseline does not;
+//     SGLANGSIM_ENGINE_VERSION changes only the version the server reports.
 //   - The truth file ([Truth], SGLANGSIM_TRUTH): JSON lines of the server's
 //     own readiness, per-request and exit times, and what each request
 //     accepted and why, to check a client against.

@@ -197,6 +197,10 @@ type Model struct {
 	accept   []float64 // effective per-position acceptance; len = max accepted drafts per step
 	tpFactor float64
 	kind     string // "" (no speculation), "chain", "block", "lookup"
+	// AcceptScale multiplies every per-position acceptance probability the requests draw, after
+	// the content, context and temperature (SGLANGSIM_ACCEPT_SCALE, in (0, 1]): a regression made
+	// on purpose. 0 and 1 change nothing; step costs, memory and the baseline never depend on it.
+	AcceptScale float64
 }
 
 // NewModel builds the model of args under profile p on GPUs of gpuMemGB.
@@ -407,7 +411,7 @@ func (m *Model) PrefillTime(newTokens int) time.Duration {
 
 // SampleAccept draws the accepted length of one greedy verify step (bonus
 // token included): 1 plus the run of accepted draft positions.
-func (m *Model) SampleAccept(r *rand.Rand) int { return sampleChain(r, m.accept) }
+func (m *Model) SampleAccept(r *rand.Rand) int { return sampleChain(r, m.AcceptAt(0)) }
 
 func sampleChain(r *rand.Rand, accept []float64) int {
 	n := 1
@@ -423,8 +427,24 @@ func sampleChain(r *rand.Rand, accept []float64) int {
 // AcceptAt is the per-position acceptance at sampling temperature t. Greedy
 // (t below 1e-5, SGLang's sampling epsilon) keeps the profile's table;
 // above it the verifier samples and accepts a draft token with the overlap
-// of the two distributions, modelled as p^(1 + TempAlpha*min(t, 2)).
-func (m *Model) AcceptAt(t float64) []float64 { return m.temperAccept(m.accept, t) }
+// of the two distributions, modelled as p^(1 + TempAlpha*min(t, 2)). Both
+// are then multiplied by AcceptScale.
+func (m *Model) AcceptAt(t float64) []float64 { return m.scaleAccept(m.temperAccept(m.accept, t)) }
+
+// scaleAccept multiplies each probability of accept by AcceptScale; without
+// a scale (0 or 1) it returns accept itself, so the draws are those of a
+// server without the knob.
+func (m *Model) scaleAccept(accept []float64) []float64 {
+	s := m.AcceptScale
+	if s == 0 || s == 1 || len(accept) == 0 {
+		return accept
+	}
+	out := make([]float64, len(accept))
+	for i, p := range accept {
+		out[i] = s * p
+	}
+	return out
+}
 
 // temperAccept lowers per-position acceptance for sampling at temperature
 // t (AcceptAt); greedy returns accept itself.
@@ -441,7 +461,7 @@ func (m *Model) temperAccept(accept []float64, t float64) []float64 {
 }
 
 // ExpectedAccept is the mean of SampleAccept.
-func (m *Model) ExpectedAccept() float64 { return expectedAccept(m.accept) }
+func (m *Model) ExpectedAccept() float64 { return expectedAccept(m.AcceptAt(0)) }
 
 func expectedAccept(accept []float64) float64 {
 	e, c := 1.0, 1.0
@@ -483,14 +503,15 @@ func (p *Profile) ContextFactor(promptTokens int) float64 {
 // AcceptFor is the per-position acceptance of a request of content class c
 // with promptTokens prompt tokens, sampled at temperature t: the table's
 // (a tree's, after its branching), its odds multiplied by the content and
-// context factors, then lowered by the temperature as AcceptAt lowers it.
-// A neutral request below the knee gets AcceptAt(t) exactly.
+// context factors, then lowered by the temperature as AcceptAt lowers it,
+// then multiplied by AcceptScale. A neutral request below the knee gets
+// AcceptAt(t) exactly.
 func (m *Model) AcceptFor(c ContentClass, promptTokens int, t float64) []float64 {
 	f := m.Profile.ContentFactor(c) * m.Profile.ContextFactor(promptTokens)
 	if f == 1 {
 		return m.AcceptAt(t)
 	}
-	return m.temperAccept(oddsScale(m.accept, f), t)
+	return m.scaleAccept(m.temperAccept(oddsScale(m.accept, f), t))
 }
 
 // ExpectedAcceptFor is the mean accept length of one verify step (the bonus

@@ -119,6 +119,7 @@ func MainEnv(argv []string, lookup func(string) (string, bool), stdout, stderr i
 	log := NewLogger(stderr, stdout)
 	log.Quiet = a.LogQuiet
 	m := NewModel(a, prof, cfg.GPUMemGB)
+	m.AcceptScale = cfg.AcceptScale
 	var s *Server
 	die := func(reason string) {
 		s.reg.Remove() // the GPUs are free once the process is gone

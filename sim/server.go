@@ -302,6 +302,9 @@ func (s *Server) serverInfo(w http.ResponseWriter, r *http.Request) {
 	out["max_total_num_tokens"] = pl.MaxTotalTokens
 	out["max_req_input_len"] = pl.ContextLen - 1
 	out["version"] = era.Name
+	if v := s.Config.EngineVersion; v != "" {
+		out["version"] = v // SGLANGSIM_ENGINE_VERSION: the same release profile under another version
+	}
 	prof := s.Model.Profile.Name
 	if src := s.Model.Profile.Source; src != "" {
 		prof += " from " + src
