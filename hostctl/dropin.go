@@ -41,6 +41,32 @@ func EnvFilePath(unitName string) string {
 // MarkerPath is the restore marker's path for unit.
 func MarkerPath(unitName string) string { return MarkerDir + "/restore-" + unitName + ".json" }
 
+// AppliedDropInName is the file name of the applied configuration's drop-in in <unit>.d/
+// (`specsweep apply`): it sorts before DropInName, so a sweep's drop-in overrides it.
+const AppliedDropInName = "40-specsweep-applied.conf"
+
+// AppliedEnvFileName is the file name of the applied configuration's environment file in <unit>.d/.
+const AppliedEnvFileName = "40-specsweep-applied.env"
+
+// AppliedDropInPath is the applied configuration's drop-in for unit (0644).
+func AppliedDropInPath(unitName string) string {
+	return "/etc/systemd/system/" + unitName + ".d/" + AppliedDropInName
+}
+
+// AppliedEnvFilePath is the applied configuration's environment file for unit (0600, as EnvFilePath).
+func AppliedEnvFilePath(unitName string) string {
+	return "/etc/systemd/system/" + unitName + ".d/" + AppliedEnvFileName
+}
+
+// AppliedRecordPath is where the host keeps what is applied to unit (an AppliedRecord).
+func AppliedRecordPath(unitName string) string { return MarkerDir + "/applied-" + unitName + ".json" }
+
+// ApplyRollbackPath is the rollback record of an apply in progress for unit (0600: it holds the
+// previous environment file).
+func ApplyRollbackPath(unitName string) string {
+	return MarkerDir + "/apply-rollback-" + unitName + ".json"
+}
+
 // wrapAt is the ExecStart= line length beyond which arguments continue on
 // the next line (a trailing backslash): systemd accepts long lines, but
 // tools that read unit files (and go-systemd's parser, 2048 bytes) do not.
@@ -244,13 +270,18 @@ func plainPath(s string) bool {
 // escapes systemd's env-file parser undoes inside double quotes, so a value
 // arrives byte for byte, never expanded).
 func RenderEnvFile(env map[string]string) ([]byte, error) {
+	return renderEnvFile("# Written by specsweep for one sweep point (root only); removed with the drop-in.\n", env)
+}
+
+// renderEnvFile is RenderEnvFile under the header comment head.
+func renderEnvFile(head string, env map[string]string) ([]byte, error) {
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	var b bytes.Buffer
-	b.WriteString("# Written by specsweep for one sweep point (root only); removed with the drop-in.\n")
+	b.WriteString(head)
 	for _, k := range keys {
 		v := env[k]
 		if !envName(k) {
@@ -288,6 +319,30 @@ func systemdSpan(d time.Duration) string {
 // environment (the values are in that file, never in the drop-in),
 // TimeoutStopSec=. Serialised with go-systemd's unit package.
 func RenderDropIn(unitName string, l Launch) ([]byte, error) {
+	return renderDropIn(l, dropInText{head: sweepDropInHead(unitName), envFile: EnvFilePath(unitName)})
+}
+
+func sweepDropInHead(unitName string) string {
+	return "# Written by specsweep for one sweep point; removed by `specsweep` when the sweep ends.\n" +
+		"# The operator's unit is untouched. To undo: `specsweep restore SPEC`, or by hand: delete this file,\n" +
+		"# " + EnvFileName + " beside it and " + MarkerPath(unitName) + ", then `systemctl daemon-reload`.\n"
+}
+
+// dropInText is what differs between specsweep's drop-ins: a sweep point's and the applied
+// configuration's.
+type dropInText struct {
+	head    string // the comment at the top
+	envFile string // named in EnvironmentFile= when the launch has an environment
+	// resetEnv empties EnvironmentFile= first and names keepEnv again: a sweep's point on a host with
+	// an applied configuration, whose environment file would otherwise add to the point's.
+	resetEnv bool
+	keepEnv  []string // the unit's own environment files ("-" first: missing is fine)
+}
+
+// renderDropIn renders l's drop-in as t says: ExecStart= (reset) then the launch,
+// EnvironmentFile= (reset and the unit's own with t.resetEnv; then t.envFile when l has an
+// environment), TimeoutStopSec=.
+func renderDropIn(l Launch, t dropInText) ([]byte, error) {
 	l = l.withDefaults()
 	if err := l.Validate(); err != nil {
 		return nil, err
@@ -300,18 +355,25 @@ func RenderDropIn(unitName string, l Launch) ([]byte, error) {
 		unit.NewUnitOption("Service", "ExecStart", ""),
 		unit.NewUnitOption("Service", "ExecStart", exec),
 	}
+	if t.resetEnv {
+		opts = append(opts, unit.NewUnitOption("Service", "EnvironmentFile", ""))
+		for _, f := range t.keepEnv {
+			if strings.ContainsAny(f, "\n\r\x00") {
+				return nil, fmt.Errorf("environment file %q of the unit: a newline or NUL in its name", f)
+			}
+			// systemd expands specifiers in the path it shows: written back, % stays literal.
+			opts = append(opts, unit.NewUnitOption("Service", "EnvironmentFile", strings.ReplaceAll(f, "%", "%%")))
+		}
+	}
 	if len(l.Env) > 0 {
-		opts = append(opts, unit.NewUnitOption("Service", "EnvironmentFile", EnvFilePath(unitName)))
+		opts = append(opts, unit.NewUnitOption("Service", "EnvironmentFile", t.envFile))
 	}
 	opts = append(opts, unit.NewUnitOption("Service", "TimeoutStopSec", systemdSpan(l.StopTimeout)))
 	body, err := io.ReadAll(unit.Serialize(opts))
 	if err != nil {
 		return nil, err
 	}
-	head := "# Written by specsweep for one sweep point; removed by `specsweep` when the sweep ends.\n" +
-		"# The operator's unit is untouched. To undo: `specsweep restore SPEC`, or by hand: delete this file,\n" +
-		"# " + EnvFileName + " beside it and " + MarkerPath(unitName) + ", then `systemctl daemon-reload`.\n"
-	return append([]byte(head), body...), nil
+	return append([]byte(t.head), body...), nil
 }
 
 // Marker records what Restore must bring back; it is written on the host

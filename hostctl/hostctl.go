@@ -10,7 +10,9 @@
 // specsweep. Readiness is polled with a bounded backoff while the unit state
 // and the journal lines of THIS invocation are checked at every step, so a
 // dead server is classified (bad_args, oom, ...) within about a second, with
-// the log lines that show why. docs/hostctl.md is the user reference.
+// the log lines that show why. An ssh host can also make a launch its server
+// durably (Applier, apply.go: a persistent 40-specsweep-applied.conf drop-in,
+// with a rollback record). docs/hostctl.md is the user reference.
 package hostctl
 
 import (

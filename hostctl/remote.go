@@ -190,17 +190,14 @@ func (r *Remote) ensureMarker(ctx context.Context) (Marker, error) {
 				r.o.Unit, m.CreatedAt.Format(time.RFC3339)))
 		}
 	}
-	m := Marker{Unit: r.o.Unit, DropIn: DropInPath(r.o.Unit), CreatedAt: r.o.Clock.Now().UTC(), By: "specsweep"}
-	if hn, herr := os.Hostname(); herr == nil {
-		m.By = "specsweep@" + hn
-	}
+	m := Marker{Unit: r.o.Unit, DropIn: DropInPath(r.o.Unit), CreatedAt: r.o.Clock.Now().UTC(), By: r.by()}
 	if st.LoadState == "not-found" || st.LoadState == "" {
 		if !r.o.CreateUnit {
 			return Marker{}, fmt.Errorf("unit %s does not exist on %s (install it, or set create_unit: true)", r.o.Unit, r.o.Name)
 		}
 		m.UnitCreated = true
 	} else {
-		m.WasActive = st.ActiveState == "active" || st.ActiveState == "activating" || st.ActiveState == "reloading"
+		m.WasActive = active(st)
 	}
 	if err := r.conn.WriteFileAtomic(ctx, MarkerPath(r.o.Unit), m.Encode(), 0o644); err != nil {
 		return Marker{}, fmt.Errorf("writing the restore marker: %w", err)
@@ -285,9 +282,21 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 	} else if err := r.conn.Remove(ctx, EnvFilePath(r.o.Unit)); err != nil {
 		return nil, wrapUnreachable(fmt.Errorf("removing the environment file: %w", err))
 	}
+	// With an applied configuration (apply.go) beside it, its environment file would add to the
+	// point's: EnvironmentFile= accumulates across drop-ins.
+	if dropIn, err = r.sweepDropIn(ctx, l, dropIn); err != nil {
+		return nil, wrapUnreachable(err)
+	}
 	if err := r.conn.WriteFileAtomic(ctx, DropInPath(r.o.Unit), dropIn, 0o644); err != nil {
 		return nil, wrapUnreachable(fmt.Errorf("writing the drop-in: %w", err))
 	}
+	return r.startUnit(ctx, l, prev.Final.InvocationID, dropIn)
+}
+
+// startUnit starts the unit as its drop-ins now say (daemon-reload, reset-failed, start) and
+// follows the new invocation of l; prevID is the invocation stopped before (a failed start's
+// evidence is a new invocation's only), dropIn what the instance runs under (Provenance).
+func (r *Remote) startUnit(ctx context.Context, l Launch, prevID string, dropIn []byte) (Instance, error) {
 	started, err := r.unit.start(ctx)
 	startedAt := r.o.Clock.Now()
 	id := started.InvocationID
@@ -299,7 +308,7 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 		// The start itself failed (no new invocation: InvocationID may be the previous one's):
 		// systemd refused the unit as configured.
 		ev := strings.Split(strings.TrimSpace(sr.stderr), "\n")
-		if id != "" && id != prev.Final.InvocationID { // a new invocation ran (ExecStartPre=...): its lines
+		if id != "" && id != prevID { // a new invocation ran (ExecStartPre=...): its lines
 			q := ShellQuote(id)
 			if jr, jerr := r.run(ctx, "journalctl --no-pager -q -o cat -n 20 _SYSTEMD_INVOCATION_ID="+q+" + INVOCATION_ID="+q, 15*time.Second); jerr == nil {
 				ev = append(ev, strings.Split(strings.TrimSpace(string(jr.Stdout)), "\n")...)

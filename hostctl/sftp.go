@@ -172,6 +172,27 @@ func (c *Conn) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return out, err
 }
 
+// readFileMax is ReadFile of a file of at most max bytes: a larger one is an error, never cut (a
+// record cut short would decode to nothing, or to a truncated file put back).
+func (c *Conn) readFileMax(ctx context.Context, p string, max int64) ([]byte, error) {
+	var out []byte
+	err := c.withSFTP(ctx, func(sc *sftp.Client) error {
+		f, err := sc.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if out, err = io.ReadAll(io.LimitReader(f, max+1)); err != nil {
+			return err
+		}
+		if int64(len(out)) > max {
+			return fmt.Errorf("%s is larger than %d bytes", p, max)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // ReadFileMode is ReadFile and the file's mode, both of the one file opened (fstat: a symlink's
 // target's).
 func (c *Conn) ReadFileMode(ctx context.Context, p string) ([]byte, os.FileMode, error) {

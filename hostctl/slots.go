@@ -146,8 +146,9 @@ func slotUnitMode(modes []os.FileMode) os.FileMode {
 }
 
 // slotUnitText is the unit file of a slot and its mode (slotUnitMode): the operator's unit file and
-// its drop-ins (but specsweep's own), in systemd's order, one after the other (later settings
-// override earlier ones in one file as in drop-ins, and an empty ExecStart= still resets the list).
+// its drop-ins (but specsweep's own: a sweep's and the applied one), in systemd's order, one after
+// the other (later settings override earlier ones in one file as in drop-ins, and an empty
+// ExecStart= still resets the list).
 func (r *Remote) slotUnitText(ctx context.Context) ([]byte, os.FileMode, error) {
 	out, err := r.run(ctx, "systemctl show -p FragmentPath,DropInPaths -- "+ShellQuote(r.o.Unit), 15*time.Second)
 	if err != nil {
@@ -160,7 +161,9 @@ func (r *Remote) slotUnitText(ctx context.Context) ([]byte, os.FileMode, error) 
 		}
 		if v, ok := strings.CutPrefix(l, "DropInPaths="); ok {
 			for _, f := range strings.Fields(v) {
-				if path.Base(f) != DropInName {
+				// specsweep's own drop-ins: the sweep's, and the applied configuration (the slot
+				// runs a point, with the operator's settings only).
+				if b := path.Base(f); b != DropInName && b != AppliedDropInName {
 					files = append(files, f)
 				}
 			}
