@@ -126,6 +126,7 @@ func commands() []command {
 		reportCmd(),
 		adaptiveCmd(),
 		verifyCmd(),
+		applyCmd(),
 		recommendCmd(),
 		observeCmd(),
 		exportCmd(),

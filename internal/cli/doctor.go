@@ -73,7 +73,7 @@ func doctorRun(ctx context.Context, env Env, o *doctorOptions) error {
 	results := make([][]hostctl.Check, len(hosts))
 	var wg sync.WaitGroup
 	for i, h := range hosts {
-		wg.Go(func() { results[i] = h.Doctor(ctx) })
+		wg.Go(func() { results[i] = append(h.Doctor(ctx), appliedCheck(ctx, h)...) })
 	}
 	wg.Wait()
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
@@ -94,4 +94,25 @@ func doctorRun(ctx context.Context, env Env, o *doctorOptions) error {
 		return errors.New("no hosts")
 	}
 	return nil
+}
+
+// appliedCheck says what `specsweep apply` made the host's server (its own record on the host), as
+// an info line; none for a host that cannot apply.
+func appliedCheck(ctx context.Context, h hostctl.Driver) []hostctl.Check {
+	ap, ok := h.(hostApplier)
+	if !ok {
+		return nil
+	}
+	c := hostctl.Check{Host: h.Name(), Name: "applied", Status: hostctl.CheckOK}
+	rec, err := ap.Applied(ctx)
+	switch {
+	case err != nil:
+		c.Status, c.Detail = hostctl.CheckWarn, "cannot read what is applied: "+err.Error()
+	case rec == nil:
+		c.Detail = "nothing applied: the operator's configuration"
+	default:
+		c.Detail = fmt.Sprintf("applied: %s (point %s of sweep %s, id %d; %s) since %s by %s; `specsweep restore --applied %s` returns the operator's unit",
+			rec.Label, rec.Point, rec.Sweep, rec.SweepID, rec.Choice, rec.AppliedAt.Format(time.RFC3339), rec.By, h.Name())
+	}
+	return []hostctl.Check{c}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -13,6 +14,7 @@ import (
 	"github.com/specsweep/specsweep/hostctl"
 	"github.com/specsweep/specsweep/orchestrator"
 	"github.com/specsweep/specsweep/store"
+	"github.com/specsweep/specsweep/sweep"
 )
 
 func restoreCmd() command {
@@ -24,21 +26,29 @@ func restoreCmd() command {
 type restoreOptions struct {
 	DB                string // --db: checked for a running sweep of the spec
 	AcceptNewHostKeys bool   // --accept-new-host-keys
-	Spec              string // SPEC
+	Applied           string // --applied HOST: undo `specsweep apply` there
+	Spec              string // SPEC (optional with --applied)
 }
 
 func (o *restoreOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DB, "db", "", "database `PATH` checked for a running sweep of the spec (default $SPECSWEEP_DB or ./specsweep.db)")
 	fs.BoolVar(&o.AcceptNewHostKeys, "accept-new-host-keys", false, "add unknown host keys to known_hosts (a changed key is always refused)")
+	fs.StringVar(&o.Applied, "applied", "", "undo `specsweep apply` on `HOST`: the operator's unit back, byte-identical, running as before the first apply (the host is found in the apply history, or in SPEC)")
 }
 
 func (o *restoreOptions) args(pos []string) (err error) {
+	if o.Applied != "" && len(pos) == 0 {
+		return nil
+	}
 	o.Spec, err = oneArg(pos, "SPEC")
 	return err
 }
 
 // restoreRun restores every host of the spec and prints one line per host.
 func restoreRun(ctx context.Context, env Env, o *restoreOptions) error {
+	if o.Applied != "" {
+		return restoreApplied(ctx, env, o)
+	}
 	spec, err := loadSpec(o.Spec)
 	if err != nil {
 		return err
@@ -153,4 +163,74 @@ func restoreHost(ctx context.Context, h hostctl.Driver) (status, detail string, 
 		return "ok", fmt.Sprintf("nothing of specsweep there; %s is %s", unit, c.UnitState), nil
 	}
 	return "restored", fmt.Sprintf("removed %s; %s is %s", strings.Join(c.Removed, ", "), unit, c.UnitState), nil
+}
+
+// restoreApplied undoes `specsweep apply` on a host: found in SPEC, else through the sweep of its
+// latest apply in the history; the unapply is recorded there.
+func restoreApplied(ctx context.Context, env Env, o *restoreOptions) error {
+	st, err := store.Open(ctx, dbPath(env, o.DB))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var spec *sweep.Spec
+	if o.Spec != "" {
+		if spec, err = loadSpec(o.Spec); err != nil {
+			return err
+		}
+	} else {
+		hist, err := st.Applies(ctx, o.Applied, 50)
+		if err != nil {
+			return err
+		}
+		var from int64
+		for _, a := range hist {
+			if a.Action == store.ApplyActionApply && a.SweepID != 0 {
+				from = a.SweepID
+				break
+			}
+		}
+		if from == 0 {
+			return exitError{code: ExitFailure, err: fmt.Errorf("restore --applied: no apply on host %s is recorded in %s: name the spec that has the host (`specsweep restore --applied %s SPEC`)",
+				o.Applied, dbPath(env, o.DB), o.Applied)}
+		}
+		sw, err := st.Sweep(ctx, from)
+		if err != nil {
+			return err
+		}
+		if spec, err = sweep.Parse(sw.Name+".yaml", []byte(sw.SpecText)); err != nil {
+			return fmt.Errorf("restore --applied: sweep %s (id %d), which applied on %s: its stored spec no longer parses: %w", sw.Name, sw.ID, o.Applied, err)
+		}
+	}
+	hi := slices.IndexFunc(spec.Hosts, func(h sweep.Host) bool { return h.Name == o.Applied })
+	if hi < 0 {
+		return usagef("--applied %s: spec %s has no such host", o.Applied, spec.Name)
+	}
+	host := spec.Hosts[hi]
+	d, err := hostctl.Open(ctx, host, openOptions(spec, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, getenv: env.Getenv, specDir: specDir(o.Spec)}))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ap, ok := d.(hostApplier)
+	if !ok {
+		return exitError{code: ExitFailure, err: noApplyWords(host)}
+	}
+	id, err := st.BeginApply(ctx, store.NewApply{Action: store.ApplyActionUnapply, Host: host.Name, Unit: host.Unit, By: byWhom()})
+	if err != nil {
+		return err
+	}
+	uerr := ap.Unapply(ctx)
+	end := store.ApplyEnd{Result: store.ApplyUnapplied, Detail: "the operator's unit is back"}
+	if uerr != nil {
+		end = store.ApplyEnd{Result: store.ApplyFailed, Failure: "host", Detail: uerr.Error()}
+	}
+	if err := st.FinishApply(context.WithoutCancel(ctx), id, end); err != nil {
+		return err
+	}
+	if uerr != nil {
+		return exitError{code: ExitFailure, err: fmt.Errorf("restore --applied %s: %w", host.Name, uerr)}
+	}
+	fmt.Fprintf(env.Stdout, "%s: the operator's %s is back (its unit file untouched; running if it ran before the first apply).\n", host.Name, host.Unit)
+	return nil
 }
