@@ -37,6 +37,7 @@ type APIStore interface {
 	ListSweeps(ctx context.Context, states ...store.SweepState) ([]store.Sweep, error)
 	ListSweepsPage(ctx context.Context, pg store.SweepPage) ([]store.Sweep, bool, error)
 	StateCounts(ctx context.Context) (store.StateCounts, error)
+	LatestWatches(ctx context.Context) ([]store.WatchVerdict, error)
 }
 
 // SessionAuth admits a browser's requests (the dashboard's sessions, package web): implemented

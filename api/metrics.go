@@ -124,6 +124,20 @@ func (m *Metrics) write(ctx context.Context, e *expo) {
 		e.sample("specsweep_points", labels{{"failure_class", string(p.FailureClass)}, {"state", string(p.State)}}, float64(p.N))
 	}
 
+	// The latest watch of each host (issue 29): 1 per measure that regressed, 0 for the others.
+	if watches, err := m.st.LatestWatches(ctx); err == nil && len(watches) > 0 {
+		e.family("specsweep_regression", "gauge", "1 when the host's latest watch found the measure below the deployment's decision, else 0.")
+		for _, w := range watches {
+			for _, measure := range store.Measures() {
+				v := 0.0
+				if w.Regressions[measure] > 0 {
+					v = 1
+				}
+				e.sample("specsweep_regression", labels{{"host", w.Host}, {"measure", measure}}, v)
+			}
+		}
+	}
+
 	m.mu.Lock()
 	e.family("specsweep_point_duration_seconds", "histogram", "Time a point held its host, from claim to done or failed.")
 	for _, out := range sortedKeys(m.duration) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/specsweep/specsweep/orchestrator"
+	"github.com/specsweep/specsweep/store"
 )
 
 // TestMetricsParseAsPrometheusText: what /metrics writes is read by Prometheus's own text parser,
@@ -66,5 +68,43 @@ func TestMetricsParseAsPrometheusText(t *testing.T) {
 	}
 	if len(up) != 2 || up[odd] != 1 || up["h2"] != 0 {
 		t.Errorf("host_up: %v", up)
+	}
+}
+
+// TestMetricsShowRegressions: each host's latest watch gives a gauge per measure, 1 where that watch
+// found a regression.
+func TestMetricsShowRegressions(t *testing.T) {
+	t.Parallel()
+	a := newAPIHarness(t, APIConfig{})
+	ctx := t.Context()
+	id, err := a.db.CreateSweep(ctx, store.NewSweep{Name: "w", SpecHash: "h", SpecText: "name: w"}, []store.NewHost{{Name: "gpu1", Driver: "ssh", GPUs: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []store.Event{
+		{SweepID: id, Host: "gpu1", Kind: store.EventRegression, Data: []byte(`{"measure":"accept_length"}`)},
+		{SweepID: id, Host: "gpu1", Kind: store.EventWatch, Detail: "1 regression(s)"},
+	} {
+		if err := a.db.AddEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := a.do("GET", "/metrics", "", nil)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(w.Body.String()))
+	if err != nil {
+		t.Fatalf("Prometheus's parser refuses /metrics: %v", err)
+	}
+	got := map[string]float64{}
+	for _, mm := range fams["specsweep_regression"].GetMetric() {
+		lb := map[string]string{}
+		for _, l := range mm.GetLabel() {
+			lb[l.GetName()] = l.GetValue()
+		}
+		got[lb["host"]+"/"+lb["measure"]] = mm.GetGauge().GetValue()
+	}
+	want := map[string]float64{"gpu1/tok_s": 0, "gpu1/speedup": 0, "gpu1/accept_length": 1, "gpu1/output_check": 0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("specsweep_regression %v, want %v", got, want)
 	}
 }

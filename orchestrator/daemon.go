@@ -58,6 +58,9 @@ type DaemonConfig struct {
 	// MinEvery is the shortest @every interval of a stored schedule the daemon fires (0:
 	// sweep.MinEvery); a shorter one is logged and skipped. `daemon --min-every` sets it.
 	MinEvery time.Duration
+	// AfterSweep, when set, is called with every sweep that ended (not one interrupted), after its
+	// hosts were restored: the CLI judges a watch there (its regressions become events).
+	AfterSweep func(ctx context.Context, sweepID int64, spec *sweep.Spec)
 }
 
 // DefaultHoldAfterDeaths is the daemon deaths after which a sweep is held: one death is a reboot or
@@ -366,6 +369,9 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 		d.cfg.Log.Info("sweep ended", "sweep", sw.ID, "name", sw.Name, "state", out.State, "done", out.Done,
 			"failed", out.Failed, "pending", out.Pending)
 		d.finish(bg, a, runner, spec)
+		if d.cfg.AfterSweep != nil && !out.Interrupted {
+			d.cfg.AfterSweep(bg, sw.ID, spec)
+		}
 	}()
 }
 

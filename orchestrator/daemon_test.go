@@ -75,6 +75,8 @@ type daemonHarness struct {
 	d     *Daemon
 	stop  context.CancelFunc
 	done  chan error
+	// after counts the AfterSweep calls by sweep id (world.mu held).
+	after map[int64]int
 }
 
 func newDaemonHarness(t *testing.T) *daemonHarness {
@@ -90,13 +92,18 @@ func newDaemonHarnessOn(t *testing.T, path string, log *slog.Logger) *daemonHarn
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	h := &daemonHarness{t: t, db: db, packs: map[string]*packMachine{}, world: newWorld(t, func(string, hostctl.Launch, int) behaviour {
+	h := &daemonHarness{t: t, db: db, packs: map[string]*packMachine{}, after: map[int64]int{}, world: newWorld(t, func(string, hostctl.Launch, int) behaviour {
 		return behaviour{loadDelay: 5 * time.Millisecond}
 	})}
 	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond, Log: log, MinEvery: time.Second,
 		Runner: Config{Load: h.world.load, Answer: h.world.answer, CheckInterval: 2 * time.Millisecond, WatchInterval: 5 * time.Millisecond,
 			SilenceProbe: 200 * time.Millisecond, LivenessTimeout: 300 * time.Millisecond,
 			RetryBackoff: time.Millisecond},
+		AfterSweep: func(_ context.Context, id int64, spec *sweep.Spec) {
+			h.world.mu.Lock()
+			defer h.world.mu.Unlock()
+			h.after[id]++
+		},
 		Hosts: func(spec *sweep.Spec, id int64) []Host {
 			h.world.mu.Lock()
 			defer h.world.mu.Unlock()
@@ -232,6 +239,23 @@ func TestDaemonRunsSweepsSharingAMachineOneAfterTheOther(t *testing.T) {
 	}
 	for _, name := range unrestored() {
 		t.Errorf("machine %s never restored", name)
+	}
+	// Each ended sweep was handed to AfterSweep once, after its machines were restored (a watch is
+	// judged there).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		h.world.mu.Lock()
+		n := len(h.after)
+		h.world.mu.Unlock()
+		if n == 3 {
+			break
+		}
+	}
+	h.world.mu.Lock()
+	defer h.world.mu.Unlock()
+	for _, sw := range []store.Sweep{a, b, c} {
+		if h.after[sw.ID] != 1 {
+			t.Errorf("sweep %s: AfterSweep called %d times, want once", sw.Name, h.after[sw.ID])
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestApplyHistory: an apply is recorded as it begins and ends; the history is per host, newest
@@ -57,5 +58,44 @@ func TestApplyHistory(t *testing.T) {
 	}
 	if _, err := db.BeginApply(ctx, NewApply{Action: "reapply", Host: "gpu1"}); err == nil {
 		t.Error("an unknown action was taken")
+	}
+}
+
+// TestLatestWatches: each host's latest watch verdict, with the regressions of that watch only.
+func TestLatestWatches(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mk := func(name string) int64 {
+		id, err := db.CreateSweep(ctx, NewSweep{Name: name, SpecHash: "h", SpecText: "name: " + name}, []NewHost{{Name: "gpu1", Driver: "ssh", GPUs: 1}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	old, newer, other := mk("w1"), mk("w2"), mk("w3")
+	at := func(ms int64) time.Time { return time.UnixMilli(1_700_000_000_000 + ms) }
+	for _, e := range []Event{
+		{SweepID: old, Host: "gpu1", Kind: EventRegression, Data: json.RawMessage(`{"measure":"tok_s"}`), At: at(1)},
+		{SweepID: old, Host: "gpu1", Kind: EventWatch, Detail: "1 regression", At: at(2)},
+		{SweepID: newer, Host: "gpu1", Kind: EventRegression, Data: json.RawMessage(`{"measure":"accept_length"}`), At: at(3)},
+		{SweepID: newer, Host: "gpu1", Kind: EventRegression, Data: json.RawMessage(`{"measure":"accept_length"}`), At: at(3)},
+		{SweepID: newer, Host: "gpu1", Kind: EventWatch, Detail: "2 regressions", At: at(4)},
+		{SweepID: other, Host: "gpu2", Kind: EventWatch, Detail: "no regression", At: at(5)},
+	} {
+		if err := db.AddEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := db.LatestWatches(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Host != "gpu1" || got[0].SweepID != newer || got[0].Regressions[MeasureAccept] != 2 || got[0].Regressions[MeasureTokS] != 0 ||
+		got[1].Host != "gpu2" || len(got[1].Regressions) != 0 {
+		t.Fatalf("latest watches %+v", got)
 	}
 }

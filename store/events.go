@@ -55,6 +55,25 @@ func (e Event) RanBeside() (RanBeside, bool) {
 	return r, true
 }
 
+// EventRegression is the kind of the event a watch (issue 29) records for each figure that fell
+// below the deployment's decision; its data is the regression (report.Regression's fields). EventWatch
+// is the watch's verdict, one per watch.
+const (
+	EventRegression = "regression"
+	EventWatch      = "watch"
+)
+
+// The measures a watch compares (a regression event's data.measure; the metric's label).
+const (
+	MeasureTokS    = "tok_s"
+	MeasureSpeedup = "speedup"
+	MeasureAccept  = "accept_length"
+	MeasureOutput  = "output_check"
+)
+
+// Measures lists them in a fixed order.
+func Measures() []string { return []string{MeasureTokS, MeasureSpeedup, MeasureAccept, MeasureOutput} }
+
 // EventPhase is the kind of the event a phased load records after each phase (workload.phases):
 // the phase's place and its output tok/s over time (PhaseSeries).
 const EventPhase = "phase"
@@ -212,6 +231,53 @@ func (db *DB) EventsAfter(ctx context.Context, afterID int64, limit int) ([]Logg
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: reading events after %d: %w", afterID, err)
+	}
+	return out, nil
+}
+
+// WatchVerdict is a host's latest watch (issue 29): its sweep, when it was judged, and how many
+// regressions it found by measure (none: a clean watch).
+type WatchVerdict struct {
+	Host        string
+	SweepID     int64
+	At          time.Time
+	Regressions map[string]int
+}
+
+// LatestWatches is each host's latest watch verdict (its `watch` event) with the `regression` events
+// of the same watch, by host name.
+func (db *DB) LatestWatches(ctx context.Context) ([]WatchVerdict, error) {
+	rows, err := db.rw.QueryContext(ctx, `SELECT w.host, w.sweep_id, w.at,
+		coalesce(json_extract(r.data, '$.measure'), ''), count(r.id)
+		FROM events w
+		LEFT JOIN events r ON r.sweep_id = w.sweep_id AND r.kind = 'regression' AND r.host = w.host
+		WHERE w.kind = 'watch' AND w.host IS NOT NULL AND w.id = (
+			SELECT id FROM events WHERE kind = 'watch' AND host = w.host ORDER BY at DESC, id DESC LIMIT 1)
+		GROUP BY w.host, w.sweep_id, w.at, 4 ORDER BY w.host`)
+	if err != nil {
+		return nil, fmt.Errorf("store: latest watches: %w", err)
+	}
+	defer rows.Close()
+	var out []WatchVerdict
+	for rows.Next() {
+		var v WatchVerdict
+		var at int64
+		var measure string
+		var n int
+		if err := rows.Scan(&v.Host, &v.SweepID, &at, &measure, &n); err != nil {
+			return nil, fmt.Errorf("store: latest watches: %w", err)
+		}
+		v.At = time.UnixMilli(at).UTC()
+		if len(out) == 0 || out[len(out)-1].Host != v.Host {
+			v.Regressions = map[string]int{}
+			out = append(out, v)
+		}
+		if measure != "" && n > 0 {
+			out[len(out)-1].Regressions[measure] += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: latest watches: %w", err)
 	}
 	return out, nil
 }

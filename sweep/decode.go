@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -75,6 +76,7 @@ func (p *parser) spec(root *yaml.Node) *Spec {
 		{"workload", true, func(v *yaml.Node) { p.workload(v, &s.Workload) }},
 		{"schedule", false, func(v *yaml.Node) { s.Schedule = p.schedule(v) }},
 		{"search", false, func(v *yaml.Node) { s.Search = p.search(v) }},
+		{"watch", false, func(v *yaml.Node) { s.Watch = p.watch(v) }},
 	})
 	return s
 }
@@ -882,6 +884,19 @@ func (p *parser) crossCheck(s *Spec) {
 			p.errf(o.node, "methods.%s: its lists expand to %d combinations, more than the limit of %d (%s)", o.name, n, l.Max, l.Why)
 		}
 	}
+	if w := s.Watch; w != nil && p.watchNode != nil {
+		if w.Host != "" && !slices.ContainsFunc(s.Hosts, func(h Host) bool { return h.Name == w.Host }) {
+			p.errf(p.watchNode, "watch.host: %q is not a host of this spec", clip(w.Host))
+		}
+		if !slices.Contains(s.Matrix.Methods, WatchMethod) {
+			p.errf(p.watchNode, "watch: matrix.method must run the method %q (the applied configuration)", WatchMethod)
+		}
+		for c := range w.Reference {
+			if len(s.Workload.Phases) == 0 && !slices.Contains(s.Workload.Concurrency, c) {
+				p.errf(p.watchNode, "watch.reference: concurrency %d is not a level of workload.concurrency", c)
+			}
+		}
+	}
 	if s.Search != nil && len(p.ownLists) > 0 {
 		// The search walks the matrix's own lists (a chain per method and tp over matrix.num_steps).
 		p.errf(p.ownLists[0].node, "methods: a method with its own num_steps, topk or num_draft_tokens cannot be searched (search walks the matrix's lists); move the lists to matrix or drop search")
@@ -947,3 +962,57 @@ func ownCombinations(s *Spec, m Method) int {
 	}
 	return n
 }
+
+// watch decodes a watch block (issue 29); crossCheck relates it to the hosts, methods and levels.
+func (p *parser) watch(n *yaml.Node) *Watch {
+	w := &Watch{Reference: map[int]string{}, Tolerance: 0.1}
+	p.watchNode = resolve(n)
+	p.object(n, "watch", []field{
+		{"sweep_id", true, func(v *yaml.Node) {
+			if x, ok := p.integer(v, "watch.sweep_id"); ok {
+				if x < 1 {
+					p.errf(resolve(v), "watch.sweep_id: must be positive, got %d", x)
+				}
+				w.SweepID = x
+			}
+		}},
+		{"host", true, func(v *yaml.Node) {
+			if x, ok := p.str(v, "watch.host"); ok {
+				w.Host = x
+			}
+		}},
+		{"reference", true, func(v *yaml.Node) {
+			r := resolve(v)
+			if r.Kind != yaml.MappingNode || len(r.Content) == 0 {
+				p.errf(r, "watch.reference: expected a mapping of concurrency to point id, got %s", describe(r))
+				return
+			}
+			for i := 0; i+1 < len(r.Content); i += 2 {
+				k, val := resolve(r.Content[i]), resolve(r.Content[i+1])
+				c, err := strconv.Atoi(k.Value)
+				if err != nil || c < 1 {
+					p.errf(k, "watch.reference: key %q is not a concurrency (a positive integer)", clip(k.Value))
+					continue
+				}
+				id, ok := p.str(val, fmt.Sprintf("watch.reference.%d", c))
+				if ok && !pointIDPattern.MatchString(id) {
+					p.errf(val, "watch.reference.%d: %q is not a point id (12 hex digits)", c, clip(id))
+					continue
+				}
+				w.Reference[c] = id
+			}
+		}},
+		{"tolerance", false, func(v *yaml.Node) {
+			if x, ok := p.number(v, "watch.tolerance"); ok {
+				if !(x >= 0 && x < 1) {
+					p.errf(resolve(v), "watch.tolerance: must be at least 0 and below 1 (0.1 is 10%%), got %g", x)
+				}
+				w.Tolerance = x
+			}
+		}},
+	})
+	return w
+}
+
+// pointIDPattern is a point id (PointID): 12 hex digits.
+var pointIDPattern = regexp.MustCompile(`^[0-9a-f]{12}$`)

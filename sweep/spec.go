@@ -57,6 +57,10 @@ type Spec struct {
 	// Search, when set, decides which planned points run (nil: every point, the full grid; a nil
 	// search is left out of the hash so specs written before it keep theirs).
 	Search *Search `json:"search,omitempty"`
+	// Watch, when set, makes this sweep a watch of a configuration `specsweep apply` deployed
+	// (issue 29; docs/spec.md "watch"): its `applied` method is held to another sweep's figures.
+	// Nil is left out of the hash.
+	Watch *Watch `json:"watch,omitempty"`
 
 	// File is the name the spec was parsed under (used in error messages).
 	File string `json:"-"`
@@ -313,3 +317,25 @@ func (s *Spec) Hash() string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// Watch says what a watch sweep checks: the configuration its method WatchMethod runs against the
+// figures of sweep SweepID, level by level.
+type Watch struct {
+	// SweepID is the sweep the deployment was decided on.
+	SweepID int64 `json:"sweep_id"`
+	// Host is the spec host whose applied configuration is watched.
+	Host string `json:"host"`
+	// Reference maps each measured level to the point of that sweep whose figures the applied
+	// configuration is held to there (one point for a fixed configuration; an adaptive schedule's
+	// slot best at each level).
+	Reference map[int]string `json:"reference"`
+	// Tolerance is how far below the reference's lowest repeat a figure may fall (default 0.1).
+	Tolerance float64 `json:"tolerance"`
+}
+
+// WatchMethod is the method of a watch sweep that runs the applied configuration (its baseline is
+// the method WatchBaseline).
+const (
+	WatchMethod   = "applied"
+	WatchBaseline = "baseline"
+)

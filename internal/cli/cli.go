@@ -127,6 +127,7 @@ func commands() []command {
 		adaptiveCmd(),
 		verifyCmd(),
 		applyCmd(),
+		watchCmd(),
 		recommendCmd(),
 		observeCmd(),
 		exportCmd(),

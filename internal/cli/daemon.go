@@ -115,6 +115,11 @@ func daemonRun(ctx context.Context, env Env, o *daemonOptions) error {
 			return lockSweep(dbFile, sw.Name)
 		},
 		Runner: orchestrator.Config{Log: log},
+		AfterSweep: func(ctx context.Context, sweepID int64, spec *sweep.Spec) {
+			if err := recordWatch(ctx, st, sweepID, spec); err != nil {
+				log.Error("cannot judge the watch", "sweep", sweepID, "err", err)
+			}
+		},
 		Hosts: func(spec *sweep.Spec, sweepID int64) []orchestrator.Host {
 			hs := sweepHosts(ctx, st, spec, sweepID, hostOptions{acceptNewHostKeys: o.AcceptNewHostKeys, logDir: o.LogDir, getenv: env.Getenv})
 			out := make([]orchestrator.Host, len(hs))
@@ -482,6 +487,24 @@ func statusRun(ctx context.Context, env Env, o *statusOptions) error {
 		}
 	}
 	printStatus(env, s, checks)
+	return printWatchEvents(ctx, env, st, sw.ID)
+}
+
+// printWatchEvents adds a watch's verdict and regressions (its `watch` and `regression` events) to
+// its status.
+func printWatchEvents(ctx context.Context, env Env, st *store.DB, sweepID int64) error {
+	evs, err := st.Events(ctx, sweepID, "")
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		switch e.Kind {
+		case store.EventWatch:
+			fmt.Fprintf(env.Stdout, "\nwatch of %s: %s\n", e.Host, e.Detail)
+		case store.EventRegression:
+			fmt.Fprintf(env.Stdout, "  regression: %s\n", e.Detail)
+		}
+	}
 	return nil
 }
 

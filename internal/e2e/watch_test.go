@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// TestWatchOnATestHost: the Done-when of issue 29's watch on a real systemd+sshd test host. A
+// configuration is applied; a watch measures it and the baseline against the sweep and finds no
+// regression (exit 0); the host is "upgraded" (its unit's own environment: SGLang 0.5.9 -> 0.5.10
+// reported, draft acceptance at 0.3 of what it was); the next watch exits 1 with a regression event
+// naming the measure and the engine versions, and `watch --check` says the same.
+func TestWatchOnATestHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end on a test host")
+	}
+	hosts := testhost.Boot(t, 1, testhost.Options{UnitEnabled: true, Env: map[string]string{"SGLANGSIM_ENGINE_VERSION": "0.5.9"}})
+	h := hosts[0]
+	ctx := t.Context()
+	f := writeSpec(t, fmt.Sprintf(`version: 1
+name: e2e-watch
+%s
+server:
+  command: [%s]
+  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 0.0.0.0, --port, "30000", --enable-metrics]
+  env: {%s}
+  port: 30000
+  ready_timeout: 1m
+  stop_timeout: 20s
+methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE3]
+matrix: {method: [baseline, eagle3], num_steps: [3], topk: [1], tp: [4]}
+workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
+`, hostsYAML(hosts, []int{4}), testhost.SimPath, fastEnv))
+	if r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec); r.code != 0 {
+		t.Fatalf("sweep:\n%s", r)
+	}
+	eagle := pointIDs(t, f.db, "e2e-watch")["eagle3 s=3 k=1 n=4 tp=4"]
+	if r := specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--config", eagle, "e2e-watch"); r.code != 0 {
+		t.Fatalf("apply:\n%s", r)
+	}
+
+	// A watch on the same host and release: nothing fell.
+	wspec := filepath.Join(f.dir, "watch.yaml")
+	r := specsweep(t, 5*time.Minute, "watch", "--db", f.db, "--host", h.Name, "-o", wspec, "e2e-watch")
+	if r.code != 0 || !strings.Contains(r.stdout, "No regression: watch e2e-watch-watch-"+h.Name) || !strings.Contains(r.stdout, "(SGLang 0.5.9)") {
+		t.Fatalf("watch without a regression (want exit 0):\n%s", r)
+	}
+
+	// The upgrade: the operator's unit gets a newer release whose drafts are accepted less.
+	if out, err := h.Run(ctx, `mkdir -p /etc/systemd/system/sglang.service.d && printf '[Service]\nEnvironment=SGLANGSIM_ENGINE_VERSION=0.5.10 SGLANGSIM_ACCEPT_SCALE=0.3\n' > /etc/systemd/system/sglang.service.d/10-upgrade.conf && systemctl daemon-reload`); err != nil {
+		t.Fatalf("upgrade: %v\n%s", err, out)
+	}
+	r = specsweep(t, 5*time.Minute, "watch", "--db", f.db, "--host", h.Name, "-o", wspec, "e2e-watch")
+	if r.code != 1 || !strings.Contains(r.stdout, "REGRESSION: watch e2e-watch-watch-"+h.Name) || !strings.Contains(r.stdout, "accept_length at c=1 fell") ||
+		!strings.Contains(r.stdout, "SGLang 0.5.9 -> 0.5.10") {
+		t.Fatalf("watch after the upgrade (want exit 1 naming the accept length and the versions):\n%s", r)
+	}
+	c := specsweep(t, time.Minute, "watch", "--db", f.db, "--host", h.Name, "--check", "e2e-watch")
+	if c.code != 1 || !strings.Contains(c.stdout, "accept_length") {
+		t.Fatalf("watch --check after the upgrade (want exit 1):\n%s", c)
+	}
+	ev := specsweep(t, time.Minute, "status", "--db", f.db, "e2e-watch-watch-"+h.Name)
+	if !strings.Contains(ev.stdout, "regression(s) against sweep 1") || !strings.Contains(ev.stdout, "regression: accept_length at c=1 fell") {
+		t.Errorf("status of the watch does not show its regressions:\n%s", ev)
+	}
+	// The applied configuration runs again after each watch.
+	if out, _ := h.Run(ctx, "systemctl show -p ExecStart --value sglang.service"); !strings.Contains(string(out), "--speculative-num-steps 3") {
+		t.Errorf("after the watches ExecStart is %s, want the applied configuration's", out)
+	}
+}
