@@ -17,7 +17,7 @@ func TestRegressions(t *testing.T) {
 	cell := func(tok, acc Stat) *Cell { return &Cell{TokS: tok, Accept: acc} }
 	ref := &Point{ID: "aaaaaaaaaaaa", Config: Config{Method: "eagle3", NumSteps: 3, TP: 4},
 		Provenance: &hostctl.Provenance{EngineVer: "0.5.9"},
-		Cells: map[int]*Cell{1: cell(stat(300, 290), stat(3.4, 3.3)), 16: cell(stat(2000, 1900), stat(3.0, 2.9))}}
+		Cells:      map[int]*Cell{1: cell(stat(300, 290), stat(3.4, 3.3)), 16: cell(stat(2000, 1900), stat(3.0, 2.9))}}
 	decision := &Sweep{ID: 3, Points: []*Point{ref}}
 	applied := &Point{ID: "bbbbbbbbbbbb", Config: Config{Method: sweep.WatchMethod, NumSteps: 3, TP: 4},
 		Provenance: &hostctl.Provenance{EngineVer: "0.5.10"},

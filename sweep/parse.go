@@ -118,7 +118,7 @@ type parser struct {
 	tpRefs     []*yaml.Node // parallel to Matrix.TP when tp is given
 	matrixKeys map[string]bool
 	searchNode *yaml.Node
-	watchNode  *yaml.Node // the watch block, for its cross-checks
+	watchNode  *yaml.Node   // the watch block, for its cross-checks
 	probeRefs  []*yaml.Node // parallel to Search.Probe
 	hostsOK    bool         // every host decoded cleanly: GPU counts and drivers are known
 	methodsOK  bool         // methods is a mapping: its names are known
