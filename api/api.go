@@ -38,6 +38,7 @@ type APIStore interface {
 	ListSweepsPage(ctx context.Context, pg store.SweepPage) ([]store.Sweep, bool, error)
 	StateCounts(ctx context.Context) (store.StateCounts, error)
 	LatestWatches(ctx context.Context) ([]store.WatchVerdict, error)
+	Events(ctx context.Context, sweepID int64, pointID string) ([]store.Event, error)
 }
 
 // SessionAuth admits a browser's requests (the dashboard's sessions, package web): implemented
@@ -93,7 +94,8 @@ type APIConfig struct {
 
 // NewAPI returns the daemon's HTTP handler: GET /healthz, GET /metrics, GET /api/sweeps,
 // GET /api/sweeps/{id}, POST /api/sweeps (a spec in the body; ?cron=EXPR or ?at=RFC3339),
-// POST /api/sweeps/{id}/cancel.
+// POST /api/sweeps/{id}/cancel, POST /api/sweeps/{id}/resume, GET /api/watches (each host's latest
+// watch).
 //
 // Every request is refused when its Host header names another machine (421) or it carries an Origin
 // other than the daemon's own (403): a web page in a browser on the machine must not reach the API.
@@ -119,6 +121,7 @@ func NewAPI(c APIConfig) (http.Handler, error) {
 	mux.Handle("POST /api/sweeps", a.protect(a.submit))
 	mux.Handle("POST /api/sweeps/{id}/cancel", a.protect(a.cancel))
 	mux.Handle("POST /api/sweeps/{id}/resume", a.protect(a.resume))
+	mux.Handle("GET /api/watches", a.protect(a.watches))
 	mux.Handle("POST /api/login-codes", a.protectToken(a.loginCode))
 	mux.HandleFunc("GET /api/hello", a.hello) // open: the daemon proves itself to the CLI (hello.go)
 	mux.Handle("POST /api/sessions/revoke", a.protectToken(a.revokeSessions))

@@ -106,7 +106,8 @@ func TestAPIRequiresTheTokenOnEveryAPIPath(t *testing.T) {
 	for _, auth := range []string{"", "Bearer wrong", "Bearer " + apiToken + "x", apiToken, "bearer " + apiToken} {
 		for _, rq := range []struct{ method, path, body string }{
 			{"GET", "/api/sweeps", ""}, {"GET", "/api/sweeps/1", ""}, {"POST", "/api/sweeps", apiSpec("")},
-			{"POST", "/api/sweeps/1/cancel", ""}, {"GET", "/api/unknown", ""},
+			{"POST", "/api/sweeps/1/cancel", ""}, {"POST", "/api/sweeps/1/resume", ""}, {"GET", "/api/watches", ""},
+			{"GET", "/api/unknown", ""},
 		} {
 			w := a.do(rq.method, rq.path, rq.body, func(r *http.Request) { r.Header.Set("Authorization", auth) })
 			if w.Code != http.StatusUnauthorized || !strings.Contains(w.Header().Get("WWW-Authenticate"), "Bearer") {

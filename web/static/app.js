@@ -16,7 +16,8 @@ const KEY = "specsweep.session";
 // loaded: the sweeps were read once (until then the page says it is loading, never "no sweep");
 // opened: the sweep whose card the Finished list opened (#sweep=ID); scrollTo: a card to bring
 // into view once it is drawn.
-const state = { sweeps: [], detail: {}, results: {}, logs: {}, opened: null, loaded: false, scrollTo: null };
+// watches: each watched host's latest watch (GET /api/watches).
+const state = { sweeps: [], detail: {}, results: {}, logs: {}, opened: null, loaded: false, scrollTo: null, watches: [] };
 let secret = localStorage.getItem(KEY);
 let worker = null;
 
@@ -142,10 +143,48 @@ function soon(key, fn, ms) {
 }
 
 async function refreshAll() {
+  const watches = refreshWatches().catch(err => console.warn("watches", err)); // the sweeps do not wait for it
   await refreshList();
   const ids = state.sweeps.filter(s => s.state === "running").map(s => s.id);
   if (state.opened) ids.push(state.opened);
   await Promise.all(ids.map(id => Promise.all([refreshDetail(id), refreshResults(id)])));
+  await watches;
+}
+
+// refreshWatches reads each watched host's latest watch (`specsweep watch`): again when the stream
+// logs a watch's verdict or a regression.
+async function refreshWatches() {
+  state.watches = await api("/api/watches");
+  renderWatches();
+}
+
+// renderWatches lists each watched host with its latest verdict; a host whose latest watch found
+// regressions is marked as such, with each regression's sentence. No section when no host was ever
+// watched.
+function renderWatches() {
+  const section = document.getElementById("watches-section");
+  const tb = document.querySelector("#watches tbody");
+  tb.replaceChildren();
+  section.hidden = !state.watches.length;
+  const bad = state.watches.filter(w => w.regressions.length);
+  const note = document.getElementById("watches-note");
+  note.textContent = bad.length
+    ? bad.length + " of " + state.watches.length + " watched host(s) regressed: " + bad.map(w => w.host).join(", ")
+    : "No regression in the latest watch of any host.";
+  note.className = "note" + (bad.length ? " bad" : "");
+  for (const w of state.watches) {
+    const regressed = w.regressions.length > 0;
+    const open = el("a", { class: "open", href: "#sweep=" + w.sweep_id, title: "open its results", text: (w.sweep || "sweep") + " (" + w.sweep_id + ")" });
+    open.addEventListener("click", () => { if (location.hash === "#sweep=" + w.sweep_id) openSweep(w.sweep_id); });
+    const list = regressed
+      ? el("ul", { class: "regressions" }, ...w.regressions.map(r => el("li", { "data-measure": r.measure, text: r.detail })))
+      : el("span", { class: "muted", text: "None." });
+    tb.append(el("tr", { class: regressed ? "regressed" : "clean", "data-host": w.host },
+      el("td", { class: "host", text: w.host }),
+      el("td", { class: "wrap" }, el("span", { class: "badge " + (regressed ? "regressed" : "clean"), text: regressed ? "regressed" : "ok" }), " ",
+        el("span", { class: "verdict", text: w.verdict })),
+      el("td", { class: "wrap" }, list), el("td", {}, open), el("td", { text: when(w.at) })));
+  }
 }
 
 // refreshList reads every sweep: the API answers pages (docs/daemon.md), so it follows each page's
@@ -629,6 +668,7 @@ const on = {
     soon("detail" + m.sweep, () => refreshDetail(m.sweep), 400);
   },
   log(m) {
+    if (m.kind === "watch" || m.kind === "regression") soon("watches", refreshWatches, 400);
     if (!m.sweep) return;
     (state.logs[m.sweep] = state.logs[m.sweep] || []).push(m);
     if (state.logs[m.sweep].length > 200) state.logs[m.sweep].shift();
