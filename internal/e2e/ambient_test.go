@@ -230,6 +230,7 @@ func TestDashboardCredentialNeverReachesAnotherPort(t *testing.T) {
 		{method: "GET", path: fmt.Sprintf("/api/sweeps/%d", id)},
 		{method: "GET", path: fmt.Sprintf("/api/sweeps/%d/results", id)},
 		{method: "GET", path: "/api/events"},
+		{method: "GET", path: "/api/watches"},
 		{method: "GET", path: fmt.Sprintf("/sweeps/%d/report", id)},
 		{method: "GET", path: fmt.Sprintf("/sweeps/%d/export", id)},
 		{method: "POST", path: fmt.Sprintf("/api/sweeps/%d/cancel", id)},
