@@ -329,7 +329,10 @@ func active(st State) bool {
 }
 
 // by names this specsweep in what it records on a host.
-func (r *Remote) by() string {
+func (r *Remote) by() string { return appliedBy() }
+
+// appliedBy is "specsweep@HOSTNAME".
+func appliedBy() string {
 	if hn, err := os.Hostname(); err == nil {
 		return "specsweep@" + hn
 	}

@@ -367,7 +367,7 @@ func TestOpenHandsItsClockDown(t *testing.T) {
 		return d
 	}
 	local := open(sweep.Host{Name: "a", Driver: sweep.DriverLocal, GPUs: 2, Pack: true}).(*openLocal)
-	if local.Local.o.Clock != clk || local.Slot(1).(*Local).o.Clock != clk {
+	if local.Local.o.Clock != clk || local.Slot(1).(*localSlot).o.Clock != clk {
 		t.Error("the local driver or its slot is not on Options.Clock")
 	}
 	ro := open(sweep.Host{Name: "b", Driver: sweep.DriverSSH, Address: "10.231.0.9"}).(*openSSH).options()

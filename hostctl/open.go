@@ -65,6 +65,10 @@ type Options struct {
 	AcceptNewHostKeys bool
 	// LogDir: the local driver writes each server's log to LOGDIR/HOST.log when set.
 	LogDir string
+	// StateDir is where the local driver keeps a host's applied configuration (`specsweep apply`):
+	// STATEDIR/HOST/ holds its record, rollback record and the applied server's log. "":
+	// $XDG_STATE_HOME/specsweep, else ~/.local/state/specsweep (read through Getenv).
+	StateDir string
 	// Getenv is the environment ~/.ssh/config, keys and the agent are found in.
 	Getenv func(string) string
 	// Event, if set, receives the host's notable events (reconnects, pending jobs).
@@ -228,11 +232,13 @@ func packSlots(h sweep.Host) Slots {
 	return Slots{N: 1}
 }
 
-// openLocal is driver "local": a child process here per slot.
+// openLocal is driver "local": a child process here per slot; an applied server (localapply.go) a
+// detached process.
 type openLocal struct {
 	h sweep.Host
 	o Options
 	*Local
+	applyMu sync.Mutex // one change of the applied configuration at a time (in this process)
 }
 
 // newSpecLocal is the local server of slot k (-1: the host itself).
@@ -250,7 +256,7 @@ func newSpecLocal(h sweep.Host, o Options, k int) *Local {
 
 func (d *openLocal) Slots() Slots { return packSlots(d.h) }
 
-func (d *openLocal) Slot(k int) Host { return newSpecLocal(d.h, d.o, k) }
+func (d *openLocal) Slot(k int) Host { return &localSlot{Local: newSpecLocal(d.h, d.o, k), d: d} }
 
 func (d *openLocal) Doctor(ctx context.Context) []Check {
 	return doctorLocal(ctx, d.target())
@@ -261,7 +267,12 @@ func (d *openLocal) target() DoctorTarget {
 	return t.withDefaults()
 }
 
+// Clean: a sweep's servers end with specsweep; an applied server a sweep stopped (its marker left
+// by a crash) is started again.
 func (d *openLocal) Clean(ctx context.Context) (Cleanup, error) {
+	if err := d.resumeApplied(ctx); err != nil {
+		return Cleanup{}, err
+	}
 	return Cleanup{Ephemeral: true}, nil
 }
 
