@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -46,6 +47,8 @@ type applyOptions struct {
 	DryRun            bool    // --dry-run
 	AcceptNewHostKeys bool    // --accept-new-host-keys
 	Sweep             string  // SWEEP
+
+	dbFile string // the database's absolute path (set by applyRun)
 }
 
 func (o *applyOptions) flags(fs *flag.FlagSet) {
@@ -104,7 +107,11 @@ func applyRun(ctx context.Context, env Env, o *applyOptions) error {
 			return usagef("--slo %s: %v", o.SLO, err)
 		}
 	}
-	dbFile := dbPath(env, o.DB)
+	dbFile, err := filepath.Abs(dbPath(env, o.DB))
+	if err != nil {
+		return err
+	}
+	o.dbFile = dbFile
 	ro, sw, err := openRecorded(ctx, env, o.DB, o.Sweep, "apply")
 	if err != nil {
 		return err
@@ -196,7 +203,12 @@ func applyRequest(s *report.Sweep, sw store.Sweep, spec *sweep.Spec, host sweep.
 			return req, fmt.Errorf("apply: the fitted chain %s tp %d has no planned point in sweep %s", fit.Method, fit.TP, s.Name)
 		}
 		path := o.ConfigPath
-		if path == "" {
+		switch {
+		case path != "":
+		case host.Driver == sweep.DriverLocal:
+			// A local server runs as this user: beside the database, not in a root-owned folder.
+			path = filepath.Join(filepath.Dir(o.dbFile), "applied-"+host.Name+"-adaptive.json")
+		default:
 			path = "/var/lib/specsweep/applied/" + host.Unit + "-adaptive.json"
 		}
 		pt := planned[chosen.ID]
@@ -284,14 +296,15 @@ func noApplyWords(h sweep.Host) error {
 	switch h.Driver {
 	case sweep.DriverSlurm:
 		return fmt.Errorf("host %s (driver slurm) has no unit to apply to: a cluster runs each server as a job; run the configuration as a job of your own (`specsweep recommend` prints its arguments)", h.Name)
-	case sweep.DriverLocal:
-		return fmt.Errorf("host %s (driver local) runs servers as children of specsweep, which end with it: nothing durable to apply to; to apply on this machine, name its unit in a host of driver ssh at 127.0.0.1", h.Name)
 	}
 	return fmt.Errorf("host %s (driver %s) cannot apply a configuration", h.Name, h.Driver)
 }
 
 // printDryRun prints what apply would do: the drop-in and the steps.
 func printDryRun(env Env, host sweep.Host, req orchestrator.ApplyRequest) error {
+	if host.Driver == sweep.DriverLocal {
+		return printLocalDryRun(env, host, req)
+	}
 	l := hostctl.Launch{Argv: req.Point.Argv, Env: req.Point.Env, Port: req.Spec.Server.Port, StopTimeout: req.Spec.Server.StopTimeout}
 	dropIn, err := hostctl.RenderAppliedDropIn(host.Name, host.Unit, l, hostctl.AppliedRecord{Sweep: req.Sweep, SweepID: req.SweepID, Point: req.Point.ID, Label: req.Label})
 	if err != nil {
@@ -353,4 +366,34 @@ func applyWords(env Env, host sweep.Host, req orchestrator.ApplyRequest, out orc
 		fmt.Fprintf(w, "Rolled back: %s runs what it ran before (history: apply id %d).\n", host.Name, out.ID)
 	}
 	return exitError{code: code, err: errors.New("apply: " + string(out.Failure) + " check failed")}
+}
+
+// printLocalDryRun is --dry-run on a local host: the detached server's command line, its
+// environment's names, its files and the steps.
+func printLocalDryRun(env Env, host sweep.Host, req orchestrator.ApplyRequest) error {
+	w := env.Stdout
+	fmt.Fprintf(w, "Would apply %s (point %s of sweep %s, id %d) on local host %s, as a server detached from specsweep:\n  %s\n",
+		req.Label, req.Point.ID, req.Sweep, req.SweepID, host.Name, strings.Join(quoteAll(req.Point.Argv), " "))
+	if len(req.Point.Env) > 0 {
+		names := make([]string, 0, len(req.Point.Env))
+		for k := range req.Point.Env {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		fmt.Fprintf(w, "environment: %s\n", strings.Join(names, ", "))
+	}
+	for _, f := range req.Point.Files {
+		fmt.Fprintf(w, "%s (0644, %d bytes)\n", f.Path, len(f.Content))
+	}
+	fmt.Fprintf(w, "Then: save what is applied now for a rollback (the host's state directory, docs/hostctl.md), stop it, start this one in a session of its own,\n"+
+		"wait until it is ready and run the checks; on any failure roll back to what ran before.\nNothing was changed (--dry-run).\n")
+	return nil
+}
+
+func quoteAll(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = hostctl.ShellQuote(a)
+	}
+	return out
 }

@@ -106,6 +106,8 @@ func appliedCheck(ctx context.Context, h hostctl.Driver) []hostctl.Check {
 	c := hostctl.Check{Host: h.Name(), Name: "applied", Status: hostctl.CheckOK}
 	rec, err := ap.Applied(ctx)
 	switch {
+	case errors.Is(err, hostctl.ErrAppliedNotRunning):
+		c.Status, c.Detail = hostctl.CheckWarn, err.Error()
 	case err != nil:
 		c.Status, c.Detail = hostctl.CheckWarn, "cannot read what is applied: "+err.Error()
 	case rec == nil:
