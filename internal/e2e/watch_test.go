@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,6 +72,45 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	if !strings.Contains(ev.stdout, "regression(s) against sweep 1") || !strings.Contains(ev.stdout, "regression: accept_length at c=1 fell") {
 		t.Errorf("status of the watch does not show its regressions:\n%s", ev)
 	}
+	// The daemon's watch: a schedule whose firings the daemon judges when they end (its events, the
+	// gauge on /metrics, the firing's status).
+	if sub := specsweep(t, time.Minute, "watch", "--db", f.db, "--host", h.Name, "-o", wspec, "--cron", "@every 1m", "e2e-watch"); sub.code != 0 {
+		t.Fatalf("watch --cron:\n%s", sub)
+	}
+	d := startDaemon(t, f.db)
+	defer stopDaemon(t, d)
+	// The firing's verdict and regressions are events the daemon records once the firing ended.
+	var firing string
+	waitFor(t, 4*time.Minute, "a firing of the watch judged by the daemon", func() bool {
+		if firing == "" {
+			st := specsweep(t, time.Minute, "status", "--db", f.db)
+			for _, l := range strings.Split(st.stdout, "\n") {
+				for _, w := range strings.Fields(l) {
+					if strings.HasPrefix(w, "e2e-watch-watch-"+h.Name+"@") {
+						firing = w
+					}
+				}
+			}
+			if firing == "" {
+				return false
+			}
+		}
+		fs := specsweep(t, time.Minute, "status", "--db", f.db, firing)
+		return strings.Contains(fs.stdout, "regression: accept_length at c=1 fell")
+	})
+	resp, err := http.Get("http://" + d.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if gauge := fmt.Sprintf(`specsweep_regression{host=%q,measure="accept_length"} 1`, h.Name); !strings.Contains(string(b), gauge) {
+		t.Errorf("/metrics lacks %s", gauge)
+	}
+	if c := specsweep(t, time.Minute, "watch", "--db", f.db, "--host", h.Name, "--check", "e2e-watch"); c.code != 1 || !strings.Contains(c.stdout, firing) {
+		t.Errorf("watch --check after the daemon's firing (want exit 1 naming %s):\n%s", firing, c)
+	}
+
 	// The applied configuration runs again after each watch.
 	if out, _ := h.Run(ctx, "systemctl show -p ExecStart --value sglang.service"); !strings.Contains(string(out), "--speculative-num-steps 3") {
 		t.Errorf("after the watches ExecStart is %s, want the applied configuration's", out)
