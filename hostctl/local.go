@@ -130,18 +130,9 @@ func (p *localProc) currentState() State {
 
 // Start implements Host.
 func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
-	ln = ln.withDefaults()
-	if len(ln.Argv) > 0 && !filepath.IsAbs(ln.Argv[0]) {
-		// A child process may be given a relative command (systemd may not): resolved once, here.
-		argv := append([]string(nil), ln.Argv...)
-		var err error
-		if argv[0], err = resolveCommand(argv[0], l.o.Dir); err != nil {
-			return nil, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Err: err}
-		}
-		ln.Argv = argv
-	}
-	if err := ln.Validate(); err != nil {
-		return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
+	ln, err := resolveLocal(ln, l.o.Dir)
+	if err != nil {
+		return nil, err
 	}
 	l.mu.Lock()
 	prev := l.current
@@ -537,4 +528,22 @@ func trimCutRune(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// resolveLocal makes a local launch's relative command absolute against dir (a child process may
+// be given one, systemd may not: resolved once, here) and checks the launch.
+func resolveLocal(ln Launch, dir string) (Launch, error) {
+	ln = ln.withDefaults()
+	if len(ln.Argv) > 0 && !filepath.IsAbs(ln.Argv[0]) {
+		argv := append([]string(nil), ln.Argv...)
+		var err error
+		if argv[0], err = resolveCommand(argv[0], dir); err != nil {
+			return ln, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Err: err}
+		}
+		ln.Argv = argv
+	}
+	if err := ln.Validate(); err != nil {
+		return ln, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
+	}
+	return ln, nil
 }

@@ -405,21 +405,7 @@ func (p *detachedProc) poll(ctx context.Context) (State, []string, error) {
 }
 
 // resolve makes a launch's relative command absolute and checks the launch, as Local.Start does.
-func (d *openLocal) resolve(l Launch) (Launch, error) {
-	l = l.withDefaults()
-	if len(l.Argv) > 0 && !filepath.IsAbs(l.Argv[0]) {
-		argv := append([]string(nil), l.Argv...)
-		var err error
-		if argv[0], err = resolveCommand(argv[0], d.o.SpecDir); err != nil {
-			return l, &Failure{Class: ClassLaunchFailed, Detail: "cannot start the server: " + err.Error(), Err: err}
-		}
-		l.Argv = argv
-	}
-	if err := l.Validate(); err != nil {
-		return l, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
-	}
-	return l, nil
-}
+func (d *openLocal) resolve(l Launch) (Launch, error) { return resolveLocal(l, d.o.SpecDir) }
 
 // Applied implements Applier: the record, and, when its process is gone, the record with an
 // error wrapping ErrAppliedNotRunning.

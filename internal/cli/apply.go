@@ -47,8 +47,6 @@ type applyOptions struct {
 	DryRun            bool    // --dry-run
 	AcceptNewHostKeys bool    // --accept-new-host-keys
 	Sweep             string  // SWEEP
-
-	dbFile string // the database's absolute path (set by applyRun)
 }
 
 func (o *applyOptions) flags(fs *flag.FlagSet) {
@@ -95,23 +93,14 @@ func applyRun(ctx context.Context, env Env, o *applyOptions) error {
 			return usagef("--config-path: %v", err)
 		}
 	}
-	opt := report.RecommendOptions{}
-	var err error
-	if o.Traffic != "" {
-		if opt.Traffic, err = readTraffic(o.Traffic); err != nil {
-			return err
-		}
-	}
-	if o.SLO != "" {
-		if opt.SLOs, err = report.ParseSLOs(o.SLO); err != nil {
-			return usagef("--slo %s: %v", o.SLO, err)
-		}
+	opt, err := mixOptions(o.Traffic, o.SLO)
+	if err != nil {
+		return err
 	}
 	dbFile, err := filepath.Abs(dbPath(env, o.DB))
 	if err != nil {
 		return err
 	}
-	o.dbFile = dbFile
 	ro, sw, err := openRecorded(ctx, env, o.DB, o.Sweep, "apply")
 	if err != nil {
 		return err
@@ -134,7 +123,7 @@ func applyRun(ctx context.Context, env Env, o *applyOptions) error {
 		return usagef("--host %s: sweep %s has no such host (its hosts: %s)", o.Host, sw.Name, strings.Join(names, ", "))
 	}
 	host := spec.Hosts[hi]
-	req, err := applyRequest(s, sw, spec, host, opt, o)
+	req, err := applyRequest(s, sw, spec, host, opt, o, dbFile)
 	if err != nil {
 		return err
 	}
@@ -168,7 +157,7 @@ const maxConcurrencyLevel = 4096
 
 // applyRequest resolves --config to a planned point of the stored spec (its argv and env as planned,
 // secrets included: the stored point's are redacted) and the figure its speed check compares with.
-func applyRequest(s *report.Sweep, sw store.Sweep, spec *sweep.Spec, host sweep.Host, opt report.RecommendOptions, o *applyOptions) (orchestrator.ApplyRequest, error) {
+func applyRequest(s *report.Sweep, sw store.Sweep, spec *sweep.Spec, host sweep.Host, opt report.RecommendOptions, o *applyOptions, dbFile string) (orchestrator.ApplyRequest, error) {
 	planned := map[string]sweep.Point{}
 	for _, p := range spec.Plan().Points {
 		planned[p.ID] = p
@@ -207,7 +196,7 @@ func applyRequest(s *report.Sweep, sw store.Sweep, spec *sweep.Spec, host sweep.
 		case path != "":
 		case host.Driver == sweep.DriverLocal:
 			// A local server runs as this user: beside the database, not in a root-owned folder.
-			path = filepath.Join(filepath.Dir(o.dbFile), "applied-"+host.Name+"-adaptive.json")
+			path = filepath.Join(filepath.Dir(dbFile), "applied-"+host.Name+"-adaptive.json")
 		default:
 			path = "/var/lib/specsweep/applied/" + host.Unit + "-adaptive.json"
 		}

@@ -54,20 +54,14 @@ func recommendRun(ctx context.Context, env Env, o *recommendOptions) error {
 	if err != nil {
 		return err
 	}
-	opt := report.RecommendOptions{TP: o.TP}
 	if o.TP < 0 || o.TP > maxTP {
 		return usagef("--tp %d: want a tp from 1 to %d (0: every tp)", o.TP, maxTP)
 	}
-	if o.Traffic != "" {
-		if opt.Traffic, err = readTraffic(o.Traffic); err != nil {
-			return err
-		}
+	opt, err := mixOptions(o.Traffic, o.SLO)
+	if err != nil {
+		return err
 	}
-	if o.SLO != "" {
-		if opt.SLOs, err = report.ParseSLOs(o.SLO); err != nil {
-			return usagef("--slo %s: %v", o.SLO, err)
-		}
-	}
+	opt.TP = o.TP
 	st, sw, err := openRecorded(ctx, env, o.DB, o.Sweep, "recommend")
 	if err != nil {
 		return err
@@ -230,4 +224,21 @@ func intList(v []int) string {
 		out[i] = strconv.Itoa(x)
 	}
 	return strings.Join(out, ", ")
+}
+
+// mixOptions reads --traffic (a mix or @FILE) and --slo, as recommend, verify and apply take them.
+func mixOptions(traffic, slo string) (report.RecommendOptions, error) {
+	var opt report.RecommendOptions
+	var err error
+	if traffic != "" {
+		if opt.Traffic, err = readTraffic(traffic); err != nil {
+			return opt, err
+		}
+	}
+	if slo != "" {
+		if opt.SLOs, err = report.ParseSLOs(slo); err != nil {
+			return opt, usagef("--slo %s: %v", slo, err)
+		}
+	}
+	return opt, nil
 }

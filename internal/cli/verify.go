@@ -68,17 +68,9 @@ func (o *verifyOptions) args(pos []string) (err error) {
 // verifyRun builds the verification spec of a recorded sweep, writes it, runs it and says how the
 // adaptive schedules stood against the fixed configurations (report.AdaptiveChecks).
 func verifyRun(ctx context.Context, env Env, o *verifyOptions) error {
-	opt := report.RecommendOptions{}
-	var err error
-	if o.Traffic != "" {
-		if opt.Traffic, err = readTraffic(o.Traffic); err != nil {
-			return err
-		}
-	}
-	if o.SLO != "" {
-		if opt.SLOs, err = report.ParseSLOs(o.SLO); err != nil {
-			return usagef("--slo %s: %v", o.SLO, err)
-		}
+	opt, err := mixOptions(o.Traffic, o.SLO)
+	if err != nil {
+		return err
 	}
 	var phases []sweep.Phase
 	if o.Phases != "" {
