@@ -38,23 +38,13 @@ func TestApplyOnATestHost(t *testing.T) {
 		return strings.TrimSpace(string(out))
 	}
 	unitSum := sh("sha256sum " + testhost.UnitPath)
-	f := writeSpec(t, fmt.Sprintf(`version: 1
-name: e2e-apply
-%s
-server:
-  command: [%s]
-  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 0.0.0.0, --port, "30000", --enable-metrics]
-  env: {%s}
-  port: 30000
-  ready_timeout: 1m
-  stop_timeout: 20s
-methods:
+	f := writeSpec(t, hostSpecHead("e2e-apply", hostsYAML(hosts, []int{4}))+`methods:
   baseline: []
   eagle3: [--speculative-algorithm, EAGLE3]
   broken: {args: [--speculative-algorithm, EAGLE3, --no-such-flag], num_steps: [1], topk: [1]}
 matrix: {method: [baseline, eagle3, broken], num_steps: [1, 3], topk: [1], tp: [4]}
 workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
-`, hostsYAML(hosts, []int{4}), testhost.SimPath, fastEnv))
+`)
 	// The sweep ends with its broken point failed (bad_args); the others measured.
 	if r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec); !strings.Contains(r.stdout, "Stored in") {
 		t.Fatalf("sweep:\n%s", r)

@@ -37,6 +37,17 @@ func smallSpec(name string, hosts []*testhost.Host, steps string, extra string) 
 	for i := range gpus {
 		gpus[i] = 4
 	}
+	return hostSpecHead(name, hostsYAML(hosts, gpus)) + fmt.Sprintf(`methods:
+  baseline: []
+  eagle3: [--speculative-algorithm, EAGLE3]
+matrix: {method: [baseline, eagle3], num_steps: [%s], topk: [1], tp: [4]}
+workload: {concurrency: [1, 4], requests: 6, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
+%s`, steps, extra)
+}
+
+// hostSpecHead is a spec's version, name, hosts and server for the simulator as the test hosts'
+// unit runs it (port 30000), fast; the methods, matrix and workload follow.
+func hostSpecHead(name, hosts string) string {
 	return fmt.Sprintf(`version: 1
 name: %s
 %s
@@ -47,12 +58,7 @@ server:
   port: 30000
   ready_timeout: 1m
   stop_timeout: 20s
-methods:
-  baseline: []
-  eagle3: [--speculative-algorithm, EAGLE3]
-matrix: {method: [baseline, eagle3], num_steps: [%s], topk: [1], tp: [4]}
-workload: {concurrency: [1, 4], requests: 6, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
-%s`, name, hostsYAML(hosts, gpus), testhost.SimPath, fastEnv, steps, extra)
+`, name, hosts, testhost.SimPath, fastEnv)
 }
 
 type daemonProc struct {

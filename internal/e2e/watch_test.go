@@ -24,22 +24,12 @@ func TestWatchOnATestHost(t *testing.T) {
 	hosts := testhost.Boot(t, 1, testhost.Options{UnitEnabled: true, Env: map[string]string{"SGLANGSIM_ENGINE_VERSION": "0.5.9"}})
 	h := hosts[0]
 	ctx := t.Context()
-	f := writeSpec(t, fmt.Sprintf(`version: 1
-name: e2e-watch
-%s
-server:
-  command: [%s]
-  args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 0.0.0.0, --port, "30000", --enable-metrics]
-  env: {%s}
-  port: 30000
-  ready_timeout: 1m
-  stop_timeout: 20s
-methods:
+	f := writeSpec(t, hostSpecHead("e2e-watch", hostsYAML(hosts, []int{4}))+`methods:
   baseline: []
   eagle3: [--speculative-algorithm, EAGLE3]
 matrix: {method: [baseline, eagle3], num_steps: [3], topk: [1], tp: [4]}
 workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
-`, hostsYAML(hosts, []int{4}), testhost.SimPath, fastEnv))
+`)
 	if r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec); r.code != 0 {
 		t.Fatalf("sweep:\n%s", r)
 	}
