@@ -51,7 +51,9 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	if r := specsweep(t, 3*time.Minute, "run", "--db", f.db, f.spec); r.code != 0 {
 		t.Fatalf("sweep:\n%s", r)
 	}
-	r := specsweep(t, 2*time.Minute, "apply", "--db", f.db, "--host", "here", "e2e-apply-local")
+	// --tolerance 0.5: the speed check's figure moves with a shared machine's load (the simulator runs
+	// at a twentieth of real time); the speed check itself is TestApplyOnATestHost's.
+	r := specsweep(t, 2*time.Minute, "apply", "--db", f.db, "--host", "here", "--tolerance", "0.5", "e2e-apply-local")
 	if r.code != 0 || !strings.Contains(r.stdout, "Applied ") {
 		t.Fatalf("apply on a local host:\n%s", r)
 	}

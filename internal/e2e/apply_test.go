@@ -62,8 +62,10 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 		t.Fatal("--dry-run wrote the applied drop-in")
 	}
 
-	// 1. The recommendation, applied and checked.
-	r := specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "e2e-apply")
+	// 1. The recommendation, applied and checked. Every apply here passes --tolerance 0.5: a speed
+	// figure moves with a shared machine's load (the simulator runs at a twentieth of real time), and
+	// the speed that is off (3.) is three times off.
+	r := specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "e2e-apply")
 	if r.code != 0 || !strings.Contains(r.stdout, "Applied ") || !strings.Contains(r.stdout, "output check agreement") {
 		t.Fatalf("apply of the recommendation:\n%s", r)
 	}
@@ -82,7 +84,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 
 	// 2. A configuration that fails to start: rolled back to the winner, exit 4.
 	broken := ids["broken s=1 k=1 n=2 tp=4"]
-	r = specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--config", broken, "e2e-apply")
+	r = specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "--config", broken, "e2e-apply")
 	if r.code != 4 || !strings.Contains(r.stdout, "NOT applied: the start check failed") || !strings.Contains(r.stdout, "no-such-flag") ||
 		!strings.Contains(r.stdout, "Rolled back") {
 		t.Fatalf("apply of a configuration that fails to start (want exit 4, evidence, rolled back):\n%s", r)
@@ -97,7 +99,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 		other = ids["eagle3 s=1 k=1 n=2 tp=4"]
 	}
 	tamper(t, f.db, `UPDATE runs SET output_tok_s = output_tok_s * 3 WHERE point_ref = (SELECT id FROM points WHERE point_id = ?)`, other)
-	r = specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--config", other, "--level", "4", "e2e-apply")
+	r = specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "--config", other, "--level", "4", "e2e-apply")
 	if r.code != 6 || !strings.Contains(r.stdout, "NOT applied: the speed check failed") || !strings.Contains(r.stdout, "Rolled back") {
 		t.Fatalf("apply of a configuration whose speed is off (want exit 6, rolled back):\n%s", r)
 	}
@@ -122,7 +124,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	}
 
 	// 5. An apply killed with -9, then restore --applied: the operator's unit, byte-identical and running.
-	cmd, out := startSpecsweep(t, "apply", "--db", f.db, "--host", h.Name, "--config", ids["eagle3 s=1 k=1 n=2 tp=4"], "e2e-apply")
+	cmd, out := startSpecsweep(t, "apply", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "--config", ids["eagle3 s=1 k=1 n=2 tp=4"], "e2e-apply")
 	rollback := filepath.Join(h.Root, "var/lib/specsweep/apply-rollback-sglang.service.json")
 	waitFor(t, 2*time.Minute, "the apply's rollback record", func() bool { _, err := os.Stat(rollback); return err == nil })
 	signal(t, cmd, syscall.SIGKILL)

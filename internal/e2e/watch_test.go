@@ -34,13 +34,15 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 		t.Fatalf("sweep:\n%s", r)
 	}
 	eagle := pointIDs(t, f.db, "e2e-watch")["eagle3 s=3 k=1 n=4 tp=4"]
-	if r := specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--config", eagle, "e2e-watch"); r.code != 0 {
+	if r := specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "--config", eagle, "e2e-watch"); r.code != 0 {
 		t.Fatalf("apply:\n%s", r)
 	}
 
-	// A watch on the same host and release: nothing fell.
+	// A watch on the same host and release: nothing fell. Every watch and apply here passes --tolerance
+	// 0.5: tok/s moves with a shared machine's load (the simulator runs at a twentieth of real time),
+	// while the regression made on purpose takes the accept length to 0.38 of what it was.
 	wspec := filepath.Join(f.dir, "watch.yaml")
-	r := specsweep(t, 5*time.Minute, "watch", "--db", f.db, "--host", h.Name, "-o", wspec, "e2e-watch")
+	r := specsweep(t, 5*time.Minute, "watch", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "-o", wspec, "e2e-watch")
 	if r.code != 0 || !strings.Contains(r.stdout, "No regression: watch e2e-watch-watch-"+h.Name) || !strings.Contains(r.stdout, "(SGLang 0.5.9)") {
 		t.Fatalf("watch without a regression (want exit 0):\n%s", r)
 	}
@@ -49,7 +51,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	if out, err := h.Run(ctx, `mkdir -p /etc/systemd/system/sglang.service.d && printf '[Service]\nEnvironment=SGLANGSIM_ENGINE_VERSION=0.5.10 SGLANGSIM_ACCEPT_SCALE=0.3\n' > /etc/systemd/system/sglang.service.d/10-upgrade.conf && systemctl daemon-reload`); err != nil {
 		t.Fatalf("upgrade: %v\n%s", err, out)
 	}
-	r = specsweep(t, 5*time.Minute, "watch", "--db", f.db, "--host", h.Name, "-o", wspec, "e2e-watch")
+	r = specsweep(t, 5*time.Minute, "watch", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "-o", wspec, "e2e-watch")
 	if r.code != 1 || !strings.Contains(r.stdout, "REGRESSION: watch e2e-watch-watch-"+h.Name) || !strings.Contains(r.stdout, "accept_length at c=1 fell") ||
 		!strings.Contains(r.stdout, "SGLang 0.5.9 -> 0.5.10") {
 		t.Fatalf("watch after the upgrade (want exit 1 naming the accept length and the versions):\n%s", r)
@@ -64,7 +66,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	}
 	// The daemon's watch: a schedule whose firings the daemon judges when they end (its events, the
 	// gauge on /metrics, the firing's status).
-	if sub := specsweep(t, time.Minute, "watch", "--db", f.db, "--host", h.Name, "-o", wspec, "--cron", "@every 1m", "e2e-watch"); sub.code != 0 {
+	if sub := specsweep(t, time.Minute, "watch", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "-o", wspec, "--cron", "@every 1m", "e2e-watch"); sub.code != 0 {
 		t.Fatalf("watch --cron:\n%s", sub)
 	}
 	d := startDaemon(t, f.db)
