@@ -102,12 +102,14 @@ func TestAdaptiveServerSwitches(t *testing.T) {
 		if sw.To == 0 && sw.BatchSize > 56 && *sw.Slot == 64 && sw.Reason == "batch_size" {
 			to0 = true
 		}
-		if to0 && sw.BatchSize == 1 && *sw.Slot == 1 && sw.Reason == "batch_size" && sw.To >= 5 {
+		// Back at slot 1 as the load drains: the batch that routes there is 1 to 7 (slot 8 begins at
+		// 8), whichever the drain reaches first on a busy machine (CI saw 4).
+		if to0 && sw.BatchSize < 8 && *sw.Slot == 1 && sw.Reason == "batch_size" && sw.To >= 5 {
 			back = true
 		}
 	}
 	if !to0 || !back {
-		t.Errorf("switches %+v: want one to 0 at a batch of 64 (slot 64), then one back to slot 1's steps (5 or 7) at a batch of 1", sws)
+		t.Errorf("switches %+v: want one to 0 at a batch of 64 (slot 64), then one back to slot 1's steps (5 or 7) at a batch below 8", sws)
 	}
 	info := p.getJSON("/server_info")
 	states, _ := info["internal_states"].([]any)
