@@ -296,3 +296,20 @@ func (f *AdaptiveFit) JSON() []byte {
 	b.WriteString("\n}\n")
 	return b.Bytes()
 }
+
+// PointAt is the point the schedule's slot of level c stands for: the chain's best steps there, or
+// the baseline of its tp (nil: the level has no slot). An adaptive server at that level is held to it
+// (apply's speed check, a watch's reference).
+func (f *AdaptiveFit) PointAt(s *Sweep, c int) *Point {
+	for _, sl := range f.Slots {
+		if sl.Level != c {
+			continue
+		}
+		for _, p := range s.Points {
+			if p.TP == f.TP && ((sl.Best == 0 && p.Baseline) || (sl.Best > 0 && p.Method == f.Method && p.NumSteps == sl.Best)) {
+				return p
+			}
+		}
+	}
+	return nil
+}

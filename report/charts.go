@@ -221,7 +221,7 @@ func groupDash(g int) []vg.Length { return groupDashes[g%len(groupDashes)] }
 // stepsChart draws value(cell) against num_steps, one colour per concurrency level and one line
 // style per shape group; withBase puts the baseline at x = 0 on the first group's lines.
 func stepsChart(s *Sweep, pn panel, p *plot.Plot, value func(*Cell) (Stat, bool), withBase bool) (int, error) {
-	base := baselineAt(s, pn.TP)
+	base := BaselineAt(s, pn.TP)
 	entries := 0
 	minX, maxX := math.Inf(1), math.Inf(-1)
 	for ci, c := range s.Levels {
@@ -354,8 +354,8 @@ func drawSeries(p *plot.Plot, c color.Color, dashes []vg.Length, glyph draw.Glyp
 	return nil
 }
 
-// baselineAt is the first baseline point at tp with runs, or nil.
-func baselineAt(s *Sweep, tp int) *Point {
+// BaselineAt is the first baseline point at tp with runs, or nil (the charts; verify and watch compare with it).
+func BaselineAt(s *Sweep, tp int) *Point {
 	for _, p := range s.Points {
 		if p.Baseline && p.TP == tp && len(p.Cells) > 0 {
 			return p
@@ -600,7 +600,7 @@ func Charts(s *Sweep) ([]*Chart, error) {
 		if len(pts) > maxTTFTLines {
 			// One chart per method, each with the baseline, so the legend stays readable.
 			groups, names = nil, nil
-			base := baselineAt(s, tp)
+			base := BaselineAt(s, tp)
 			for _, pn := range pns {
 				if pn.TP != tp {
 					continue
@@ -630,7 +630,7 @@ func Charts(s *Sweep) ([]*Chart, error) {
 
 func throughputChart(s *Sweep, pn panel) (*Chart, error) {
 	p := newPlot("Output throughput: "+pn.label(), "num_steps (speculative steps; base = no speculation)", "output throughput (tok/s)")
-	withBase := baselineAt(s, pn.TP) != nil
+	withBase := BaselineAt(s, pn.TP) != nil
 	n, err := stepsChart(s, pn, p, func(c *Cell) (Stat, bool) { return c.TokS, c.TokS.OK() }, withBase)
 	if err != nil || n == 0 {
 		return nil, err

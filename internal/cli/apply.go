@@ -242,7 +242,7 @@ func applyRequest(s *report.Sweep, sw store.Sweep, spec *sweep.Spec, host sweep.
 	if fit != nil {
 		// An adaptive server at a level runs that level's slot: it is held to the slot's best
 		// configuration there (the baseline where that is 0 steps).
-		chosen = adaptiveBestAt(s, fit, req.Level)
+		chosen = fit.PointAt(s, req.Level)
 	}
 	if chosen != nil && chosen.Cells[req.Level] != nil {
 		req.Expected = chosen.Cells[req.Level].TokS
@@ -250,22 +250,6 @@ func applyRequest(s *report.Sweep, sw store.Sweep, spec *sweep.Spec, host sweep.
 		return req, usagef("--level %d: sweep %s did not measure %s at concurrency %d", o.Level, s.Name, req.Label, o.Level)
 	}
 	return req, nil
-}
-
-// adaptiveBestAt is the point the fitted schedule's slot of level c stands for: the chain's best
-// steps there, or the baseline of its tp (nil: the level has no slot).
-func adaptiveBestAt(s *report.Sweep, fit *report.AdaptiveFit, c int) *report.Point {
-	for _, sl := range fit.Slots {
-		if sl.Level != c {
-			continue
-		}
-		for _, p := range s.Points {
-			if p.TP == fit.TP && ((sl.Best == 0 && p.Baseline) || (sl.Best > 0 && p.Method == fit.Method && p.NumSteps == sl.Best)) {
-				return p
-			}
-		}
-	}
-	return nil
 }
 
 // byWhom is user@hostname, for the history and the host's record.

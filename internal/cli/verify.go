@@ -231,7 +231,7 @@ func buildVerify(s *report.Sweep, sw store.Sweep, opt report.RecommendOptions, p
 		order = append(order, key)
 		v.what = append(v.what, fmt.Sprintf("%-17s %s", key, what))
 	}
-	if base := baselineAt(s, fit.TP); base != nil {
+	if base := report.BaselineAt(s, fit.TP); base != nil {
 		bm := src.Methods[base.Method]
 		add(verifyBaseline, verifyMethod{Args: bm.Args, Env: bm.Env}, "no speculation (method "+base.Method+" of the sweep)")
 	} else {
@@ -245,7 +245,7 @@ func buildVerify(s *report.Sweep, sw store.Sweep, opt report.RecommendOptions, p
 	// The best fixed configuration of each phase's level, so each phase is compared with the one a
 	// static deployment would have chosen for it (measured under the same shifting load).
 	chosen := map[*report.Point]bool{rec.Winner.Point: true}
-	if base := baselineAt(s, fit.TP); base != nil {
+	if base := report.BaselineAt(s, fit.TP); base != nil {
 		chosen[base] = true
 	}
 	for _, c := range distinctLevels(phases) {
@@ -430,16 +430,6 @@ func allLocal(s *sweep.Spec) bool {
 		}
 	}
 	return true
-}
-
-// baselineAt is the sweep's first baseline point at tp (nil when none).
-func baselineAt(s *report.Sweep, tp int) *report.Point {
-	for _, p := range s.Points {
-		if p.Baseline && p.TP == tp {
-			return p
-		}
-	}
-	return nil
 }
 
 // parsePhases reads --phases: c=N:DURATION terms, comma-separated, within the spec's limits.

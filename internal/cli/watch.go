@@ -187,7 +187,7 @@ func writeWatch(ctx context.Context, env Env, sw store.Sweep, opt report.Recomme
 		applied = verifyMethod{Args: args, Env: chain.Env, NumSteps: []int{fit.InitialSteps}, TopK: []int{1}, Files: map[string]string{path: string(fit.JSON())}}
 		tp = fit.TP
 		for _, c := range levels {
-			if p := adaptiveBestAt(s, fit, c); p != nil {
+			if p := fit.PointAt(s, c); p != nil {
 				reference[c] = p.ID
 			}
 		}
@@ -201,7 +201,7 @@ func writeWatch(ctx context.Context, env Env, sw store.Sweep, opt report.Recomme
 			reference[c] = p.ID
 		}
 	}
-	base := baselineAt(s, tp)
+	base := report.BaselineAt(s, tp)
 	if base == nil {
 		return "", nil, exitError{code: ExitFailure, err: fmt.Errorf("watch: sweep %s measured no baseline at tp %d: the speedup has nothing to be measured against", sw.Name, tp)}
 	}
