@@ -110,10 +110,10 @@ func Apply(ctx context.Context, st applyStore, h applier, req ApplyRequest) (App
 	}
 	out := ApplyOutcome{ID: id}
 	ev := applyEvidence{Level: req.Level}
+	rd := newRedactor(req.Spec) // a server's log lines may print its environment
 	// A failure from here rolls back; the rollback runs even when ctx was cancelled (Ctrl-C during
 	// the checks must not leave an unchecked configuration applied).
 	fail := func(f ApplyFailure, detail string, lines []string) (ApplyOutcome, error) {
-		rd := newRedactor(req.Spec)
 		for i, l := range lines {
 			lines[i] = rd.text(l)
 		}
@@ -125,12 +125,12 @@ func Apply(ctx context.Context, st applyStore, h applier, req ApplyRequest) (App
 		out.Result = store.ApplyRolledBack
 		if err := h.Rollback(rctx); err != nil {
 			out.Result = store.ApplyRollbackFailed
-			out.Detail += "; the rollback failed too: " + err.Error()
+			out.Detail += "; the rollback failed too: " + rd.text(err.Error())
 			say("rollback failed: %v", err)
 		} else {
 			say("rolled back: the host runs what it ran before")
 		}
-		return out, finishApply(rctx, st, id, out, ev, req.Spec)
+		return out, finishApply(rctx, st, id, out, ev)
 	}
 
 	launch := hostctl.Launch{Argv: req.Point.Argv, Env: req.Point.Env, Port: req.Spec.Server.Port, Tag: req.Point.ID,
@@ -242,18 +242,13 @@ func Apply(ctx context.Context, st applyStore, h applier, req ApplyRequest) (App
 	}
 	out.Result = store.ApplyApplied
 	out.Detail = fmt.Sprintf("%s applied on %s", req.Label, req.Host)
-	return out, finishApply(ctx, st, id, out, ev, req.Spec)
+	return out, finishApply(ctx, st, id, out, ev)
 }
 
-// finishApply records an apply's end, with the spec's secrets redacted as everything a sweep stores
-// (a server's log lines may print its environment).
-func finishApply(ctx context.Context, st applyStore, id int64, out ApplyOutcome, ev applyEvidence, spec *sweep.Spec) error {
-	rd := newRedactor(spec)
-	for i, l := range ev.Lines {
-		ev.Lines[i] = rd.text(l)
-	}
+// finishApply records an apply's end; out's detail and evidence lines are already redacted.
+func finishApply(ctx context.Context, st applyStore, id int64, out ApplyOutcome, ev applyEvidence) error {
 	raw, _ := json.Marshal(ev) // strings and numbers always encode
-	return st.FinishApply(ctx, id, store.ApplyEnd{Result: out.Result, Failure: string(out.Failure), Detail: rd.text(out.Detail),
+	return st.FinishApply(ctx, id, store.ApplyEnd{Result: out.Result, Failure: string(out.Failure), Detail: out.Detail,
 		Evidence: raw, EngineVersion: out.Engine})
 }
 
