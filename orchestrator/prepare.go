@@ -87,6 +87,9 @@ func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bo
 		return Prepared{}, fmt.Errorf("orchestrator: %w", err)
 	}
 	plan := spec.Plan()
+	if err := refuseNodes(spec, plan); err != nil {
+		return Prepared{}, err
+	}
 	var prior store.Sweep // a failed or cancelled sweep of an earlier version of the spec
 	if !forceNew {
 		prev, err := st.LatestSweepByName(ctx, spec.Name)
@@ -115,6 +118,24 @@ func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bo
 		return Prepared{}, fmt.Errorf("orchestrator: store sweep %q: %w", spec.Name, err)
 	}
 	return Prepared{SweepID: id, Prior: prior}, nil
+}
+
+// ErrSpansNodes: the spec has a host group, or points that span nodes, which plan and validate
+// but do not run yet (issue 30: the runner does not start ranks in step yet).
+var ErrSpansNodes = errors.New("running a point over several nodes is not built yet (docs/spec.md, hosts[].nodes)")
+
+// refuseNodes refuses a spec the runner cannot run yet: a host group, or a point spanning nodes.
+func refuseNodes(spec *sweep.Spec, plan *sweep.Plan) error {
+	for _, h := range spec.Hosts {
+		if len(h.Nodes) > 0 {
+			return fmt.Errorf("orchestrator: host %q is a group of %d nodes: %w", h.Name, len(h.Nodes), ErrSpansNodes)
+		}
+	}
+	if len(plan.Spans) > 0 {
+		sp := plan.Spans[0]
+		return fmt.Errorf("orchestrator: points of tp %d span %d nodes of host %q: %w", sp.TP, sp.Nodes, sp.Host, ErrSpansNodes)
+	}
+	return nil
 }
 
 // Abandoned reports whether a sweep in state s leaves its name free for a new version of its spec:

@@ -54,6 +54,8 @@ const (
 	LimitHosts            = "hosts#"
 	LimitGPUs             = "hosts[].gpus"
 	LimitMaxJobs          = "hosts[].slurm.max_jobs"
+	LimitMaxNodes         = "hosts[].slurm.max_nodes"
+	LimitNodes            = "hosts[].nodes#"
 	LimitTimeLimit        = "hosts[].slurm.time_limit"
 	LimitSbatchArgs       = "hosts[].slurm.sbatch_args#"
 	LimitReadyTimeout     = "server.ready_timeout"
@@ -140,6 +142,22 @@ func Limits() []Limit {
 				}
 				return int64(h.Slurm.MaxJobs), true
 			})},
+		{Key: LimitMaxNodes, Min: 1, Max: 64,
+			Why: "nodes one job's point spans; SGLang's largest deployments run tp 16 to 32 on 8-GPU nodes",
+			values: perHost(func(h Host) (int64, bool) {
+				if h.Slurm == nil || h.Slurm.MaxNodes == 0 {
+					return 0, false
+				}
+				return int64(h.Slurm.MaxNodes), true
+			})},
+		{Key: LimitNodes, Min: 2, Max: 64,
+			Why: "each node is an SSH connection and a unit started in step; SGLang's largest deployments span 2 to 4 nodes",
+			values: perHost(func(h Host) (int64, bool) {
+				if len(h.Nodes) == 0 {
+					return 0, false
+				}
+				return int64(len(h.Nodes)), true
+			})},
 		{Key: LimitTimeLimit, Min: int64(time.Minute), Max: 365 * day, Duration: true,
 			Why: "Slurm counts --time in minutes; a year is past any partition's MaxTime",
 			values: perHost(func(h Host) (int64, bool) {
@@ -196,7 +214,7 @@ func Limits() []Limit {
 				return out
 			}},
 		{Key: LimitTP, Min: 1, Max: 128,
-			Why:    "tensor parallelism within one host, which has at most hosts[].gpus GPUs",
+			Why:    "tensor parallelism over one node's GPUs or, whole nodes at a time, a group's (hosts[].gpus x nodes)",
 			values: func(s *Spec) []int64 { return ints(s.Matrix.TP...) }},
 		{Key: LimitCombinations, Min: 1, Max: maxCombinations,
 			Why: "the matrix cross product is planned in memory; a typo must not make millions",

@@ -90,10 +90,15 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 	good := true
 	hosts := []Host{}
 	seen := map[string]int{} // name -> line of its first use
+	type group struct {
+		nodes *yaml.Node // the nodes list, nil for one machine
+		item  int        // index in hosts
+	}
+	var groups []group // parallel to hosts
 	for i, it := range items {
 		at := index("hosts", i)
 		h := Host{Unit: DefaultUnit, Driver: DefaultDriver, GPUs: DefaultGPUs}
-		var nameNode, packNode, slurmNode *yaml.Node
+		var nameNode, packNode, slurmNode, nodesNode, distPortNode *yaml.Node
 		driverOK := true
 		str := func(dst *string, key string) func(*yaml.Node) {
 			return func(v *yaml.Node) {
@@ -163,6 +168,22 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 					h.Pack, packNode = x, resolve(v)
 				}
 			}},
+			{"nodes", false, func(v *yaml.Node) {
+				h.Nodes, nodesNode = p.nodes(v, at+".nodes"), resolve(v)
+			}},
+			{"dist_init_port", false, func(v *yaml.Node) {
+				x, ok := p.integer(v, at+".dist_init_port")
+				if !ok {
+					return
+				}
+				// SGLang takes the next ports too (PortArgs.init_new with dp attention: port_base
+				// = dist_init_port + 1 .. + 5; docs/spec.md).
+				if x < 1 || x > 65535-distInitPorts {
+					p.errf(resolve(v), "%s.dist_init_port: %d is outside 1-%d (SGLang also binds the %d ports after it)", at, x, 65535-distInitPorts, distInitPorts)
+					return
+				}
+				h.DistInitPort, distPortNode = int(x), resolve(v)
+			}},
 			{"driver", false, func(v *yaml.Node) {
 				x, ok := p.oneOf(v, at+".driver", DriverSSH, DriverLocal, DriverSlurm)
 				if !ok {
@@ -181,8 +202,14 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 		if h.Pack && packNode != nil && h.GPUs < 2 {
 			p.errf(packNode, "%s.pack: packing runs several points at once on disjoint GPUs and needs gpus >= 2 (this host has %d)", at, h.GPUs)
 		}
+		if nodesNode != nil {
+			p.groupCheck(&h, at, present, nodesNode, driverOK)
+		}
+		if distPortNode != nil && nodesNode == nil && (h.Slurm == nil || h.Slurm.MaxNodes <= 1) {
+			p.errf(distPortNode, "%s.dist_init_port: only a host that spans nodes (nodes:, or slurm.max_nodes above 1) starts ranks", at)
+		}
 		// A cluster without an address runs its Slurm commands on this machine (the login node).
-		if driverOK && h.Driver == DriverSSH && !present["address"] {
+		if driverOK && h.Driver == DriverSSH && !present["address"] && nodesNode == nil {
 			p.errf(resolve(it), "missing required key \"address\" in %s (required for driver ssh)", at)
 		}
 		if driverOK {
@@ -211,9 +238,110 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 			}
 		}
 		hosts = append(hosts, h)
+		groups = append(groups, group{nodesNode, i})
+	}
+	// A node's name is a host's name in events, the store and error messages: one per machine.
+	names := map[string]string{}
+	for _, h := range hosts {
+		names[h.Name] = "a host"
+	}
+	for i, h := range hosts {
+		for j, nd := range h.Nodes {
+			if by, dup := names[nd.Name]; dup && groups[i].nodes != nil {
+				p.errf(groups[i].nodes, "%s.nodes[%d]: the node name %q is already %s's name (name the node)", index("hosts", groups[i].item), j, clip(nd.Name), by)
+				continue
+			}
+			names[nd.Name] = "a node of " + strconv.Quote(h.Name)
+		}
 	}
 	p.hostsOK = good
 	return hosts
+}
+
+// distInitPorts is how many ports after --dist-init-addr's SGLang binds on rank 0's node
+// (PortArgs.init_new with dp attention: port_base = dist_init_port + 1, then + 2 .. + 5).
+const distInitPorts = 5
+
+// nodes decodes a host group's nodes: each a mapping with an address and optional name and SSH
+// settings.
+func (p *parser) nodes(n *yaml.Node, at string) []Node {
+	items, ok := p.list(n, at)
+	if !ok {
+		return nil
+	}
+	if len(items) < 2 {
+		p.errf(resolve(n), "%s: a group has at least 2 nodes (one machine is a host of its own: write its address on the host)", at)
+	}
+	p.boundedLen(n, at, LimitNodes, "nodes", len(items))
+	out := make([]Node, 0, len(items))
+	for i, it := range items {
+		ip := index(at, i)
+		var nd Node
+		str := func(dst *string, key string) func(*yaml.Node) {
+			return func(v *yaml.Node) {
+				if x, ok := p.str(v, join(ip, key)); ok {
+					*dst = x
+				}
+			}
+		}
+		p.object(it, ip, []field{
+			{"name", false, func(v *yaml.Node) {
+				x, ok := p.str(v, ip+".name")
+				if !ok {
+					return
+				}
+				if !identName.MatchString(x) {
+					p.errf(resolve(v), "%s.name: %q must match [A-Za-z0-9._-]+", ip, clip(x))
+					return
+				}
+				nd.Name = x
+			}},
+			{"address", true, func(v *yaml.Node) {
+				x, ok := p.str(v, ip+".address")
+				if !ok {
+					return
+				}
+				if msg := checkAddress(x); msg != "" {
+					p.errf(resolve(v), "%s.address: %q %s", ip, clip(x), msg)
+				}
+				nd.Address = x
+			}},
+			{"user", false, str(&nd.User, "user")},
+			{"identity_file", false, str(&nd.IdentityFile, "identity_file")},
+			{"known_hosts", false, str(&nd.KnownHosts, "known_hosts")},
+		})
+		out = append(out, nd)
+	}
+	return out
+}
+
+// groupCheck relates a host group's nodes to the host's own keys: names filled in and unique,
+// SSH settings inherited, and nothing that belongs to one machine at the group's level.
+func (p *parser) groupCheck(h *Host, at string, present map[string]bool, nodesNode *yaml.Node, driverOK bool) {
+	if driverOK && h.Driver != DriverSSH {
+		p.errf(nodesNode, "%s.nodes: only driver ssh takes a list of nodes (a Slurm cluster spans nodes with slurm.max_nodes; driver local is this one machine)", at)
+	}
+	if present["address"] {
+		p.errf(nodesNode, "%s: a group gives each node its address under nodes:, not address", at)
+	}
+	if h.Pack && present["pack"] {
+		p.errf(nodesNode, "%s.nodes: packing a group's nodes is not built yet; drop pack or list the nodes as hosts", at)
+	}
+	for i := range h.Nodes {
+		nd := &h.Nodes[i]
+		if nd.Name == "" {
+			nd.Name = fmt.Sprintf("%s-%d", h.Name, i)
+		}
+		if nd.User == "" {
+			nd.User = h.User
+		}
+		if nd.IdentityFile == "" {
+			nd.IdentityFile = h.IdentityFile
+		}
+		if nd.KnownHosts == "" {
+			nd.KnownHosts = h.KnownHosts
+		}
+	}
 }
 
 // slurm decodes a host's slurm block, starting from its defaults.
@@ -252,6 +380,11 @@ func (p *parser) slurm(n *yaml.Node, at string) *Slurm {
 		{"max_jobs", false, func(v *yaml.Node) {
 			if x, ok := p.bounded(v, at+".max_jobs", LimitMaxJobs); ok {
 				s.MaxJobs = x
+			}
+		}},
+		{"max_nodes", false, func(v *yaml.Node) {
+			if x, ok := p.bounded(v, at+".max_nodes", LimitMaxNodes); ok {
+				s.MaxNodes = x
 			}
 		}},
 		{"output_dir", false, func(v *yaml.Node) {
@@ -420,6 +553,13 @@ func (p *parser) args(n *yaml.Node, path string, server bool) ([]string, []*yaml
 				by += ", as " + f.as
 			}
 			p.errf(resolve(it), "%s: %s is set by the matrix (%s); remove it from %s", at, shown, by, path)
+		}
+		if f := rankFlag(a); f != "" {
+			shown := f
+			if name != f {
+				shown = fmt.Sprintf("%s (%s)", name, f)
+			}
+			p.errf(resolve(it), "%s: %s is set by specsweep for each rank of a point that spans nodes (hosts[].nodes, slurm.max_nodes); remove it from %s", at, shown, path)
 		}
 		switch {
 		case name == "":
@@ -924,15 +1064,43 @@ func (p *parser) crossCheck(s *Spec) {
 			}
 		}
 		for i, tp := range s.Matrix.TP {
-			if tp > largest.GPUs && i < len(p.tpRefs) {
-				gpus := "GPUs"
-				if largest.GPUs == 1 {
-					gpus = "GPU"
-				}
-				p.errf(p.tpRefs[i], "matrix.tp: tp %d fits no host (the largest, %q, has %d %s)", tp, largest.Name, largest.GPUs, gpus)
+			if i >= len(p.tpRefs) || slices.ContainsFunc(s.Hosts, func(h Host) bool { return h.Span(tp) > 0 }) {
+				continue
 			}
+			msg := fmt.Sprintf("matrix.tp: tp %d fits no host (the largest, %q, has %s)", tp, largest.Name, plural(largest.GPUs, "GPU"))
+			// A group or cluster that spans nodes takes whole nodes (SGLang splits tp evenly over
+			// --nnodes): say which tps it would take.
+			for _, h := range s.Hosts {
+				if n := h.NodeCount(); n > 1 {
+					msg += fmt.Sprintf("; host %q spans whole nodes of %s, up to %d: tp %s", h.Name, plural(h.GPUs, "GPU"), n, spanTPs(h))
+				}
+			}
+			p.errf(p.tpRefs[i], "%s", msg)
 		}
 	}
+}
+
+// plural spells n things: "1 GPU", "4 GPUs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// spanTPs lists the tps above one node that h runs over several ("8, 12 or 16").
+func spanTPs(h Host) string {
+	var tps []string
+	for k := 2; k <= h.NodeCount(); k++ {
+		tps = append(tps, strconv.Itoa(k*h.GPUs))
+	}
+	if len(tps) > 4 {
+		tps = append(tps[:3], "...", tps[len(tps)-1])
+	}
+	if len(tps) == 1 {
+		return tps[0]
+	}
+	return strings.Join(tps[:len(tps)-1], ", ") + " or " + tps[len(tps)-1]
 }
 
 // intList spells a list of ints as YAML would: [1, 2, 3].

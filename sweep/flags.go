@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/specsweep/specsweep/internal/argparse"
@@ -50,6 +51,24 @@ func flagName(arg string) string {
 	}
 	name, _, _ := strings.Cut(arg, "=")
 	return name
+}
+
+// rankFlag returns the multi-node flag arg may set in some release of SGLang (specsweep writes
+// them per rank), or "".
+func rankFlag(arg string) string {
+	name := flagName(arg)
+	for _, f := range []string{argparse.NNodes, argparse.NodeRank, argparse.DistInitAddr} {
+		if name != "" && argparse.MayName(name, f) {
+			return f
+		}
+	}
+	return ""
+}
+
+// RankArgs are the flags one rank of a point spanning nnodes nodes adds to the point's argv:
+// SGLang's --nnodes, --node-rank and --dist-init-addr (rank 0's host:port, the same on every rank).
+func RankArgs(nnodes, rank int, distInit string) []string {
+	return []string{argparse.NNodes, strconv.Itoa(nnodes), argparse.NodeRank, strconv.Itoa(rank), argparse.DistInitAddr, distInit}
 }
 
 // matrixFlag returns what is known of the matrix flag arg may set in some release of SGLang

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,9 @@ type Plan struct {
 	// plugin whose effective values will be read back).
 	Notes []string `json:"notes"`
 	Runs  int      `json:"runs"` // points x concurrency levels x repeats
+	// Spans are the multi-node layouts the points' tps take on the hosts that span nodes, one per
+	// host and tp that needs more than one node (docs/spec.md, hosts[].nodes).
+	Spans []Span `json:"spans,omitempty"`
 	// Estimate is a rough wall-clock duration (model in docs/spec.md).
 	Estimate time.Duration `json:"-"`
 }
@@ -79,6 +83,62 @@ func (p Point) Setting() string {
 // ArgvAlgorithm is the --speculative-algorithm of a point's argv as SGLang reads it (the last
 // occurrence; "" for none).
 func ArgvAlgorithm(argv []string) string { return Method{Args: argv}.Algorithm() }
+
+// Span is how points of one tp lay out over a host that spans nodes: one SGLang rank per node,
+// each with the point's argv plus RankArgs (--nnodes, --node-rank, --dist-init-addr).
+type Span struct {
+	Host        string `json:"host"`
+	TP          int    `json:"tp"`
+	Nodes       int    `json:"nodes"`
+	GPUsPerNode int    `json:"gpus_per_node"`
+	// Ranks are the nodes in rank order while the group is idle (a point takes the lowest-numbered
+	// free nodes); empty for a Slurm cluster, whose job's nodes are known when it starts.
+	Ranks []string `json:"ranks,omitempty"`
+	// DistInit is --dist-init-addr as far as the plan knows it: rank 0's host and the port, each
+	// in angle brackets where it is chosen at start ("10.0.0.1:<free port>").
+	DistInit string `json:"dist_init"`
+}
+
+// Spans lays out the tps in points over the hosts that span nodes.
+func (s *Spec) Spans(points []Point) []Span {
+	tps := map[int]bool{}
+	for _, pt := range points {
+		tps[pt.TP] = true
+	}
+	sorted := slices.Sorted(maps.Keys(tps))
+	var out []Span
+	for _, h := range s.Hosts {
+		for _, tp := range sorted {
+			n := h.Span(tp)
+			if n < 2 {
+				continue
+			}
+			sp := Span{Host: h.Name, TP: tp, Nodes: n, GPUsPerNode: tp / n}
+			host, port := "<first node of the job>", "<free port>"
+			if h.DistInitPort > 0 {
+				port = strconv.Itoa(h.DistInitPort)
+			}
+			if len(h.Nodes) >= n {
+				for _, nd := range h.Nodes[:n] {
+					sp.Ranks = append(sp.Ranks, nd.Name)
+				}
+				host = AddressHost(h.Nodes[0].Address)
+			}
+			sp.DistInit = net.JoinHostPort(host, port)
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// AddressHost is the host part of a spec address (host, host:port, a bare IPv6 address or
+// [v6]:port).
+func AddressHost(a string) string {
+	if h, _, err := net.SplitHostPort(a); err == nil {
+		return h
+	}
+	return strings.Trim(a, "[]")
+}
 
 // Skipped is a matrix combination that is not run, and why.
 type Skipped struct {
@@ -188,6 +248,7 @@ func (s *Spec) Plan() *Plan {
 	slices.SortStableFunc(pl.Points, func(a, b Point) int { return comparePoints(a, b, rank) })
 	pl.Runs = satMul(satMul(satMul(len(pl.Points), s.Workload.Loads()), max(len(s.Workload.Sources()), 1)), s.Workload.Repeats)
 	pl.Estimate = s.EstimateWith(pl.Points, DefaultAssumptions())
+	pl.Spans = s.Spans(pl.Points)
 	return pl
 }
 
@@ -361,7 +422,7 @@ func (s *Spec) EstimateWith(points []Point, a Assumptions) time.Duration {
 	for _, pt := range points {
 		best := -1
 		for i, h := range s.Hosts {
-			if h.Fits(pt.TP) && (best < 0 || free[i] < free[best]) {
+			if h.Span(pt.TP) > 0 && (best < 0 || free[i] < free[best]) {
 				best = i
 			}
 		}

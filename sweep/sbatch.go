@@ -161,9 +161,9 @@ func sbatchRefused() map[string]string {
 	return map[string]string{
 		"job-name":           own + " (specsweep finds its jobs by name)",
 		"comment":            own + " (specsweep finds its jobs by comment)",
-		"nodes":              own + " (one node per point)",
-		"ntasks":             own + " (one task: the server)",
-		"gres":               own + " (gpu:tp)",
+		"nodes":              own + " (the nodes a point spans: 1, or tp/gpus with slurm.max_nodes)",
+		"ntasks":             own + " (one task per node: a server rank)",
+		"gres":               own + " (gpu:tp, or gpu:gpus on each node of a point that spans nodes)",
 		"output":             own + " (specsweep reads the server's log from it)",
 		"no-requeue":         own,
 		"requeue":            "would let Slurm run a point twice (specsweep sets --no-requeue)",

@@ -87,6 +87,21 @@ type Host struct {
 	GPUs   int    `json:"gpus"`
 	// Slurm is a driver: slurm host's cluster settings (docs/slurm.md); nil for the others.
 	Slurm *Slurm `json:"slurm,omitempty"`
+	// Nodes make the host a group of machines of GPUs each, in rank order (docs/spec.md,
+	// hosts[].nodes): a point whose tp exceeds GPUs spans tp/GPUs of them. Empty for one machine.
+	Nodes []Node `json:"nodes,omitempty"`
+	// DistInitPort is the port of --dist-init-addr on rank 0's node (0: a free one at start).
+	DistInitPort int `json:"dist_init_port,omitempty"`
+}
+
+// Node is one machine of a host group, with its own SSH settings (those of the group where it
+// gives none).
+type Node struct {
+	Name         string `json:"name"`
+	Address      string `json:"address"`
+	User         string `json:"user,omitempty"`
+	IdentityFile string `json:"identity_file,omitempty"`
+	KnownHosts   string `json:"known_hosts,omitempty"`
 }
 
 // Slurm is how a cluster runs points as jobs (docs/slurm.md).
@@ -98,6 +113,9 @@ type Slurm struct {
 	// MaxJobs is how many points are in flight at once on the cluster (each its own job).
 	MaxJobs    int      `json:"max_jobs"`
 	SbatchArgs []string `json:"sbatch_args,omitempty"`
+	// MaxNodes is how many nodes one job may take: a point whose tp exceeds the host's gpus (per
+	// node) runs as one job over tp/gpus nodes, one rank each (docs/slurm.md).
+	MaxNodes int `json:"max_nodes,omitempty"`
 	// OutputDir holds the jobs' output files: a directory the login node and the compute nodes share.
 	OutputDir string `json:"output_dir"`
 }
@@ -108,8 +126,35 @@ const (
 	DefaultOutputDir = "specsweep-jobs" // relative: under the login user's home
 )
 
-// Fits reports whether a point with tensor parallelism tp can run on h.
+// Fits reports whether a point with tensor parallelism tp can run on one node of h.
 func (h Host) Fits(tp int) bool { return tp <= h.GPUs }
+
+// NodeCount is how many machines one point may span on h: a group's nodes, a cluster's
+// max_nodes, else 1.
+func (h Host) NodeCount() int {
+	switch {
+	case len(h.Nodes) > 0:
+		return len(h.Nodes)
+	case h.Slurm != nil && h.Slurm.MaxNodes > 1:
+		return h.Slurm.MaxNodes
+	}
+	return 1
+}
+
+// Span is how many nodes of h a point with tensor parallelism tp takes: 1 when it fits one,
+// tp/gpus when tp is a whole number of nodes that h has (SGLang splits tp evenly over
+// --nnodes), 0 when h cannot run it.
+func (h Host) Span(tp int) int {
+	switch {
+	case tp <= 0 || h.GPUs <= 0:
+		return 0
+	case tp <= h.GPUs:
+		return 1
+	case tp%h.GPUs == 0 && tp/h.GPUs <= h.NodeCount():
+		return tp / h.GPUs
+	}
+	return 0
+}
 
 // Server is the SGLang launch common to every point.
 type Server struct {

@@ -25,6 +25,12 @@ const (
 	HFToken            = "--hf-token"
 	SSLKeyfilePassword = "--ssl-keyfile-password"
 
+	// The multi-node launch: specsweep writes them for each rank of a point that spans nodes
+	// (docs/spec.md, hosts[].nodes); --dist-init-addr is also spelled --nccl-init-addr.
+	NNodes       = "--nnodes"
+	NodeRank     = "--node-rank"
+	DistInitAddr = "--dist-init-addr"
+
 	SpeculativeAlgorithm          = "--speculative-algorithm"
 	SpeculativeNumSteps           = "--speculative-num-steps"
 	SpeculativeEagleTopK          = "--speculative-eagle-topk"

@@ -159,6 +159,20 @@ func printPlan(env Env, spec *sweep.Spec, p *sweep.Plan, d time.Duration, basis 
 		}
 		tw.Flush()
 	}
+	if len(p.Spans) > 0 {
+		// Which machines a multi-node point takes, and the rendezvous every rank is given.
+		fmt.Fprintf(w, "\npoints that span nodes (one SGLang rank per node: --nnodes, --node-rank, --dist-init-addr):\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "HOST\tTP\tNODES\tRANKS 0..\tDIST-INIT-ADDR")
+		for _, sp := range p.Spans {
+			ranks := strings.Join(sp.Ranks, ", ")
+			if ranks == "" {
+				ranks = "the job's nodes"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d x %d GPUs\t%s\t%s\n", sp.Host, sp.TP, sp.Nodes, sp.GPUsPerNode, ranks, sp.DistInit)
+		}
+		tw.Flush()
+	}
 	if len(p.Notes) > 0 {
 		fmt.Fprintf(w, "\nnotes:\n")
 		for _, n := range p.Notes {
