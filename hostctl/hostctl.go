@@ -106,6 +106,10 @@ type Launch struct {
 	// Files are written on the host before the server starts (a point's config files, such as SGLang's
 	// --speculative-adaptive-config): each path absolute and clean, mode 0644, replaced atomically.
 	Files []File
+	// HealthOnly: readiness is /health answering 200, without a generation or the server's info:
+	// a rank >= 1 of a point that spans nodes serves SGLang's dummy health server only
+	// (python/sglang/srt/entrypoints/engine.py _launch_subprocesses).
+	HealthOnly bool
 }
 
 // File is a file a launch writes on its host.
@@ -379,6 +383,25 @@ type Provenance struct {
 	// SlurmQueued is how long the job waited in the queue (StartTime - SubmitTime), in seconds.
 	SlurmQueued  *float64 `json:"slurm_queued_s,omitempty"`
 	CollectedErr string   `json:"error,omitempty"`
+	// DistInit and Ranks: a point that spans nodes (a host group): its --dist-init-addr and every
+	// rank's node, rank 0 first.
+	DistInit string           `json:"dist_init_addr,omitempty"`
+	Ranks    []RankProvenance `json:"ranks,omitempty"`
+}
+
+// RankProvenance is where one rank of a point that spans nodes ran.
+type RankProvenance struct {
+	Rank      int      `json:"rank"`
+	Node      string   `json:"node"`
+	Address   string   `json:"address"`
+	Hostname  string   `json:"hostname"`
+	GPUs      []GPU    `json:"gpus,omitempty"`
+	EngineVer string   `json:"engine_version,omitempty"`
+	Argv      []string `json:"argv,omitempty"`
+	// Transport is the network NCCL says it uses between nodes ("IB: [0]mlx5_0:1/IB"), from the
+	// rank's log; "" when NCCL_DEBUG=INFO was not set.
+	Transport    string `json:"nccl_transport,omitempty"`
+	CollectedErr string `json:"error,omitempty"`
 }
 
 // GPU is one nvidia-smi row.

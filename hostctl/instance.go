@@ -195,7 +195,10 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 		code, perr := in.get(pctx, "/health")
 		var gerr error = errors.New("not probed")
 		if perr == nil && code == http.StatusOK {
-			gerr = in.generateOne(pctx)
+			gerr = nil
+			if !in.launch.HealthOnly {
+				gerr = in.generateOne(pctx)
+			}
 		}
 		pcancel()
 		if perr == nil && code == http.StatusOK {
@@ -203,8 +206,10 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 				r := Ready{At: in.clock.Now(), StartedAt: in.startedAt, Probes: probes}
 				r.Elapsed = r.At.Sub(in.startedAt)
 				<-pc
-				info, _ := in.serverInfo(ctx)
-				r.ServerInfo = RedactServerInfo(info)
+				if !in.launch.HealthOnly {
+					info, _ := in.serverInfo(ctx)
+					r.ServerInfo = RedactServerInfo(info)
+				}
 				in.mu.Lock()
 				in.ready = true
 				in.mu.Unlock()

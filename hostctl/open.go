@@ -80,6 +80,8 @@ type Options struct {
 	// ssh, when set, replaces the SSH options made from the spec's host (tests: no ~/.ssh/config,
 	// no agent).
 	ssh *SSHOptions
+	// nodeSSH, when set, replaces a group's nodes' SSH options, one per node in order (tests).
+	nodeSSH []SSHOptions
 }
 
 // SSHOptionsOf is the one mapping of a spec host to its SSH options.
@@ -100,8 +102,7 @@ func Open(ctx context.Context, h sweep.Host, o Options) (Driver, error) {
 		return &openLocal{h: h, o: o, Local: newSpecLocal(h, o, -1)}, nil
 	case sweep.DriverSSH:
 		if len(h.Nodes) > 0 {
-			// Planned and validated (issue 30); the group driver that starts ranks in step is not built.
-			return nil, fmt.Errorf("host %s: a group of %d nodes: running a point over several nodes is not built yet", h.Name, len(h.Nodes))
+			return newGroup(h, o), nil
 		}
 		d := &openSSH{h: h, o: o}
 		d.conn.dial = d.dial

@@ -228,6 +228,18 @@ func (r *Remote) stopRunning(ctx context.Context, l Launch) (StopResult, error) 
 	return res, err
 }
 
+// stopLeftover stops the unit when a sweep's marker says specsweep changed it and it runs: a rank a
+// killed run left on a node of a group that this run's next point does not span.
+func (r *Remote) stopLeftover(ctx context.Context) error {
+	if _, err := r.conn.ReadFile(ctx, MarkerPath(r.o.Unit)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	_, err := r.stopRunning(ctx, Launch{}.withDefaults())
+	return err
+}
+
 // gpuFree waits (bounded) until no compute process holds a GPU the launch runs on; a host
 // without nvidia-smi has nothing to wait for.
 func (r *Remote) gpuFree(ctx context.Context, l Launch) error {

@@ -51,6 +51,8 @@ type Store interface {
 	ClaimNextPoint(ctx context.Context, sweepID int64, host string) (store.Point, error)
 	// ClaimNextPointUpTo claims what fits the GPUs free on a packing host.
 	ClaimNextPointUpTo(ctx context.Context, sweepID int64, host string, maxTP int) (store.Point, error)
+	// ClaimNextPointOf claims what a host that spans nodes runs: a point of one of tps.
+	ClaimNextPointOf(ctx context.Context, sweepID int64, host string, tps []int) (store.Point, error)
 	FinishPoint(ctx context.Context, sweepID int64, pointID string, attempt int, f store.PointFinish) error
 	ReleasePoint(ctx context.Context, sweepID int64, pointID string, attempt int, reason string) error
 	CancelPoints(ctx context.Context, sweepID int64, reason string) (int, error)

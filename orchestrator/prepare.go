@@ -120,20 +120,18 @@ func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bo
 	return Prepared{SweepID: id, Prior: prior}, nil
 }
 
-// ErrSpansNodes: the spec has a host group, or points that span nodes, which plan and validate
-// but do not run yet (issue 30: the runner does not start ranks in step yet).
-var ErrSpansNodes = errors.New("running a point over several nodes is not built yet (docs/spec.md, hosts[].nodes)")
+// ErrSpansNodes: points that span a Slurm cluster's nodes plan and validate but do not run yet
+// (issue 30: the job script does not start ranks yet; an SSH group runs them).
+var ErrSpansNodes = errors.New("running a point over several nodes of a Slurm cluster is not built yet (docs/slurm.md, slurm.max_nodes)")
 
-// refuseNodes refuses a spec the runner cannot run yet: a host group, or a point spanning nodes.
+// refuseNodes refuses a spec the runner cannot run yet: a point spanning a cluster's nodes.
 func refuseNodes(spec *sweep.Spec, plan *sweep.Plan) error {
-	for _, h := range spec.Hosts {
-		if len(h.Nodes) > 0 {
-			return fmt.Errorf("orchestrator: host %q is a group of %d nodes: %w", h.Name, len(h.Nodes), ErrSpansNodes)
+	for _, sp := range plan.Spans {
+		for _, h := range spec.Hosts {
+			if h.Name == sp.Host && h.Driver == sweep.DriverSlurm {
+				return fmt.Errorf("orchestrator: points of tp %d span %d nodes of host %q: %w", sp.TP, sp.Nodes, sp.Host, ErrSpansNodes)
+			}
 		}
-	}
-	if len(plan.Spans) > 0 {
-		sp := plan.Spans[0]
-		return fmt.Errorf("orchestrator: points of tp %d span %d nodes of host %q: %w", sp.TP, sp.Nodes, sp.Host, ErrSpansNodes)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,30 @@ type sweepRun struct {
 	// files are what each point writes on its host before it starts (its method's files), by
 	// point id; the store keeps a point's argv and env, the plan its files.
 	files map[string][]sweep.File
+	// spans are the tps each host that spans nodes runs (spansOf).
+	spans map[string][]int
+}
+
+// spanTPs is what a host that spans nodes runs (the plan's tps it takes, on one node or whole
+// nodes: sweep.Host.Span); nil for any other host, which runs what fits its GPUs.
+func (sr *sweepRun) spanTPs(host string) []int { return sr.spans[host] }
+
+// spansOf maps each host of spec that spans nodes to the tps of points it runs.
+func spansOf(spec *sweep.Spec, points []sweep.Point) map[string][]int {
+	out := map[string][]int{}
+	for _, h := range spec.Hosts {
+		if h.NodeCount() < 2 {
+			continue
+		}
+		tps := []int{}
+		for _, pt := range points {
+			if h.Span(pt.TP) > 0 && !slices.Contains(tps, pt.TP) {
+				tps = append(tps, pt.TP)
+			}
+		}
+		out[h.Name] = tps
+	}
+	return out
 }
 
 // Run executes every pending point of the sweep (already stored, e.g. by Prepare) until none is left
@@ -86,8 +111,9 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		hb.Go(func() { r.heartbeat(context.WithoutCancel(ctx), sweepID, done) })
 		defer func() { close(done); hb.Wait() }()
 	}
-	sr := &sweepRun{id: sweepID, spec: spec, files: map[string][]sweep.File{}}
-	for _, pt := range spec.Plan().Points {
+	plan := spec.Plan()
+	sr := &sweepRun{id: sweepID, spec: spec, files: map[string][]sweep.File{}, spans: spansOf(spec, plan.Points)}
+	for _, pt := range plan.Points {
 		if len(pt.Files) > 0 {
 			sr.files[pt.ID] = pt.Files
 		}
@@ -359,6 +385,8 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h server, sl *slot) e
 			if !anyFree {
 				err = fmt.Errorf("no GPU free: %w", store.ErrNotFound)
 			}
+		} else if tps := sr.spanTPs(h.Name()); tps != nil {
+			p, err = r.cfg.Store.ClaimNextPointOf(ctx, sr.id, h.Name(), tps)
 		} else {
 			p, err = r.cfg.Store.ClaimNextPoint(ctx, sr.id, h.Name())
 		}

@@ -392,6 +392,32 @@ func (db *DB) ClaimNextPoint(ctx context.Context, sweepID int64, host string) (P
 // ClaimNextPointUpTo is ClaimNextPoint for a host that runs several points at once: only a point
 // whose tp is at most maxTP (the GPUs free there now; 0: the host's GPUs) is claimed.
 func (db *DB) ClaimNextPointUpTo(ctx context.Context, sweepID int64, host string, maxTP int) (Point, error) {
+	return db.claimNext(ctx, sweepID, host, func(gpus int) (string, []any) {
+		if maxTP > 0 {
+			gpus = min(gpus, maxTP)
+		}
+		return "tp <= ?", []any{gpus}
+	})
+}
+
+// ClaimNextPointOf is ClaimNextPoint for a host that spans nodes (a group, a cluster whose jobs take
+// several): only a point whose tp is one of tps, those the host runs (sweep.Host.Span), is claimed.
+func (db *DB) ClaimNextPointOf(ctx context.Context, sweepID int64, host string, tps []int) (Point, error) {
+	return db.claimNext(ctx, sweepID, host, func(int) (string, []any) {
+		if len(tps) == 0 {
+			return "0", nil
+		}
+		args := make([]any, len(tps))
+		for i, tp := range tps {
+			args[i] = tp
+		}
+		return "tp IN (?" + strings.Repeat(", ?", len(tps)-1) + ")", args
+	})
+}
+
+// claimNext claims the first pending point in plan order that the condition fits (given the host's
+// GPUs, it returns a WHERE term on points and its arguments).
+func (db *DB) claimNext(ctx context.Context, sweepID int64, host string, fits func(gpus int) (string, []any)) (Point, error) {
 	var pointID string
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		var gpus int
@@ -403,12 +429,10 @@ func (db *DB) ClaimNextPointUpTo(ctx context.Context, sweepID int64, host string
 		if err != nil {
 			return err
 		}
-		if maxTP > 0 {
-			gpus = min(gpus, maxTP)
-		}
+		cond, args := fits(gpus)
 		err = tx.QueryRowContext(ctx, `SELECT point_id FROM points
-			WHERE sweep_id = ? AND state = 'pending' AND tp <= ? ORDER BY plan_order LIMIT 1`,
-			sweepID, gpus).Scan(&pointID)
+			WHERE sweep_id = ? AND state = 'pending' AND `+cond+` ORDER BY plan_order LIMIT 1`,
+			append([]any{sweepID}, args...)...).Scan(&pointID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("no pending point fits: %w", ErrNotFound)
 		}

@@ -1,0 +1,531 @@
+package hostctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/argparse"
+	"github.com/specsweep/specsweep/sweep"
+)
+
+// openGroup is an ssh host of several nodes (hosts[].nodes, docs/spec.md "Points over several
+// nodes"): one systemd host per node, each its own SSH connection and unit. A point whose tp fits
+// one node runs on the first node; a larger one on the first tp/gpus nodes, one SGLang rank each
+// (--nnodes, --node-rank, --dist-init-addr), started together and followed as one instance: the
+// first rank that fails fails the point with that rank's evidence, and every rank is stopped.
+type openGroup struct {
+	h     sweep.Host
+	o     Options
+	nodes []*openSSH
+
+	mu    sync.Mutex
+	last  *groupInstance // the instance started last, for Provenance
+	swept bool           // the nodes were rid of what a killed run left (first Start)
+}
+
+var _ Driver = (*openGroup)(nil)
+
+func newGroup(h sweep.Host, o Options) *openGroup {
+	g := &openGroup{h: h, o: o}
+	for i, nd := range h.Nodes {
+		nh := sweep.Host{Name: nd.Name, Address: nd.Address, User: nd.User, IdentityFile: nd.IdentityFile,
+			KnownHosts: nd.KnownHosts, Unit: h.Unit, CreateUnit: h.CreateUnit, Driver: sweep.DriverSSH, GPUs: h.GPUs}
+		no := o
+		no.ssh = nil
+		if i < len(o.nodeSSH) {
+			no.ssh = &o.nodeSSH[i]
+		}
+		d := &openSSH{h: nh, o: no}
+		d.conn.dial = d.dial
+		g.nodes = append(g.nodes, d)
+	}
+	return g
+}
+
+func (g *openGroup) Name() string { return g.h.Name }
+
+// Slots: one point at a time over the group (a single-node point on the first node, a spanning
+// one on the first nodes it needs); the nodes are not packed.
+func (g *openGroup) Slots() Slots { return Slots{N: 1} }
+
+func (g *openGroup) Slot(k int) Host { return g }
+
+// span is how many nodes the launch takes: its --tp-size (as SGLang reads it) over the nodes' GPUs.
+func (g *openGroup) span(l Launch) (int, error) {
+	tp := 1
+	if v, ok := argparse.Last(l.Argv, argparse.TPSize); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("--tp-size %q is not a positive number", v)
+		}
+		tp = n
+	}
+	k := g.h.Span(tp)
+	if k == 0 {
+		return 0, fmt.Errorf("tp %d does not fit %d nodes of %d GPUs (a point spans whole nodes)", tp, len(g.nodes), g.h.GPUs)
+	}
+	return k, nil
+}
+
+// Start starts the launch on the nodes it spans: each rank's unit with the launch's argv and that
+// rank's flags, side by side. A rank that cannot start stops the others.
+func (g *openGroup) Start(ctx context.Context, l Launch) (Instance, error) {
+	k, err := g.span(l)
+	if err != nil {
+		return nil, &Failure{Class: ClassBadArgs, Detail: fmt.Sprintf("host %s: %v", g.h.Name, err), Err: err}
+	}
+	if err := g.sweepLeftovers(ctx, k); err != nil {
+		return nil, err
+	}
+	if k == 1 {
+		in, err := g.nodes[0].Start(ctx, l)
+		if err != nil {
+			return nil, rankFailure(err, 0, g.nodes[0].h.Name)
+		}
+		gi := &groupInstance{ranks: []Instance{in}, names: []string{g.nodes[0].h.Name}}
+		g.setLast(gi)
+		return gi, nil
+	}
+	dist, err := g.distInit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gi := &groupInstance{ranks: make([]Instance, k), names: make([]string, k), dist: dist}
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for r := range k {
+		gi.names[r] = g.nodes[r].h.Name
+		lr := l
+		lr.Argv = slices.Concat(l.Argv, sweep.RankArgs(k, r, dist))
+		// Ranks >= 1 serve SGLang's dummy health server only (engine.py _launch_subprocesses).
+		lr.HealthOnly = r > 0
+		wg.Go(func() {
+			gi.ranks[r], errs[r] = g.nodes[r].Start(ctx, lr)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			gi.stopStarted(context.WithoutCancel(ctx))
+			return nil, rankFailure(err, r, gi.names[r])
+		}
+	}
+	g.setLast(gi)
+	return gi, nil
+}
+
+// sweepLeftovers stops, once per run, the ranks a killed run left on the nodes the first point does
+// not span (the nodes it spans stop theirs as every start does).
+func (g *openGroup) sweepLeftovers(ctx context.Context, k int) error {
+	g.mu.Lock()
+	done := g.swept
+	g.swept = true
+	g.mu.Unlock()
+	if done {
+		return nil
+	}
+	errs := make([]error, len(g.nodes))
+	var wg sync.WaitGroup
+	for i := k; i < len(g.nodes); i++ {
+		wg.Go(func() {
+			r, err := g.nodes[i].conn.get(ctx)
+			if err == nil {
+				err = r.stopLeftover(ctx)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: stopping what an earlier run left: %w", g.nodes[i].h.Name, wrapUnreachable(err))
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		g.mu.Lock()
+		g.swept = false
+		g.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (g *openGroup) setLast(gi *groupInstance) {
+	g.mu.Lock()
+	g.last = gi
+	g.mu.Unlock()
+}
+
+// distInitPorts is how many ports from --dist-init-addr's SGLang binds on rank 0's node (the port,
+// then port_base = port + 1 .. + 5 with DP attention: PortArgs.init_new, server_args.py).
+const distInitPorts = 6
+
+// distInitFirst is where the search for a free --dist-init-addr port starts: torch's customary
+// rendezvous port (MASTER_PORT 29500).
+const distInitFirst = 29500
+
+// distInit is --dist-init-addr: rank 0's address and the spec's port, or the first run of
+// distInitPorts ports from 29500 that nothing listens on at rank 0's node now.
+func (g *openGroup) distInit(ctx context.Context) (string, error) {
+	host := sweep.AddressHost(g.h.Nodes[0].Address)
+	if g.h.DistInitPort > 0 {
+		return joinHostPort(host, g.h.DistInitPort), nil
+	}
+	r, err := g.nodes[0].conn.get(ctx)
+	if err != nil {
+		return "", rankFailure(err, 0, g.nodes[0].h.Name)
+	}
+	// /proc/net/tcp{,6} list the listening sockets (state 0A) with their ports in hex: no tool needed.
+	out, err := r.run(ctx, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true", 15*time.Second)
+	if err != nil {
+		return "", rankFailure(wrapUnreachable(fmt.Errorf("reading the listening ports: %w", err)), 0, g.nodes[0].h.Name)
+	}
+	busy := listeningPorts(string(out.Stdout))
+	for p := distInitFirst; p+distInitPorts-1 <= 65535; p++ {
+		free := true
+		for q := p; q < p+distInitPorts; q++ {
+			if busy[q] {
+				free, p = false, q // go on after the busy one
+				break
+			}
+		}
+		if free {
+			return joinHostPort(host, p), nil
+		}
+	}
+	return "", &Failure{Class: ClassLaunchFailed, Detail: fmt.Sprintf("host %s: no %d free ports from %d on %s for --dist-init-addr", g.h.Name, distInitPorts, distInitFirst, g.nodes[0].h.Name)}
+}
+
+var reListen = regexp.MustCompile(`^\s*\d+:\s+[0-9A-Fa-f]+:([0-9A-Fa-f]{4})\s+[0-9A-Fa-f]+:[0-9A-Fa-f]{4}\s+0A\s`)
+
+// listeningPorts reads /proc/net/tcp text: the local ports of the sockets in state LISTEN (0A).
+func listeningPorts(text string) map[int]bool {
+	out := map[int]bool{}
+	for line := range strings.SplitSeq(text, "\n") {
+		if m := reListen.FindStringSubmatch(line); m != nil {
+			if p, err := strconv.ParseUint(m[1], 16, 16); err == nil {
+				out[int(p)] = true
+			}
+		}
+	}
+	return out
+}
+
+func joinHostPort(host string, port int) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + strconv.Itoa(port)
+	}
+	return host + ":" + strconv.Itoa(port)
+}
+
+// rankFailure names the rank and its node in a failure (a *Failure keeps its class).
+func rankFailure(err error, rank int, node string) error {
+	if f, ok := AsFailure(err); ok {
+		g := *f
+		g.Detail = fmt.Sprintf("rank %d on %s: %s", rank, node, f.Detail)
+		return &g
+	}
+	return fmt.Errorf("rank %d on %s: %w", rank, node, err)
+}
+
+// Restore restores every node (each one's units, drop-ins and slots), all of them even when one
+// fails.
+func (g *openGroup) Restore(ctx context.Context) error {
+	errs := make([]error, len(g.nodes))
+	var wg sync.WaitGroup
+	for i, n := range g.nodes {
+		wg.Go(func() { errs[i] = n.Restore(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Provenance is rank 0's, with every rank's machine, engine and network transport.
+func (g *openGroup) Provenance(ctx context.Context) (Provenance, error) {
+	g.mu.Lock()
+	gi := g.last
+	g.mu.Unlock()
+	k := 1
+	if gi != nil {
+		k = len(gi.ranks)
+	}
+	provs := make([]Provenance, k)
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for r := range k {
+		wg.Go(func() { provs[r], errs[r] = g.nodes[r].Provenance(ctx) })
+	}
+	wg.Wait()
+	p := provs[0]
+	if errs[0] != nil {
+		return p, rankFailure(errs[0], 0, g.nodes[0].h.Name)
+	}
+	if k == 1 {
+		return p, nil
+	}
+	p.DistInit = gi.dist
+	for r := range k {
+		rp := RankProvenance{Rank: r, Node: g.nodes[r].h.Name, Address: g.h.Nodes[r].Address,
+			Hostname: provs[r].Hostname, GPUs: provs[r].GPUs, EngineVer: provs[r].EngineVer, Argv: provs[r].Argv}
+		if errs[r] != nil {
+			rp.CollectedErr = errs[r].Error()
+		}
+		if lines, err := gi.ranks[r].Logs(ctx); err == nil {
+			rp.Transport = NCCLTransport(lines)
+		}
+		p.Ranks = append(p.Ranks, rp)
+	}
+	return p, nil
+}
+
+// reNCCLNet matches NCCL's line naming the network it uses between nodes, printed at
+// communicator init under NCCL_DEBUG=INFO: "NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ..." or
+// "NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>".
+var reNCCLNet = regexp.MustCompile(`NCCL INFO NET/(IB|Socket|OFI|[A-Za-z0-9_]+) ?: Using (.*)`)
+
+// NCCLTransport is the network a rank's NCCL says it uses ("IB: [0]mlx5_0:1/IB"), from its log;
+// "" when the log does not say (NCCL_DEBUG unset).
+func NCCLTransport(lines []string) string {
+	for _, l := range lines {
+		if m := reNCCLNet.FindStringSubmatch(l); m != nil {
+			return m[1] + ": " + strings.TrimSpace(clipLine(m[2], 120))
+		}
+	}
+	return ""
+}
+
+func clipLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func (g *openGroup) Close() error {
+	var errs []error
+	for _, n := range g.nodes {
+		errs = append(errs, n.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Doctor checks every node, each check named after its node.
+func (g *openGroup) Doctor(ctx context.Context) []Check {
+	out := make([][]Check, len(g.nodes))
+	var wg sync.WaitGroup
+	for i, n := range g.nodes {
+		wg.Go(func() { out[i] = n.Doctor(ctx) })
+	}
+	wg.Wait()
+	var all []Check
+	for i, cs := range out {
+		for _, c := range cs {
+			c.Host = g.nodes[i].h.Name
+			all = append(all, c)
+		}
+	}
+	return all
+}
+
+// Clean cleans every node; what each removed is named after its node.
+func (g *openGroup) Clean(ctx context.Context) (Cleanup, error) {
+	var all Cleanup
+	var errs []error
+	for _, n := range g.nodes {
+		c, err := n.Clean(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.h.Name, err))
+			continue
+		}
+		for _, r := range c.Removed {
+			all.Removed = append(all.Removed, n.h.Name+": "+r)
+		}
+		all.Unit = c.Unit
+		if all.UnitState == "" || all.UnitState == c.UnitState {
+			all.UnitState = c.UnitState
+		} else {
+			all.UnitState = "mixed"
+		}
+	}
+	return all, errors.Join(errs...)
+}
+
+// groupInstance is the ranks of one point, followed as one server: rank 0 serves HTTP.
+type groupInstance struct {
+	ranks []Instance
+	names []string // each rank's node
+	dist  string   // --dist-init-addr ("" on one node)
+}
+
+var _ Instance = (*groupInstance)(nil)
+
+// ID is the ranks' invocations, rank 0's first.
+func (gi *groupInstance) ID() string {
+	ids := make([]string, 0, len(gi.ranks))
+	for _, in := range gi.ranks {
+		if in != nil {
+			ids = append(ids, in.ID())
+		}
+	}
+	return strings.Join(ids, "+")
+}
+
+// WaitReady waits for every rank side by side (rank 0's /health and a generation, the others'
+// health servers): the first rank that fails ends the wait with its failure, naming the rank and
+// its node.
+func (gi *groupInstance) WaitReady(ctx context.Context) (Ready, error) {
+	if len(gi.ranks) == 1 {
+		r, err := gi.ranks[0].WaitReady(ctx)
+		return r, gi.named(err, 0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		rank  int
+		ready Ready
+		err   error
+	}
+	results := make(chan result, len(gi.ranks))
+	for r, in := range gi.ranks {
+		go func() {
+			ready, err := in.WaitReady(ctx)
+			results <- result{r, ready, err}
+		}()
+	}
+	var ready Ready
+	var first error
+	for range gi.ranks {
+		res := <-results
+		if res.err != nil && first == nil {
+			// The first failure, not the cancellations it causes in the other waits.
+			first = gi.named(res.err, res.rank)
+			cancel()
+		}
+		if res.rank == 0 && res.err == nil {
+			ready = res.ready
+		}
+	}
+	if first != nil {
+		return Ready{}, first
+	}
+	return ready, nil
+}
+
+func (gi *groupInstance) named(err error, rank int) error {
+	if err == nil || len(gi.ranks) == 1 || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return rankFailure(err, rank, gi.names[rank])
+}
+
+// Check reports the first rank's failure, naming it.
+func (gi *groupInstance) Check(ctx context.Context) (*Failure, error) {
+	for r, in := range gi.ranks {
+		f, err := in.Check(ctx)
+		if err != nil {
+			return nil, gi.named(err, r)
+		}
+		if f != nil {
+			if len(gi.ranks) > 1 {
+				named, _ := AsFailure(rankFailure(f, r, gi.names[r]))
+				return named, nil
+			}
+			return f, nil
+		}
+	}
+	return nil, nil
+}
+
+func (gi *groupInstance) State(ctx context.Context) (State, error) { return gi.ranks[0].State(ctx) }
+
+// Logs are rank 0's (the scheduler that logs the batches), then each other rank's last lines,
+// under a line naming it.
+func (gi *groupInstance) Logs(ctx context.Context) ([]string, error) {
+	lines, err := gi.ranks[0].Logs(ctx)
+	for r := 1; r < len(gi.ranks); r++ {
+		more, _ := gi.ranks[r].Logs(ctx)
+		if len(more) > maxRankLines {
+			more = more[len(more)-maxRankLines:]
+		}
+		lines = append(lines, fmt.Sprintf("--- rank %d on %s ---", r, gi.names[r]))
+		lines = append(lines, more...)
+	}
+	return lines, err
+}
+
+// maxRankLines bounds what Logs adds of each rank >= 1.
+const maxRankLines = 200
+
+// Stop stops every rank side by side; the result is rank 0's, SIGKILL, a stop timeout and the
+// evidence of any rank included.
+func (gi *groupInstance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
+	if len(gi.ranks) == 1 {
+		return gi.ranks[0].Stop(ctx, progress)
+	}
+	res := make([]StopResult, len(gi.ranks))
+	errs := make([]error, len(gi.ranks))
+	var wg sync.WaitGroup
+	for r, in := range gi.ranks {
+		p := progress
+		if r > 0 {
+			p = nil
+		}
+		wg.Go(func() { res[r], errs[r] = in.Stop(ctx, p) })
+	}
+	wg.Wait()
+	out := res[0]
+	for r := 1; r < len(res); r++ {
+		s := res[r]
+		out.Duration = max(out.Duration, s.Duration)
+		out.Clean = out.Clean && s.Clean
+		out.SIGKILL = out.SIGKILL || s.SIGKILL
+		if s.Class != "" && out.Class == "" {
+			out.Class = s.Class
+			out.Evidence = append(out.Evidence, fmt.Sprintf("rank %d on %s:", r, gi.names[r]))
+			out.Evidence = append(out.Evidence, s.Evidence...)
+		}
+		out.Already = out.Already && s.Already
+	}
+	for r, err := range errs {
+		if err != nil {
+			errs[r] = gi.named(err, r)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// stopStarted stops the ranks that started (a start that failed on another rank).
+func (gi *groupInstance) stopStarted(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, in := range gi.ranks {
+		if in != nil {
+			wg.Go(func() { _, _ = in.Stop(ctx, nil) })
+		}
+	}
+	wg.Wait()
+}
+
+func (gi *groupInstance) HTTPClient() *http.Client { return gi.ranks[0].HTTPClient() }
+func (gi *groupInstance) BaseURL() string          { return gi.ranks[0].BaseURL() }
+func (gi *groupInstance) Address() string          { return gi.ranks[0].Address() }
+
+func (gi *groupInstance) LogMark(ctx context.Context) (int, error) { return gi.ranks[0].LogMark(ctx) }
+
+func (gi *groupInstance) LogsSince(ctx context.Context, mark int) ([]string, error) {
+	return gi.ranks[0].LogsSince(ctx, mark)
+}
+
+// HostLost: any rank's machine lost.
+func (gi *groupInstance) HostLost(ctx context.Context) error {
+	for r, in := range gi.ranks {
+		if err := in.HostLost(ctx); err != nil {
+			return gi.named(err, r)
+		}
+	}
+	return nil
+}
