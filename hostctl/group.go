@@ -1,6 +1,7 @@
 package hostctl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/internal/argparse"
+	"github.com/specsweep/specsweep/internal/defaults"
 	"github.com/specsweep/specsweep/sweep"
 )
 
@@ -98,7 +100,8 @@ func (g *openGroup) Start(ctx context.Context, l Launch) (Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	gi := &groupInstance{ranks: make([]Instance, k), names: make([]string, k), dist: dist}
+	gi := &groupInstance{ranks: make([]Instance, k), names: make([]string, k), dist: dist,
+		clock: orRealClock(g.o.Clock), join: l.withDefaults().JoinTimeout}
 	errs := make([]error, k)
 	var wg sync.WaitGroup
 	for r := range k {
@@ -360,6 +363,8 @@ type groupInstance struct {
 	ranks []Instance
 	names []string // each rank's node
 	dist  string   // --dist-init-addr ("" on one node)
+	clock Clock
+	join  time.Duration // Launch.JoinTimeout
 }
 
 var _ Instance = (*groupInstance)(nil)
@@ -390,17 +395,32 @@ func (gi *groupInstance) WaitReady(ctx context.Context) (Ready, error) {
 		ready Ready
 		err   error
 	}
-	results := make(chan result, len(gi.ranks))
+	results := make(chan result, len(gi.ranks)+1)
 	for r, in := range gi.ranks {
 		go func() {
 			ready, err := in.WaitReady(ctx)
 			results <- result{r, ready, err}
 		}()
 	}
+	joined := make(chan struct{})
+	go func() {
+		// A rank that never meets the others at the rendezvous fails the point after JoinTimeout,
+		// not after torch's own timeout (10 minutes by default).
+		if f := gi.watchJoin(ctx); f != nil {
+			results <- result{-1, Ready{}, f}
+		}
+		close(joined)
+	}()
+	defer func() { cancel(); <-joined }()
 	var ready Ready
 	var first error
 	for range gi.ranks {
 		res := <-results
+		if res.rank < 0 { // the rendezvous watch: the ranks' waits end with its cancel
+			first = res.err
+			cancel()
+			continue
+		}
 		if res.err != nil && first == nil {
 			// The first failure, not the cancellations it causes in the other waits.
 			first = gi.named(res.err, res.rank)
@@ -414,6 +434,78 @@ func (gi *groupInstance) WaitReady(ctx context.Context) (Ready, error) {
 		return Ready{}, first
 	}
 	return ready, nil
+}
+
+// ModelRunner.init_torch_distributed's lines around torch's rendezvous and the world group's
+// set-up (python/sglang/srt/model_executor/model_runner.py, sgl-project/sglang at b437f6be4).
+var (
+	reJoinBegin = regexp.MustCompile(`Init torch distributed begin\.`)
+	reJoinEnd   = regexp.MustCompile(`Init torch distributed ends\.`)
+)
+
+// joinPoll is how often the rendezvous watch reads the ranks' logs.
+const joinPoll = 500 * time.Millisecond
+
+// watchJoin follows the ranks' logs from the first "Init torch distributed begin." until every
+// rank logged "ends." (nil), or JoinTimeout passed (a crash_during_start naming the ranks that did
+// not begin, else those that did not end), or ctx ended (nil).
+func (gi *groupInstance) watchJoin(ctx context.Context) *Failure {
+	clock, join := orRealClock(gi.clock), cmp.Or(gi.join, defaults.JoinTimeout)
+	var since time.Time // when the first rank began
+	for {
+		began, ended := make([]bool, len(gi.ranks)), make([]bool, len(gi.ranks))
+		all := true
+		for r, in := range gi.ranks {
+			lines, _ := in.Logs(ctx)
+			began[r], ended[r] = anyMatch(lines, reJoinBegin), anyMatch(lines, reJoinEnd)
+			all = all && ended[r]
+			if began[r] && since.IsZero() {
+				since = clock.Now()
+			}
+		}
+		if all {
+			return nil
+		}
+		if !since.IsZero() && clock.Now().Sub(since) > join {
+			return gi.joinFailure(ctx, began, ended)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clock.After(joinPoll):
+		}
+	}
+}
+
+// joinFailure names the ranks that kept the others waiting: those that never began the rendezvous,
+// else those that began and never ended it (torch's store does not tell which one is missing until
+// its own timeout), with each one's last lines.
+func (gi *groupInstance) joinFailure(ctx context.Context, began, ended []bool) *Failure {
+	var late []int
+	for r := range gi.ranks {
+		if !began[r] {
+			late = append(late, r)
+		}
+	}
+	what := "did not begin torch's rendezvous"
+	if len(late) == 0 {
+		what = "did not complete torch's rendezvous"
+		for r := range gi.ranks {
+			if !ended[r] {
+				late = append(late, r)
+			}
+		}
+	}
+	var names, ev []string
+	for _, r := range late {
+		names = append(names, fmt.Sprintf("rank %d on %s", r, gi.names[r]))
+		lines, _ := gi.ranks[r].Logs(ctx)
+		for _, l := range lines[max(0, len(lines)-3):] {
+			ev = append(ev, fmt.Sprintf("[%s] %s", gi.names[r], l))
+		}
+	}
+	return &Failure{Class: ClassCrashDuringStart, Evidence: ev,
+		Detail: fmt.Sprintf("%s %s at %s within %v of the first rank's start of it (server.join_timeout)", strings.Join(names, ", "), what, gi.dist, gi.join)}
 }
 
 func (gi *groupInstance) named(err error, rank int) error {

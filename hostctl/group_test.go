@@ -121,3 +121,40 @@ func TestListeningPorts(t *testing.T) {
 		t.Errorf("NCCLTransport = %q", got)
 	}
 }
+
+// TestGroupRankThatNeverJoins: once a rank began torch's rendezvous, a rank that does not begin it
+// within JoinTimeout fails the point, named; when all began and none ended, the ones that did not
+// end are named.
+func TestGroupRankThatNeverJoins(t *testing.T) {
+	begin := "[2026-12-06 08:00:00 TP0] Init torch distributed begin."
+	end := "[2026-12-06 08:00:01 TP0] Init torch distributed ends. elapsed=1.00 s, mem usage=0.10 GB"
+	for _, c := range []struct {
+		name   string
+		r0, r1 []string
+		want   string
+	}{
+		{"never began", []string{begin}, []string{"[2026-12-06 08:00:00] server_args=..."}, "rank 1 on b did not begin torch's rendezvous at 10.0.0.1:29500"},
+		{"never ended", []string{begin, end}, []string{begin}, "rank 1 on b did not complete torch's rendezvous"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r0 := &fakeRank{t: t, id: "r0", delay: time.Hour, lines: c.r0}
+			r1 := &fakeRank{t: t, id: "r1", delay: time.Hour, lines: c.r1}
+			gi := &groupInstance{ranks: []Instance{r0, r1}, names: []string{"a", "b"}, dist: "10.0.0.1:29500",
+				clock: realClock{}, join: 100 * time.Millisecond}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			_, err := gi.WaitReady(ctx)
+			f, ok := AsFailure(err)
+			if !ok || f.Class != ClassCrashDuringStart || !strings.HasPrefix(f.Detail, c.want) || len(f.Evidence) == 0 || !strings.HasPrefix(f.Evidence[0], "[b] ") {
+				t.Fatalf("WaitReady = %v (%q), want crash_during_start: %q...", err, f, c.want)
+			}
+		})
+	}
+	// Every rank ended: no failure however long the load takes.
+	r0 := &fakeRank{t: t, id: "r0", delay: 300 * time.Millisecond, lines: []string{begin, end}}
+	r1 := &fakeRank{t: t, id: "r1", delay: 300 * time.Millisecond, lines: []string{begin, end}}
+	gi := &groupInstance{ranks: []Instance{r0, r1}, names: []string{"a", "b"}, clock: realClock{}, join: 10 * time.Millisecond}
+	if _, err := gi.WaitReady(t.Context()); err != nil {
+		t.Errorf("joined ranks: %v", err)
+	}
+}

@@ -110,6 +110,8 @@ type Launch struct {
 	// a rank >= 1 of a point that spans nodes serves SGLang's dummy health server only
 	// (python/sglang/srt/entrypoints/engine.py _launch_subprocesses).
 	HealthOnly bool
+	// JoinTimeout bounds the rendezvous of a point that spans nodes (default defaults.JoinTimeout).
+	JoinTimeout time.Duration
 }
 
 // File is a file a launch writes on its host.
@@ -187,6 +189,9 @@ func (l Launch) withDefaults() Launch {
 	}
 	if l.StopTimeout == 0 {
 		l.StopTimeout = defaults.StopTimeout
+	}
+	if l.JoinTimeout == 0 {
+		l.JoinTimeout = defaults.JoinTimeout
 	}
 	return l
 }

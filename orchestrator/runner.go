@@ -522,7 +522,8 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 	r.cfg.Log.Info("point starting", "host", h.Name(), "point", p.ID, "config", a.label, "attempt", p.Attempts)
 
 	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port, Tag: p.ID,
-		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout, GPUWait: spec.Server.GPUWait}
+		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout, GPUWait: spec.Server.GPUWait,
+		JoinTimeout: spec.Server.JoinTimeout}
 	for _, f := range sr.files[p.ID] {
 		launch.Files = append(launch.Files, hostctl.File{Path: f.Path, Data: []byte(f.Content)})
 	}

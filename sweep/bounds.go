@@ -61,6 +61,7 @@ const (
 	LimitReadyTimeout     = "server.ready_timeout"
 	LimitStopTimeout      = "server.stop_timeout"
 	LimitGPUWait          = "server.gpu_wait"
+	LimitJoinTimeout      = "server.join_timeout"
 	LimitNumSteps         = "matrix.num_steps[]"
 	LimitTopK             = "matrix.topk[]"
 	LimitDraftTokens      = "matrix.num_draft_tokens[]"
@@ -180,6 +181,14 @@ func Limits() []Limit {
 		{Key: LimitStopTimeout, Min: int64(time.Second), Max: int64(time.Hour), Duration: true,
 			Why:    "a server that has not exited an hour after SIGTERM is killed anyway",
 			values: func(s *Spec) []int64 { return []int64{int64(s.Server.StopTimeout)} }},
+		{Key: LimitJoinTimeout, Min: int64(time.Second), Max: int64(time.Hour), Duration: true,
+			Why: "the ranks of a point meet at torch's rendezvous in seconds; torch itself gives up after 10 minutes",
+			values: func(s *Spec) []int64 {
+				if s.Server.JoinTimeout == 0 {
+					return nil
+				}
+				return []int64{int64(s.Server.JoinTimeout)}
+			}},
 		{Key: LimitGPUWait, Min: int64(time.Second), Max: day, Duration: true,
 			Why: "GPUs still busy after a day are someone else's job, not a slow release",
 			values: func(s *Spec) []int64 {

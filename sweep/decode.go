@@ -513,6 +513,11 @@ func (p *parser) server(n *yaml.Node, srv *Server) {
 				srv.GPUWait = d
 			}
 		}},
+		{"join_timeout", false, func(v *yaml.Node) {
+			if d, ok := p.boundedDuration(v, "server.join_timeout", LimitJoinTimeout); ok {
+				srv.JoinTimeout = d
+			}
+		}},
 	})
 	// Readiness is probed on server.port: SGLang must listen there. argparse takes the last --port
 	// (or an unambiguous abbreviation of it, such as --po).

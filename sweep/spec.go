@@ -167,6 +167,9 @@ type Server struct {
 	// GPUWait is how long a start waits for its GPUs to be free; 0 (not in the spec, and left out
 	// of the stored JSON so a spec's hash is as before) is hostctl's default, defaults.GPUWait.
 	GPUWait time.Duration `json:"gpu_wait,omitzero"`
+	// JoinTimeout bounds the rendezvous of a point that spans nodes; 0 (left out of the stored JSON:
+	// hashes as before) is hostctl's default, defaults.JoinTimeout.
+	JoinTimeout time.Duration `json:"join_timeout,omitzero"`
 }
 
 // Method is a named set of extra server arguments (and environment).

@@ -17,4 +17,8 @@ const (
 	// GPUWait bounds how long a start waits for the GPUs of its point to be free (nvidia-smi)
 	// before the point fails gpu_busy.
 	GPUWait = 2 * time.Minute
+	// JoinTimeout bounds how long the ranks of a point that spans nodes may take to meet at
+	// torch's rendezvous (from the first rank's "Init torch distributed begin." to every rank's
+	// "ends."), so a rank that never joins fails the point long before torch's own 10 minutes.
+	JoinTimeout = 2 * time.Minute
 )
