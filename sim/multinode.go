@@ -283,7 +283,13 @@ func uniqueIDError(rank int, why string) string {
 // distInitTrace is a scheduler's traceback for an exception raised in init_process_group (line
 // numbers illustrative).
 func distInitTrace(last string) string {
-	return strings.Join([]string{
+	return distInitFrames(true, last)
+}
+
+// distInitFrames is the traceback down to init_distributed_environment, then into torch's
+// init_process_group when torch raises.
+func distInitFrames(inTorch bool, last string) string {
+	lines := []string{
 		"Traceback (most recent call last):",
 		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py\", line 2958, in run_scheduler_process",
 		"    scheduler = Scheduler(",
@@ -295,15 +301,21 @@ func distInitTrace(last string) string {
 		"    pre_model_load_memory = self.init_torch_distributed()",
 		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/model_runner.py\", line 1093, in init_torch_distributed",
 		"    init_distributed_environment(",
-		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/distributed/parallel_state.py\", line 1702, in init_distributed_environment",
-		"    torch.distributed.init_process_group(",
-		"  File \"/usr/local/lib/python3.12/dist-packages/torch/distributed/c10d_logger.py\", line 81, in wrapper",
-		"    return func(*args, **kwargs)",
-		"  File \"/usr/local/lib/python3.12/dist-packages/torch/distributed/distributed_c10d.py\", line 1710, in init_process_group",
-		"    store, rank, world_size = next(rendezvous_iterator)",
-		last,
-		"",
-	}, "\n")
+	}
+	if inTorch {
+		lines = append(lines,
+			"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/distributed/parallel_state.py\", line 1702, in init_distributed_environment",
+			"    torch.distributed.init_process_group(",
+			"  File \"/usr/local/lib/python3.12/dist-packages/torch/distributed/c10d_logger.py\", line 81, in wrapper",
+			"    return func(*args, **kwargs)",
+			"  File \"/usr/local/lib/python3.12/dist-packages/torch/distributed/distributed_c10d.py\", line 1710, in init_process_group",
+			"    store, rank, world_size = next(rendezvous_iterator)")
+	} else {
+		lines = append(lines,
+			"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/distributed/parallel_state.py\", line 1688, in init_distributed_environment",
+			"    assert timeout > 0, \"timeout must be positive\"")
+	}
+	return strings.Join(append(lines, last, ""), "\n")
 }
 
 // peerLostTrace is the scheduler's traceback when a peer's process is gone: its next broadcast of
@@ -425,8 +437,7 @@ func (s *Server) joinNodes(sigc <-chan os.Signal) {
 	}
 	if s.Args.DistTimeout < 0 || (s.Args.DistTimeout == 0 && s.Args.Raw["dist_timeout"] != nil) {
 		// init_distributed_environment: assert timeout > 0, "timeout must be positive"
-		s.log.TPError("Scheduler hit an exception: %s", strings.Replace(distInitTrace("AssertionError: timeout must be positive"),
-			"    torch.distributed.init_process_group(", "    assert timeout > 0, \"timeout must be positive\"", 1))
+		s.log.TPError("Scheduler hit an exception: %s", distInitFrames(false, "AssertionError: timeout must be positive"))
 		s.sigquit()
 		s.die("start_error")
 	}

@@ -194,3 +194,18 @@ func TestMultiNodeArgErrorBinary(t *testing.T) {
 		t.Errorf("stderr:\n%s", s)
 	}
 }
+
+// SGLANGSIM_FAIL=node-crash:S on node 1: S simulated seconds after loading its scheduler dies;
+// node 0 sees the connection drop and ends too.
+func TestMultiNodeNodeCrash(t *testing.T) {
+	t.Parallel()
+	dist := freePort(t)
+	r0 := startNode(t, 0, 2, dist, nil)
+	r1 := startNode(t, 1, 2, dist, map[string]string{"SGLANGSIM_FAIL": "node-crash:5"})
+	r1.waitGone(" TP2] Scheduler hit an exception: Traceback", "an illegal memory access was encountered",
+		"Received sigquit from a child process. It usually means the child failed.")
+	r0.waitGone("Connection closed by peer")
+	if r1.lastExit() != "crash" || r0.lastExit() != "peer_lost" {
+		t.Errorf("exit reasons %q, %q", r1.lastExit(), r0.lastExit())
+	}
+}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -133,5 +134,48 @@ func TestNCCLNetKnobs(t *testing.T) {
 	lines = strings.Join(ncclInfoLines("h", 7, 1, "10.0.0.1", "Socket", false), "\n")
 	if !strings.Contains(lines, "h:7:9 [1] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>") || strings.Contains(lines, "NCCL version") {
 		t.Errorf("Socket lines:\n%s", lines)
+	}
+}
+
+// launch_dummy_health_check_server per release: /ping from 0.5.4, /metrics (with
+// --enable-metrics) from 0.5.2, never an OpenAI route.
+func TestDummyHealthServerPerEra(t *testing.T) {
+	for _, c := range []struct {
+		era           string
+		ping, metrics int
+	}{{"0.4.2", 404, 404}, {"0.4.9.post1", 404, 404}, {"0.5.3.post2", 404, 200}, {"0.5.4", 200, 200}, {"main", 200, 200}} {
+		era, err := LookupEra(c.era)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _, err := ParseArgsEra(ParseOptions{Era: era}, []string{"--model-path", "/m", "--enable-metrics"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logBuf, acc strings.Builder
+		s := &Server{Args: a, log: NewLogger(&logBuf, &acc)}
+		h := s.dummyHealthHandler()
+		for path, want := range map[string]int{"/health": 200, "/health_generate": 200, "/ping": c.ping, "/metrics": c.metrics,
+			"/v1/models": 404, "/generate": 404} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+			if rec.Code != want {
+				t.Errorf("%s: GET %s = %d, want %d", c.era, path, rec.Code, want)
+			}
+			if want == 200 && path != "/metrics" && rec.Body.Len() != 0 {
+				t.Errorf("%s: GET %s body %q, want empty", c.era, path, rec.Body.String())
+			}
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader("{}")))
+		if rec.Code != 404 || rec.Body.String() != `{"detail":"Not Found"}` {
+			t.Errorf("%s: POST /v1/chat/completions = %d %s", c.era, rec.Code, rec.Body.String())
+		}
+		if c.era == "0.4.2" && !strings.Contains(acc.String(), `"GET /health HTTP/1.1" 200 OK`) {
+			t.Errorf("0.4.2: no uvicorn access line: %q", acc.String())
+		}
+		if c.era != "0.4.2" && acc.Len() != 0 {
+			t.Errorf("%s: access lines at uvicorn's warning level: %q", c.era, acc.String())
+		}
 	}
 }
