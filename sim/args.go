@@ -394,24 +394,27 @@ type Args struct {
 	Era                                             *Era
 	ModelPath, TokenizerPath, ServedModelName, Host string
 	Port, TP                                        int
-	SpecAlgo                                        string // "" = no speculation; NEXTN already resolved to EAGLE
-	RequestedAlgo                                   string
-	Plugin                                          bool // a registered plugin name (simulated as EAGLE)
-	DraftPath                                       string
-	Steps, TopK, DraftTokens                        int
-	MemFraction                                     float64 // 0 = auto (decided by the memory plan)
-	MaxRunning                                      int     // 0 = auto
-	CudaGraphMaxBS                                  int     // 0 = auto
-	ContextLen                                      int     // 0 = profile's
-	EnableMetrics, SkipWarmup, DisableCudaGraph     bool
-	DecodeLogInterval                               int
-	RandomSeed                                      int64
-	LogHTTP                                         bool // uvicorn access log lines
-	LogQuiet                                        bool // --log-level warning/error: no info lines
-	APIKey                                          string
-	Device                                          string  // --device as given ("" resolves to cuda)
-	Raw                                             rawArgs // everything given, for /get_server_info
-	defaults                                        map[string]any
+	// Multi-node launch: --nnodes, --node-rank, --dist-init-addr, --dist-timeout (0: unset).
+	NNodes, NodeRank, DistTimeout               int
+	DistInitAddr                                string
+	SpecAlgo                                    string // "" = no speculation; NEXTN already resolved to EAGLE
+	RequestedAlgo                               string
+	Plugin                                      bool // a registered plugin name (simulated as EAGLE)
+	DraftPath                                   string
+	Steps, TopK, DraftTokens                    int
+	MemFraction                                 float64 // 0 = auto (decided by the memory plan)
+	MaxRunning                                  int     // 0 = auto
+	CudaGraphMaxBS                              int     // 0 = auto
+	ContextLen                                  int     // 0 = profile's
+	EnableMetrics, SkipWarmup, DisableCudaGraph bool
+	DecodeLogInterval                           int
+	RandomSeed                                  int64
+	LogHTTP                                     bool // uvicorn access log lines
+	LogQuiet                                    bool // --log-level warning/error: no info lines
+	APIKey                                      string
+	Device                                      string  // --device as given ("" resolves to cuda)
+	Raw                                         rawArgs // everything given, for /get_server_info
+	defaults                                    map[string]any
 	// Adaptive is the adaptive speculative decoding the server runs (nil: static steps, including
 	// when --speculative-adaptive fell back).
 	Adaptive *AdaptiveMode
@@ -501,6 +504,10 @@ func ParseArgsEra(o ParseOptions, argv []string) (a *Args, warnings []string, er
 	a.Host = str("host", "127.0.0.1")
 	a.Port = num("port", 30000)
 	a.TP = num("tp_size", 1)
+	a.NNodes = num("nnodes", 1)
+	a.NodeRank = num("node_rank", 0)
+	a.DistTimeout = num("dist_timeout", 0)
+	a.DistInitAddr = str("dist_init_addr", "")
 	a.MaxRunning = num("max_running_requests", 0)
 	a.CudaGraphMaxBS = num("cuda_graph_max_bs", num("cuda_graph_max_bs_decode", 0))
 	a.ContextLen = num("context_length", 0)
@@ -536,6 +543,45 @@ func ParseArgsEra(o ParseOptions, argv []string) (a *Args, warnings []string, er
 		return nil, nil, err
 	}
 	return a, append(warnings, w...), nil
+}
+
+// LaunchError is an exception of the launcher's own argument check (ServerArgs.check_server_args,
+// called by _launch_subprocesses after the post-init rules): a traceback, exit 1.
+type LaunchError struct{ Type, Msg string }
+
+func (e *LaunchError) Error() string { return e.Type + ": " + e.Msg }
+
+// checkServerArgs is the multi-node part of check_server_args, which _launch_subprocesses calls after
+// the post-init rules (so SGLANGSIM_CHECK_ARGS=1 does not reach it): (tp_size * pp_size) % nnodes must be
+// 0 (a ZeroDivisionError for --nnodes 0). SGLang checks neither --node-rank nor --dist-init-addr;
+// the simulator refuses what it cannot run (docs/sglangsim.md, "Multi-node").
+func checkServerArgs(a *Args) error {
+	pp := intOr(a.Raw, "pp_size", 1)
+	switch {
+	case a.NNodes == 0:
+		return &LaunchError{Type: "ZeroDivisionError", Msg: "integer modulo by zero"}
+	case a.NNodes > 0 && (a.TP*pp)%a.NNodes != 0:
+		return &LaunchError{Type: "AssertionError", Msg: "tp_size must be divisible by number of nodes"}
+	case a.NNodes < 0 || a.NodeRank < 0 || a.NodeRank >= a.NNodes:
+		return fmt.Errorf("--node-rank %d is not one of the %d nodes of --nnodes (0 to %d); SGLang does not check it, its ranks would compute a pipeline rank past --pp-size", a.NodeRank, a.NNodes, a.NNodes-1)
+	}
+	return nil
+}
+
+// launchTraceback is what Python prints for a LaunchError.
+func launchTraceback(e *LaunchError) string {
+	return "Traceback (most recent call last):\n" +
+		"  File \"<frozen runpy>\", line 198, in _run_module_as_main\n" +
+		"  File \"<frozen runpy>\", line 88, in _run_code\n" +
+		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py\", line 32, in <module>\n" +
+		"    launch_server(server_args)\n" +
+		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/entrypoints/http_server.py\", line 1412, in launch_server\n" +
+		"    tokenizer_manager, template_manager, scheduler_info = _launch_subprocesses(server_args=server_args)\n" +
+		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/entrypoints/engine.py\", line 673, in _launch_subprocesses\n" +
+		"    server_args.check_server_args()\n" +
+		"  File \"/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py\", line 6666, in check_server_args\n" +
+		"    assert (\n" +
+		e.Type + ": " + e.Msg + "\n"
 }
 
 const reset48 = "Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests."

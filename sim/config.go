@@ -8,9 +8,12 @@ import (
 
 // FailMode is a parsed SGLANGSIM_FAIL value.
 type FailMode struct {
-	Kind     string  // "", "oom", "oom-kv", "oom-weights", "crash-during-load", "exit-during-start", "hang-after", "ignore-sigterm", "slow-drain", "lossy"
+	// Kind is "", "oom", "oom-kv", "oom-weights", "crash-during-load", "exit-during-start", "hang-after",
+	// "ignore-sigterm", "slow-drain", "lossy", or for a multi-node launch "never-join", "node-crash",
+	// "nccl-init-error".
+	Kind     string
 	Requests int     // requests, for crash-during-load and hang-after
-	Seconds  float64 // for slow-drain
+	Seconds  float64 // for slow-drain and node-crash
 	Prob     float64 // for lossy: the probability that an accepted draft token is wrong, in (0, 1]
 }
 
@@ -23,7 +26,7 @@ func ParseFail(s string) (FailMode, error) {
 	kind, arg, hasArg := strings.Cut(s, ":")
 	f := FailMode{Kind: kind}
 	switch kind {
-	case "oom", "oom-kv", "oom-weights", "exit-during-start", "ignore-sigterm":
+	case "oom", "oom-kv", "oom-weights", "exit-during-start", "ignore-sigterm", "never-join", "nccl-init-error":
 		if hasArg {
 			return f, fmt.Errorf("SGLANGSIM_FAIL=%s takes no argument", kind)
 		}
@@ -33,10 +36,10 @@ func ParseFail(s string) (FailMode, error) {
 			return f, fmt.Errorf("SGLANGSIM_FAIL=%s needs a request count, e.g. %s:10", kind, kind)
 		}
 		f.Requests = n
-	case "slow-drain":
+	case "slow-drain", "node-crash":
 		v, err := strconv.ParseFloat(arg, 64)
 		if !hasArg || err != nil || v < 0 {
-			return f, fmt.Errorf("SGLANGSIM_FAIL=slow-drain needs seconds, e.g. slow-drain:30")
+			return f, fmt.Errorf("SGLANGSIM_FAIL=%s needs seconds, e.g. %s:30", kind, kind)
 		}
 		f.Seconds = v
 	case "lossy":
@@ -50,7 +53,7 @@ func ParseFail(s string) (FailMode, error) {
 		}
 		f.Prob = v
 	default:
-		return f, fmt.Errorf("unknown SGLANGSIM_FAIL %q (oom, oom-kv, oom-weights, crash-during-load:N, exit-during-start, hang-after:N, ignore-sigterm, slow-drain:S, lossy:P)", s)
+		return f, fmt.Errorf("unknown SGLANGSIM_FAIL %q (oom, oom-kv, oom-weights, crash-during-load:N, exit-during-start, hang-after:N, ignore-sigterm, slow-drain:S, lossy:P, never-join, node-crash:S, nccl-init-error)", s)
 	}
 	return f, nil
 }
@@ -82,6 +85,11 @@ type Config struct {
 	// EngineVersion is SGLANGSIM_ENGINE_VERSION: the version the server info reports instead of
 	// the release profile's name ("": the name).
 	EngineVersion string
+	// Net is the inter-node network of a multi-node launch: SGLANGSIM_NCCL_NET (IB or Socket),
+	// its figures overridden by SGLANGSIM_NET_LATENCY_US and SGLANGSIM_NET_GBPS.
+	Net NetModel
+	// NCCLDebugInfo is NCCL_DEBUG=INFO (or TRACE): NCCL's init lines go to stdout.
+	NCCLDebugInfo bool
 }
 
 // LoadConfig reads the knobs from the environment.
@@ -136,6 +144,26 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.AcceptScale = f
 	}
 	c.EngineVersion = strings.TrimSpace(getenv("SGLANGSIM_ENGINE_VERSION"))
+	switch v := strings.TrimSpace(getenv("SGLANGSIM_NCCL_NET")); strings.ToLower(v) {
+	case "", "ib":
+		c.Net = netDefaults("IB")
+	case "socket":
+		c.Net = netDefaults("Socket")
+	default:
+		return c, fmt.Errorf("invalid SGLANGSIM_NCCL_NET=%q: want IB or Socket (NCCL's inter-node transport)", v)
+	}
+	for _, e := range []struct {
+		name string
+		dst  *float64
+	}{{"SGLANGSIM_NET_LATENCY_US", &c.Net.LatencyUS}, {"SGLANGSIM_NET_GBPS", &c.Net.GBps}} {
+		if err := num(e.name, e.dst, e.name == "SGLANGSIM_NET_GBPS"); err != nil {
+			return c, err
+		}
+	}
+	switch strings.ToUpper(strings.TrimSpace(getenv("NCCL_DEBUG"))) {
+	case "INFO", "TRACE":
+		c.NCCLDebugInfo = true
+	}
 	var err error
 	if c.Fail, err = ParseFail(getenv("SGLANGSIM_FAIL")); err != nil {
 		return c, err

@@ -187,7 +187,7 @@ func strtoul(s string) int {
 // GPUAssignment is where the TP ranks of a server run.
 type GPUAssignment struct {
 	Visible []int // physical indices of the visible GPUs, in CUDA order
-	GPUs    []int // physical index of each TP rank's GPU, rank order
+	GPUs    []int // physical index of each TP rank's GPU, rank order (this node's ranks only)
 	// BadRank is the first rank whose device ordinal (gpu_id) is not a
 	// visible GPU, -1 when every rank has one; BadOrdinal is its gpu_id.
 	BadRank, BadOrdinal int
@@ -200,8 +200,13 @@ func AssignGPUs(a *Args, visible []int) GPUAssignment {
 	base := intOr(a.Raw, "base_gpu_id", 0)
 	step := intOr(a.Raw, "gpu_id_step", 1)
 	g := GPUAssignment{Visible: visible, BadRank: -1}
-	for r := 0; r < a.TP; r++ {
-		ord := base + r*step
+	// A launch over nodes runs tp/nnodes of the ranks here: node k's are k*per .. (k+1)*per-1, each
+	// on ordinal base + (rank % per) * step (engine.py, _launch_scheduler_processes).
+	nn := max(a.NNodes, 1)
+	per := max(1, a.TP/nn)
+	first := min(max(a.NodeRank, 0), nn-1) * per
+	for r := first; r < first+per; r++ {
+		ord := base + (r%per)*step
 		if ord < 0 || ord >= len(visible) {
 			g.BadRank, g.BadOrdinal = r, ord
 			g.GPUs = nil

@@ -17,10 +17,13 @@ type Logger struct {
 	// Quiet drops info lines (--log-level warning or error), as Python
 	// logging does; warnings, errors and tracebacks still print.
 	Quiet bool
-	mu    sync.Mutex
-	out   io.Writer // SGLang's logging (Python logging: stderr)
-	acc   io.Writer // uvicorn access log (stdout)
-	buf   []byte
+	// Base is the TP rank of the process's first scheduler: TP/TPError lines carry it (a node of a
+	// multi-node launch starts at node_rank * tp/nnodes).
+	Base int
+	mu   sync.Mutex
+	out  io.Writer // SGLang's logging (Python logging: stderr)
+	acc  io.Writer // uvicorn access log (stdout)
+	buf  []byte
 }
 
 // NewLogger logs to out and writes uvicorn access lines to acc.
@@ -53,13 +56,24 @@ func (l *Logger) line(w io.Writer, tag string, format string, args ...any) {
 func (l *Logger) Warn(format string, args ...any) { l.line(l.out, "!", format, args...) }
 
 // TPError logs an error from tensor-parallel rank 0.
-func (l *Logger) TPError(format string, args ...any) { l.line(l.out, " TP0!", format, args...) }
+func (l *Logger) TPError(format string, args ...any) {
+	l.line(l.out, " TP"+strconv.Itoa(l.Base)+"!", format, args...)
+}
 
 // Main logs from the launcher process (no rank tag).
 func (l *Logger) Main(format string, args ...any) { l.line(l.out, "", format, args...) }
 
 // TP logs from tensor-parallel rank 0.
-func (l *Logger) TP(format string, args ...any) { l.line(l.out, " TP0", format, args...) }
+func (l *Logger) TP(format string, args ...any) {
+	l.line(l.out, " TP"+strconv.Itoa(l.Base), format, args...)
+}
+
+// Stdout writes lines as they are (NCCL's debug output goes to stdout).
+func (l *Logger) Stdout(lines []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = io.WriteString(l.acc, strings.Join(lines, "\n")+"\n")
+}
 
 // Rank logs from tensor-parallel rank r.
 func (l *Logger) Rank(r int, format string, args ...any) {

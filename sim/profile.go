@@ -201,11 +201,16 @@ type Model struct {
 	// the content, context and temperature (SGLANGSIM_ACCEPT_SCALE, in (0, 1]): a regression made
 	// on purpose. 0 and 1 change nothing; step costs, memory and the baseline never depend on it.
 	AcceptScale float64
+	// NNodes and Net: a tensor-parallel group spanning NNodes nodes all-reduces every layer across
+	// them over Net (interNodeMs); 0 or 1 node costs nothing more.
+	NNodes int
+	Net    NetModel
 }
 
 // NewModel builds the model of args under profile p on GPUs of gpuMemGB.
 func NewModel(a *Args, p *Profile, gpuMemGB float64) *Model {
-	m := &Model{Profile: p, Args: a, tpFactor: math.Pow(float64(p.RefTP)/float64(a.TP), p.TPExp)}
+	m := &Model{Profile: p, Args: a, tpFactor: math.Pow(float64(p.RefTP)/float64(a.TP), p.TPExp),
+		NNodes: max(a.NNodes, 1), Net: netDefaults("IB")}
 	if a.Spec() {
 		switch a.SpecAlgo {
 		case "DFLASH", "DSPARK":
@@ -397,7 +402,20 @@ func (m *Model) StepTime(bs, ctx int) time.Duration {
 	if m.Args.DisableCudaGraph || bs > m.Plan.CudaGraphMaxBS {
 		ms *= 1.3
 	}
-	return time.Duration(ms * m.tpFactor * float64(time.Millisecond))
+	return time.Duration((ms*m.tpFactor + m.interNodeStepMs(bs)) * float64(time.Millisecond))
+}
+
+// interNodeStepMs is a decode step's time in all-reduces across nodes: the target's layers over
+// the tokens it verifies, and one layer per draft forward over the tokens it drafts.
+func (m *Model) interNodeStepMs(bs int) float64 {
+	if m.NNodes <= 1 {
+		return 0
+	}
+	ms := interNodeMs(m.Net, m.NNodes, bs*m.tokensPerForward(), interNodeLayers)
+	if ds, dw := m.draftShape(); ds > 0 {
+		ms += interNodeMs(m.Net, m.NNodes, bs*max(dw, 1), ds)
+	}
+	return ms
 }
 
 // PrefillTime is the duration of a prefill batch of newTokens prompt tokens.
@@ -406,7 +424,11 @@ func (m *Model) PrefillTime(newTokens int) time.Duration {
 	if m.kind != "" {
 		ms *= 1.1 // draft extend
 	}
-	return time.Duration(ms * m.tpFactor * float64(time.Millisecond))
+	inter := 0.0
+	if m.NNodes > 1 {
+		inter = interNodeMs(m.Net, m.NNodes, newTokens, interNodeLayers)
+	}
+	return time.Duration((ms*m.tpFactor + inter) * float64(time.Millisecond))
 }
 
 // SampleAccept draws the accepted length of one greedy verify step (bonus

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -81,6 +82,14 @@ func MainEnv(argv []string, lookup func(string) (string, bool), stdout, stderr i
 		}
 		return 0
 	}
+	var le *LaunchError
+	if err := checkServerArgs(a); errors.As(err, &le) {
+		fmt.Fprint(stderr, launchTraceback(le))
+		return 1
+	} else if err != nil {
+		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
+		return 1
+	}
 	genv, err := HostGetenv(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
@@ -118,16 +127,26 @@ func MainEnv(argv []string, lookup func(string) (string, bool), stdout, stderr i
 	}
 	log := NewLogger(stderr, stdout)
 	log.Quiet = a.LogQuiet
+	multi, err := MultiOf(a)
+	if err != nil {
+		fmt.Fprintf(stderr, "sglangsim: %v\n", err)
+		return 1
+	}
+	log.Base = multi.FirstRank()
 	m := NewModel(a, prof, cfg.GPUMemGB)
 	m.AcceptScale = cfg.AcceptScale
+	m.Net = cfg.Net
 	var s *Server
+	var dying sync.Mutex // held for good by the first caller: one exit line, one SIGKILL
 	die := func(reason string) {
+		dying.Lock()
 		s.reg.Remove() // the GPUs are free once the process is gone
 		truth.Exit(time.Now(), reason)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
 	s = newServer(a, m, cfg, log, truth, die)
+	s.multi = multi
 	s.gpus = AssignGPUs(a, visible)
 	s.stateDirs, s.explicitDir = dirs, explicitDir
 	if cvdSet {
@@ -179,7 +198,11 @@ func (s *Server) run(warnings []string) int {
 	}
 	defer func() { s.reg.Remove() }()
 	avail := pl.GPUMemGB - 1.2
-	for r := 0; r < a.TP; r++ {
+	first, local := s.multi.FirstRank(), len(s.gpus.GPUs)
+	if s.gpus.BadRank >= 0 || local == 0 {
+		local = s.multi.TPPerNode
+	}
+	for r := first; r < first+local; r++ {
 		log.Rank(r, "Init torch distributed begin.")
 	}
 	if g := s.gpus; g.BadRank >= 0 {
@@ -194,8 +217,22 @@ func (s *Server) run(warnings []string) int {
 	}
 	used := 1.2 // CUDA context and NCCL, per GPU
 	s.register(used)
+	if s.multi.Enabled() {
+		s.joinNodes(sigc)
+	}
+	if s.Config.NCCLDebugInfo && (a.TP > 1 || s.multi.Enabled()) {
+		ip := ipOr(a.Host)
+		for r := first; r < first+local; r++ {
+			log.Stdout(ncclInfoLines(hostnameOr(), os.Getpid(), r-first, ip, s.Config.Net.Name, r == 0))
+		}
+	}
 	wait(0.03 * load)
-	for r := 0; r < a.TP; r++ {
+	if s.multi.Enabled() && s.Config.Fail.Kind == "nccl-init-error" {
+		log.TPError("Scheduler hit an exception: %s", ncclInitErrorTrace())
+		s.sigquit()
+		s.die("nccl_init_error")
+	}
+	for r := first; r < first+local; r++ {
 		log.Rank(r, "Init torch distributed ends. mem usage=%.2f GB", 1.2)
 	}
 	log.TP("Load weight begin. avail mem=%.2f GB", avail)
@@ -334,6 +371,12 @@ func (s *Server) run(warnings []string) int {
 	}
 	log.TP("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=%d, max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
 		pl.MaxTotalTokens, intOr(a.Raw, "chunked_prefill_size", 8192), pl.MaxPrefillTokens, pl.MaxRunning, pl.ContextLen, avail)
+	if s.Config.Fail.Kind == "node-crash" {
+		go s.crashAfter(s.scaled(s.Config.Fail.Seconds))
+	}
+	if s.multi.NodeRank >= 1 {
+		return s.runNonZeroNode(sigc) // no tokenizer, no OpenAI server: the dummy health server
+	}
 
 	// Scheduler.
 	stop := make(chan struct{})
@@ -419,6 +462,7 @@ func (s *Server) warmup(ready chan<- struct{}) {
 			time.Sleep(rest)
 		}
 	}
+	s.running.Store(true) // the warmup request started the tokenizer manager's loop
 	if s.phase.CompareAndSwap(phaseWarmup, phaseReady) {
 		s.truth.Ready(time.Now(), ReadyInfo{PID: os.Getpid(), Port: s.port, CUDAVisibleDevices: s.cvd, VisibleGPUs: s.gpus.Visible, GPUs: s.gpus.GPUs})
 		s.log.Main("The server is fired up and ready to roll!")

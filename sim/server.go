@@ -55,6 +55,13 @@ type Server struct {
 	explicitDir bool
 	reg         *Registry
 	port        int // the port listened on
+
+	// multi is the server's place in a multi-node launch; link its connections to the other nodes
+	// (nil on one node); running is set once the tokenizer manager's running-phase SIGQUIT handler
+	// would be installed (after the warmup request).
+	multi   Multi
+	link    *peerLink
+	running atomic.Bool
 }
 
 func newServer(a *Args, m *Model, c Config, log *Logger, truth *Truth, die func(string)) *Server {
