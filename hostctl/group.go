@@ -381,59 +381,124 @@ func (gi *groupInstance) ID() string {
 }
 
 // WaitReady waits for every rank side by side (rank 0's /health and a generation, the others'
-// health servers): the first rank that fails ends the wait with its failure, naming the rank and
-// its node.
+// health servers), and watches the ranks meet at torch's rendezvous. A rank that fails ends the
+// wait: its failure, naming the rank and its node. One rank's death ends the others within moments
+// (SGLang's peer-loss path), so the failures of a short grace are gathered and the rank whose server
+// exited first is the one reported.
 func (gi *groupInstance) WaitReady(ctx context.Context) (Ready, error) {
 	if len(gi.ranks) == 1 {
 		r, err := gi.ranks[0].WaitReady(ctx)
 		return r, gi.named(err, 0)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
 		rank  int
 		ready Ready
 		err   error
 	}
-	results := make(chan result, len(gi.ranks)+1)
+	results := make(chan result, len(gi.ranks))
 	for r, in := range gi.ranks {
 		go func() {
-			ready, err := in.WaitReady(ctx)
+			ready, err := in.WaitReady(wctx)
 			results <- result{r, ready, err}
 		}()
 	}
-	joined := make(chan struct{})
+	joinc := make(chan *Failure, 1)
 	go func() {
 		// A rank that never meets the others at the rendezvous fails the point after JoinTimeout,
 		// not after torch's own timeout (10 minutes by default).
-		if f := gi.watchJoin(ctx); f != nil {
-			results <- result{-1, Ready{}, f}
-		}
-		close(joined)
+		joinc <- gi.watchJoin(wctx)
 	}()
-	defer func() { cancel(); <-joined }()
-	var ready Ready
-	var first error
-	for range gi.ranks {
-		res := <-results
-		if res.rank < 0 { // the rendezvous watch: the ranks' waits end with its cancel
-			first = res.err
-			cancel()
-			continue
+	joined := false
+	defer func() {
+		cancel()
+		if !joined {
+			<-joinc
 		}
-		if res.err != nil && first == nil {
-			// The first failure, not the cancellations it causes in the other waits.
-			first = gi.named(res.err, res.rank)
+	}()
+	jc := joinc
+	var (
+		ready    Ready
+		fails    = map[int]error{}
+		joinFail *Failure
+		grace    <-chan time.Time
+	)
+	for pending := len(gi.ranks); pending > 0; {
+		select {
+		case res := <-results:
+			pending--
+			switch {
+			case res.err == nil && res.rank == 0:
+				ready = res.ready
+			case res.err != nil && wctx.Err() == nil:
+				fails[res.rank] = res.err
+				if grace == nil {
+					grace = orRealClock(gi.clock).After(culpritGrace)
+				}
+			}
+		case f := <-jc:
+			joined, jc = true, nil
+			if f != nil && len(fails) == 0 {
+				joinFail = f
+				cancel()
+			}
+		case <-grace:
 			cancel()
-		}
-		if res.rank == 0 && res.err == nil {
-			ready = res.ready
 		}
 	}
-	if first != nil {
-		return Ready{}, first
+	if err := ctx.Err(); err != nil {
+		return Ready{}, err
+	}
+	if len(fails) > 0 {
+		r := gi.culprit(ctx, fails)
+		return Ready{}, gi.named(fails[r], r)
+	}
+	if joinFail != nil {
+		return Ready{}, joinFail
 	}
 	return ready, nil
+}
+
+// culpritGrace is how long WaitReady gathers the failures of other ranks after the first: SGLang's
+// nodes end within moments of a peer's death.
+const culpritGrace = 2 * time.Second
+
+// rePeerLost matches what a rank logs when another rank went away, not of its own fault: gloo's
+// "Connection closed by peer" (the schedulers' broadcast over the TP CPU group, scheduler.py
+// recv_requests), torch's store losing its server ("Failed to recv, got 0 bytes", "Connection was
+// likely closed"), a reset connection (docs/sglangsim.md, "A node dying").
+var rePeerLost = regexp.MustCompile(`Connection closed by peer|Failed to recv, got 0 bytes|Connection was likely closed|Connection reset by peer`)
+
+// culprit is the failed rank that did not just follow another: of the failed ranks whose logs do not
+// say a peer went away, the one whose server exited first (its unit's ExecMainExit, whole seconds),
+// the lowest rank on a tie; if every failed rank says so, the same over all of them.
+func (gi *groupInstance) culprit(ctx context.Context, fails map[int]error) int {
+	var own, all []int
+	for r := range gi.ranks {
+		if _, ok := fails[r]; !ok {
+			continue
+		}
+		all = append(all, r)
+		lines, _ := gi.ranks[r].Logs(ctx)
+		if !anyMatch(lines, rePeerLost) {
+			own = append(own, r)
+		}
+	}
+	if len(own) == 0 {
+		own = all
+	}
+	best, bestAt := -1, time.Time{}
+	for _, r := range own {
+		var at time.Time
+		if f, ok := AsFailure(fails[r]); ok {
+			at = f.State.ExecMainExit
+		}
+		if best < 0 || (!at.IsZero() && (bestAt.IsZero() || at.Before(bestAt))) {
+			best, bestAt = r, at
+		}
+	}
+	return best
 }
 
 // ModelRunner.init_torch_distributed's lines around torch's rendezvous and the world group's
@@ -515,22 +580,28 @@ func (gi *groupInstance) named(err error, rank int) error {
 	return rankFailure(err, rank, gi.names[rank])
 }
 
-// Check reports the first rank's failure, naming it.
+// Check reports a rank's failure, naming it: of several failed ranks, the one whose server exited
+// first (the others followed it).
 func (gi *groupInstance) Check(ctx context.Context) (*Failure, error) {
+	if len(gi.ranks) == 1 {
+		return gi.ranks[0].Check(ctx)
+	}
+	fails := map[int]error{}
 	for r, in := range gi.ranks {
 		f, err := in.Check(ctx)
 		if err != nil {
 			return nil, gi.named(err, r)
 		}
 		if f != nil {
-			if len(gi.ranks) > 1 {
-				named, _ := AsFailure(rankFailure(f, r, gi.names[r]))
-				return named, nil
-			}
-			return f, nil
+			fails[r] = f
 		}
 	}
-	return nil, nil
+	if len(fails) == 0 {
+		return nil, nil
+	}
+	r := gi.culprit(ctx, fails)
+	f, _ := AsFailure(gi.named(fails[r], r))
+	return f, nil
 }
 
 func (gi *groupInstance) State(ctx context.Context) (State, error) { return gi.ranks[0].State(ctx) }
