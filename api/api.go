@@ -655,9 +655,6 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &badSet):
 		httpError(w, http.StatusBadRequest, "workload.datasets: "+err.Error())
 		return
-	case errors.Is(err, orchestrator.ErrSpansNodes):
-		httpError(w, http.StatusBadRequest, err.Error())
-		return
 	case err != nil:
 		// The request was fine; the daemon could not store it.
 		a.c.Log.Error("cannot store a submitted sweep", "name", spec.Name, "err", err)

@@ -379,7 +379,8 @@ func (d *openSlurm) options() SlurmOptions {
 	s := d.h.Slurm
 	return SlurmOptions{Name: d.h.Name, Sweep: d.o.Sweep, Local: d.h.Address == "", SSH: SSHOptionsOf(d.h, d.o),
 		Partition: s.Partition, Account: s.Account, TimeLimit: s.TimeLimit, SbatchArgs: s.SbatchArgs,
-		OutputDir: s.OutputDir, Event: d.o.event(d.h.Name), Clock: d.o.Clock}
+		OutputDir: s.OutputDir, Event: d.o.event(d.h.Name), Clock: d.o.Clock,
+		GPUsPerNode: d.h.GPUs, MaxNodes: s.MaxNodes, DistInitPort: d.h.DistInitPort}
 }
 
 func (d *openSlurm) dial(ctx context.Context) (*Slurm, error) { return DialSlurm(ctx, d.options()) }

@@ -53,6 +53,24 @@ type SlurmOptions struct {
 	// Clock times the polls, a job's pending time and start, its readiness and stop, and is the
 	// login node's SSH connection's too (it replaces SSH.Clock); nil: the real clock.
 	Clock Clock
+	// GPUsPerNode and MaxNodes: a launch whose tp exceeds GPUsPerNode runs over tp/GPUsPerNode
+	// nodes (at most MaxNodes), one SGLang rank each (docs/slurm.md, "Points over several nodes");
+	// GPUsPerNode 0: every job is one node's. DistInitPort is --dist-init-addr's port (0: a free one
+	// on the job's first node).
+	GPUsPerNode, MaxNodes, DistInitPort int
+}
+
+// jobNodes is how many nodes a job of tp takes: 1 within a node, else tp/GPUsPerNode whole nodes.
+func (o SlurmOptions) jobNodes(tp int) (int, error) {
+	if o.GPUsPerNode <= 0 || tp <= o.GPUsPerNode {
+		return 1, nil
+	}
+	h := sweep.Host{GPUs: o.GPUsPerNode, Slurm: &sweep.Slurm{MaxNodes: o.MaxNodes}}
+	k := h.Span(tp)
+	if k == 0 {
+		return 0, fmt.Errorf("tp %d is not a whole number of nodes of %d GPUs, up to %d (slurm.max_nodes)", tp, o.GPUsPerNode, max(o.MaxNodes, 1))
+	}
+	return k, nil
 }
 
 // Slurm is a cluster; Slot(k) is the handle of its k-th job in flight.
@@ -647,7 +665,42 @@ func (sl *SlurmSlot) Provenance(ctx context.Context) (Provenance, error) {
 	if in.inner != nil {
 		p.EngineVer = in.inner.engineVersion(ctx)
 	}
+	if in.nodes > 1 && jerr == nil {
+		p.Ranks, p.DistInit = sl.rankProvenance(ctx, in, scontrolFields(string(out.Stdout))["NodeList"])
+	}
 	return p, errors.Join(err, jerr)
+}
+
+// rankProvenance is where each rank of a job over several nodes ran (its nodes in allocation order,
+// SLURM_NODEID's), with NCCL's transport from the lines NCCL prefixes with the node's hostname, and
+// the --dist-init-addr the job printed.
+func (sl *SlurmSlot) rankProvenance(ctx context.Context, in *jobInstance, nodeList string) ([]RankProvenance, string) {
+	out, err := sl.s.sh(ctx, "scontrol show hostnames -- "+ShellQuote(nodeList), nil, 15*time.Second)
+	if err != nil {
+		return nil, ""
+	}
+	lines, _ := in.Logs(ctx)
+	dist := ""
+	for _, l := range lines {
+		if v, ok := strings.CutPrefix(l, distInitLine); ok {
+			dist = v
+			break
+		}
+	}
+	var ranks []RankProvenance
+	for r, node := range strings.Fields(string(out.Stdout)) {
+		rp := RankProvenance{Rank: r, Node: node, Hostname: node, Argv: in.launch.Argv}
+		rp.Address, _ = sl.s.nodeAddr(ctx, node)
+		var own []string
+		for _, l := range lines {
+			if strings.HasPrefix(l, node+":") {
+				own = append(own, l)
+			}
+		}
+		rp.Transport = NCCLTransport(own)
+		ranks = append(ranks, rp)
+	}
+	return ranks, dist
 }
 
 // Start implements Host: the point's job is submitted (a job of the point that a killed run left is
@@ -692,7 +745,9 @@ func (sl *SlurmSlot) Start(ctx context.Context, l Launch) (Instance, error) {
 	}
 	p := &jobProc{s: s, id: id, file: strings.ReplaceAll(outFile, "%j", id)}
 	now := s.o.Clock.Now()
-	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: now, pending: now}
+	tp, _ := launchTP(l) // jobScript read it
+	nodes, _ := s.o.jobNodes(tp)
+	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: now, pending: now, nodes: nodes}
 	sl.mu.Lock()
 	sl.current = in
 	sl.mu.Unlock()
@@ -714,14 +769,22 @@ func jobScript(o SlurmOptions, l Launch, name, comment, outFile string) ([]byte,
 	if err != nil {
 		return nil, err
 	}
+	k, err := o.jobNodes(tp)
+	if err != nil {
+		return nil, err
+	}
 	var b bytes.Buffer
 	b.WriteString("#!/bin/sh\n")
 	opt := func(s string) { b.WriteString("#SBATCH " + s + "\n") }
 	opt("--job-name=" + name)
 	opt("--comment=" + comment)
-	opt("--nodes=1")
-	opt("--ntasks=1")
-	opt("--gres=gpu:" + strconv.Itoa(tp))
+	opt("--nodes=" + strconv.Itoa(k))
+	if k == 1 {
+		opt("--ntasks=1")
+	} else {
+		opt("--ntasks-per-node=1")
+	}
+	opt("--gres=gpu:" + strconv.Itoa(tp/k))
 	opt("--output=" + outFile)
 	opt("--no-requeue")
 	if o.Partition != "" {
@@ -737,20 +800,63 @@ func jobScript(o SlurmOptions, l Launch, name, comment, outFile string) ([]byte,
 		opt(a)
 	}
 	b.WriteString("# Written by specsweep for one sweep point (docs/slurm.md).\n")
+	if k > 1 {
+		return multiNodeScript(&b, o, l, k), nil
+	}
 	writeJobFiles(&b, l.Files)
-	keys := make([]string, 0, len(l.Env))
-	for k := range l.Env {
+	writeJobEnv(&b, l.Env)
+	b.WriteString("exec " + shellJoin(ExpandArgv(l.Argv, l.Env)) + "\n")
+	return b.Bytes(), nil
+}
+
+// distInitLine starts the line a multi-node job prints with its --dist-init-addr (provenance).
+const distInitLine = "specsweep: dist-init-addr "
+
+// multiNodeScript ends the script of a job over k nodes: the environment, rank 0's node (the job's
+// first, where the batch script runs) and a port free there, then srun starts one task per node,
+// each writing the launch's files on its node and running the server as rank $SLURM_NODEID. srun's
+// --kill-on-bad-exit ends every rank when one fails, so the job's state follows the first failure.
+func multiNodeScript(b *bytes.Buffer, o SlurmOptions, l Launch, k int) []byte {
+	writeJobEnv(b, l.Env)
+	b.WriteString("specsweep_head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n")
+	if o.DistInitPort > 0 {
+		b.WriteString("specsweep_port=" + strconv.Itoa(o.DistInitPort) + "\n")
+	} else {
+		// The first run of distInitPorts ports from 29500 that nothing listens on here (state 0A of
+		// /proc/net/tcp, ports in hex): torch's store binds the first, SGLang's dp attention the rest.
+		b.WriteString("specsweep_port=" + strconv.Itoa(distInitFirst) + "\n" +
+			"while [ \"$specsweep_port\" -le " + strconv.Itoa(65535-distInitPorts+1) + " ]; do\n" +
+			"\tspecsweep_busy=\n" +
+			"\tfor specsweep_i in 0 1 2 3 4 5; do\n" +
+			"\t\tif grep -q \":$(printf '%04X' $((specsweep_port + specsweep_i))) [0-9A-F]*:[0-9A-F]* 0A \" /proc/net/tcp /proc/net/tcp6 2>/dev/null; then specsweep_busy=1; break; fi\n" +
+			"\tdone\n" +
+			"\t[ -z \"$specsweep_busy\" ] && break\n" +
+			"\tspecsweep_port=$((specsweep_port + specsweep_i + 1))\n" +
+			"done\n")
+	}
+	b.WriteString("SPECSWEEP_DIST_INIT=\"$specsweep_head:$specsweep_port\"\nexport SPECSWEEP_DIST_INIT\n")
+	b.WriteString("echo \"" + distInitLine + "$SPECSWEEP_DIST_INIT\"\n")
+	var rank bytes.Buffer
+	writeJobFiles(&rank, l.Files)
+	rank.WriteString("exec " + shellJoin(ExpandArgv(l.Argv, l.Env)) + " --nnodes " + strconv.Itoa(k) +
+		" --node-rank \"$SLURM_NODEID\" --dist-init-addr \"$SPECSWEEP_DIST_INIT\"\n")
+	b.WriteString("exec srun --nodes=" + strconv.Itoa(k) + " --ntasks-per-node=1 --kill-on-bad-exit=1 sh -c " + ShellQuote(rank.String()) + "\n")
+	return b.Bytes()
+}
+
+// writeJobEnv exports the launch's environment (but CUDA_VISIBLE_DEVICES, Slurm's for the job's GPUs).
+func writeJobEnv(b *bytes.Buffer, env map[string]string) {
+	keys := make([]string, 0, len(env))
+	for k := range env {
 		if k == "CUDA_VISIBLE_DEVICES" {
-			continue // Slurm sets it for the job's GPUs
+			continue
 		}
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		b.WriteString("export " + k + "=" + ShellQuote(l.Env[k]) + "\n")
+		b.WriteString("export " + k + "=" + ShellQuote(env[k]) + "\n")
 	}
-	b.WriteString("exec " + shellJoin(ExpandArgv(l.Argv, l.Env)) + "\n")
-	return b.Bytes(), nil
 }
 
 // fileWriteFailed starts the line a job prints when it cannot write a launch's file (the path
@@ -948,6 +1054,7 @@ type jobInstance struct {
 	proc      *jobProc
 	launch    Launch
 	submitted time.Time
+	nodes     int // the nodes the job spans, one rank each
 
 	mu      sync.Mutex
 	inner   *instance
@@ -1004,7 +1111,8 @@ func (j *jobInstance) WaitReady(ctx context.Context) (Ready, error) {
 				return Ready{}, wrapUnreachable(err)
 			}
 			in := j.start(addr, f)
-			return in.WaitReady(ctx)
+			r, err := in.WaitReady(ctx)
+			return r, j.rankNamed(ctx, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -1070,9 +1178,38 @@ func (j *jobInstance) LogsSince(context.Context, int) ([]string, error) { return
 
 func (j *jobInstance) Check(ctx context.Context) (*Failure, error) {
 	if in := j.getInner(); in != nil {
-		return in.Check(ctx)
+		f, err := in.Check(ctx)
+		if f != nil {
+			named, _ := AsFailure(j.rankNamed(ctx, f))
+			return named, err
+		}
+		return f, err
 	}
 	return nil, nil
+}
+
+// reSrunTask is srun's line for a task that ended badly: "srun: error: NODE: task N: Exited with exit
+// code 1" (or "Killed"); with --kill-on-bad-exit the first one names the rank that brought the job
+// down, the others its followers.
+var reSrunTask = regexp.MustCompile(`^srun: error: (\S+): task (\d+): (.*)`)
+
+// rankNamed names, in a failure of a job over several nodes, the rank (srun's task) and node that
+// failed first; other errors pass as they are.
+func (j *jobInstance) rankNamed(ctx context.Context, err error) error {
+	f, ok := AsFailure(err)
+	if !ok || j.nodes < 2 || f.Class == ClassHostUnreachable {
+		return err
+	}
+	lines, _ := j.Logs(ctx)
+	for _, l := range lines {
+		if m := reSrunTask.FindStringSubmatch(l); m != nil {
+			g := *f
+			g.Detail = fmt.Sprintf("rank %s on %s: %s", m[2], m[1], f.Detail)
+			g.Evidence = append(slices.Clone(f.Evidence), l)
+			return &g
+		}
+	}
+	return err
 }
 
 func (j *jobInstance) State(ctx context.Context) (State, error) {

@@ -87,9 +87,6 @@ func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bo
 		return Prepared{}, fmt.Errorf("orchestrator: %w", err)
 	}
 	plan := spec.Plan()
-	if err := refuseNodes(spec, plan); err != nil {
-		return Prepared{}, err
-	}
 	var prior store.Sweep // a failed or cancelled sweep of an earlier version of the spec
 	if !forceNew {
 		prev, err := st.LatestSweepByName(ctx, spec.Name)
@@ -118,22 +115,6 @@ func Prepare(ctx context.Context, st PrepareStore, spec *sweep.Spec, forceNew bo
 		return Prepared{}, fmt.Errorf("orchestrator: store sweep %q: %w", spec.Name, err)
 	}
 	return Prepared{SweepID: id, Prior: prior}, nil
-}
-
-// ErrSpansNodes: points that span a Slurm cluster's nodes plan and validate but do not run yet
-// (issue 30: the job script does not start ranks yet; an SSH group runs them).
-var ErrSpansNodes = errors.New("running a point over several nodes of a Slurm cluster is not built yet (docs/slurm.md, slurm.max_nodes)")
-
-// refuseNodes refuses a spec the runner cannot run yet: a point spanning a cluster's nodes.
-func refuseNodes(spec *sweep.Spec, plan *sweep.Plan) error {
-	for _, sp := range plan.Spans {
-		for _, h := range spec.Hosts {
-			if h.Name == sp.Host && h.Driver == sweep.DriverSlurm {
-				return fmt.Errorf("orchestrator: points of tp %d span %d nodes of host %q: %w", sp.TP, sp.Nodes, sp.Host, ErrSpansNodes)
-			}
-		}
-	}
-	return nil
 }
 
 // Abandoned reports whether a sweep in state s leaves its name free for a new version of its spec:

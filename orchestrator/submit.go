@@ -73,9 +73,6 @@ func Submit(ctx context.Context, st SubmitStore, spec *sweep.Spec, opts SubmitOp
 		return store.Sweep{}, &PromptSetError{Err: err}
 	}
 	plan := spec.Plan()
-	if err := refuseNodes(spec, plan); err != nil {
-		return store.Sweep{}, err
-	}
 	ns := NewSweepOf(spec, plan)
 	var points []store.NewPoint
 	if expr != "" {

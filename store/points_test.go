@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -432,5 +433,33 @@ func TestClaimNextUpTo(t *testing.T) {
 	// A cap above the host's GPUs is the host's GPUs.
 	if p, err := db.ClaimNextPointUpTo(ctx, sw, "h4", 16); err != nil || p.TP > 4 {
 		t.Errorf("cap above the host: %+v %v", p.ID, err)
+	}
+}
+
+// TestClaimNextPointOf: a host that spans nodes (h4 as a group of two 4-GPU nodes) claims the
+// points of the tps it takes, tp 8 above its own GPUs included, and nothing else.
+func TestClaimNextPointOf(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	sw := sampleSweep(t, db, "of")
+	var got []string
+	for {
+		p, err := db.ClaimNextPointOf(ctx, sw, "h4", []int{8})
+		if errors.Is(err, ErrNotFound) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p.ID)
+	}
+	if strings.Join(got, ",") != "b8,s1t8" {
+		t.Errorf("claimed %v, want the tp 8 points b8, s1t8 only", got)
+	}
+	if _, err := db.ClaimNextPointOf(ctx, sw, "h4", nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("no tps: %v", err)
+	}
+	if p, err := db.ClaimNextPointOf(ctx, sw, "h4", []int{4, 8}); err != nil || p.ID != "b4" {
+		t.Errorf("tps 4, 8: %v %v, want b4", p.ID, err)
 	}
 }

@@ -1,0 +1,131 @@
+package hostctl
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+	specsweep "github.com/specsweep/specsweep/sweep"
+)
+
+// TestJobScriptSpansNodes: a launch of tp 8 on a cluster of 4-GPU nodes whose jobs may take two is
+// one job of two nodes, a task and 4 GPUs each; srun starts one rank per node with its node id and
+// the first node's address; tp 4 stays one node's; a tp no whole number of nodes holds is refused.
+func TestJobScriptSpansNodes(t *testing.T) {
+	o := SlurmOptions{Name: "c", Sweep: "s", GPUsPerNode: 4, MaxNodes: 2, DistInitPort: 29600}
+	l := Launch{Argv: []string{"/usr/bin/sglang", "--tp-size", "8", "--port", "30000"}, Env: map[string]string{"A": "b c"},
+		Files: []File{{Path: "/etc/x.json", Data: []byte("{}")}}}.withDefaults()
+	b, err := jobScript(o, l, "specsweep.s.p", "specsweep:sweep=s:point=p", "/o/%j.out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, want := range []string{"#SBATCH --nodes=2\n", "#SBATCH --ntasks-per-node=1\n", "#SBATCH --gres=gpu:4\n",
+		"export A='b c'\n", "specsweep_port=29600\n", `echo "specsweep: dist-init-addr $SPECSWEEP_DIST_INIT"`,
+		"exec srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 sh -c ",
+		`--nnodes 2 --node-rank "$SLURM_NODEID" --dist-init-addr "$SPECSWEEP_DIST_INIT"`, "specsweep_file "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("script lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "--ntasks=1") {
+		t.Errorf("a job over two nodes has one task per node:\n%s", s)
+	}
+	l.Argv[2] = "4"
+	if b, _ := jobScript(o, l, "n", "c", "/o/%j.out"); !strings.Contains(string(b), "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n#SBATCH --gres=gpu:4\n") || strings.Contains(string(b), "srun") {
+		t.Errorf("tp 4 on 4-GPU nodes:\n%s", b)
+	}
+	for _, tp := range []string{"6", "16"} {
+		l.Argv[2] = tp
+		if _, err := jobScript(o, l, "n", "c", "/o/%j.out"); err == nil || !strings.Contains(err.Error(), "whole number of nodes") {
+			t.Errorf("tp %s: %v, want a refusal", tp, err)
+		}
+	}
+}
+
+// TestSlurmJobSpansTwoNodes: on a real cluster of two 4-GPU compute nodes, tp 8 is one job of two
+// ranks that serves through the first node and records both nodes with NCCL's transport; killing
+// rank 1's server fails the job's point naming rank 1's node; nothing is left queued.
+func TestSlurmJobSpansTwoNodes(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	if msg := testhost.SlurmRequirements(); msg != "" {
+		t.Skip(msg)
+	}
+	hosts := testhost.BootCluster(t, 3, testhost.Options{NoUnit: true})
+	c := testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.Logs())
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	login := SSHOptions{Address: c.Login.Addr, User: "root", IdentityFile: c.Login.KeyFile, KnownHosts: c.Login.KnownHosts,
+		ConfigFile: "none", noAgent: true}
+	d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
+		Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, MaxNodes: 2, OutputDir: testhost.SharedPath + "/specsweep"}},
+		Options{Sweep: "nodes", ssh: &login})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = d.Restore(ctx)
+		d.Close()
+	})
+	l := groupLaunch(8, nil)
+	l.Argv = append(l.Argv, "--host", "0.0.0.0")
+	l.Tag = "0123456789ab"
+	h := d.Slot(0)
+	in, err := h.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatalf("WaitReady: %v", err)
+	}
+	prov, err := h.Provenance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := c.NodeNames()
+	if len(prov.Ranks) != 2 || !strings.HasPrefix(prov.DistInit, names[0]+":") {
+		t.Fatalf("provenance ranks %+v dist %q, want two ranks, rank 0 on %s", prov.Ranks, prov.DistInit, names[0])
+	}
+	for i, rp := range prov.Ranks {
+		if rp.Node != names[i] || !strings.HasPrefix(rp.Transport, "Socket: ") {
+			t.Errorf("rank %d: %+v, want node %s over NCCL's Socket transport", i, rp, names[i])
+		}
+	}
+	// Rank 1's server dies: the point fails naming node 2.
+	if _, err := c.Nodes[1].Run(ctx, "pkill -9 -f '^"+testhost.SimPath+" '"); err != nil {
+		t.Fatal(err)
+	}
+	var f *Failure
+	for start := time.Now(); f == nil && time.Since(start) < time.Minute; {
+		time.Sleep(300 * time.Millisecond)
+		if f, err = in.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f == nil || !strings.HasPrefix(f.Detail, "rank 1 on "+names[1]+": ") {
+		t.Fatalf("after rank 1 was killed: %v (%q), want a failure naming rank 1 on %s", f, func() []string {
+			if f != nil {
+				return f.Evidence
+			}
+			return nil
+		}(), names[1])
+	}
+	t.Logf("rank 1 killed: %s", f)
+	if _, err := in.Stop(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := c.Run(ctx, "squeue -h -o '%i %j'"); err != nil || strings.Contains(string(out), "specsweep.") {
+		t.Errorf("jobs left: %q %v", out, err)
+	}
+}
