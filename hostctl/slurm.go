@@ -425,8 +425,13 @@ func (s *Slurm) Leftovers(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Provenance implements Host: the cluster's Slurm version.
-func (s *Slurm) Provenance(ctx context.Context) (Provenance, error) {
+// Provenance implements Host: the cluster used as one host runs its points in slot 0 (Start), so
+// theirs is slot 0's: the job, its node and GPUs, beside the cluster's Slurm version. (It was the
+// version alone, so a cluster of max_jobs 1 recorded no job nor node.)
+func (s *Slurm) Provenance(ctx context.Context) (Provenance, error) { return s.Slot(0).Provenance(ctx) }
+
+// clusterProvenance is what every point on the cluster shares: the driver and the Slurm version.
+func (s *Slurm) clusterProvenance(ctx context.Context) (Provenance, error) {
 	p := Provenance{Driver: sweep.DriverSlurm}
 	out, err := s.sh(ctx, "scontrol --version", nil, 15*time.Second)
 	if err != nil {
@@ -638,7 +643,7 @@ func (sl *SlurmSlot) liveJob() string {
 
 // Provenance implements Host: the node, the job, its GPUs and the Slurm version.
 func (sl *SlurmSlot) Provenance(ctx context.Context) (Provenance, error) {
-	p, err := sl.s.Provenance(ctx)
+	p, err := sl.s.clusterProvenance(ctx)
 	sl.mu.Lock()
 	in := sl.current
 	sl.mu.Unlock()
@@ -1189,8 +1194,8 @@ func (j *jobInstance) Check(ctx context.Context) (*Failure, error) {
 }
 
 // reSrunTask is srun's line for a task that ended badly: "srun: error: NODE: task N: Exited with exit
-// code 1" (or "Killed"); with --kill-on-bad-exit the first one names the rank that brought the job
-// down, the others its followers.
+// code 1" (or "Killed"). With --kill-on-bad-exit every rank ends, in an order srun does not keep
+// (the test cluster reported rank 0, which only followed, first).
 var reSrunTask = regexp.MustCompile(`^srun: error: (\S+): task (\d+): (.*)`)
 
 // rankNamed names, in a failure of a job over several nodes, the rank (srun's task) and node that
@@ -1201,15 +1206,51 @@ func (j *jobInstance) rankNamed(ctx context.Context, err error) error {
 		return err
 	}
 	lines, _ := j.Logs(ctx)
+	tp, _ := launchTP(j.launch)
+	followers := peerLostNodes(lines, tp/j.nodes)
+	var first []string // the first srun task line, and the first of a rank that did not follow another
 	for _, l := range lines {
-		if m := reSrunTask.FindStringSubmatch(l); m != nil {
-			g := *f
-			g.Detail = fmt.Sprintf("rank %s on %s: %s", m[2], m[1], f.Detail)
-			g.Evidence = append(slices.Clone(f.Evidence), l)
-			return &g
+		m := reSrunTask.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if first == nil {
+			first = m
+		}
+		if task, _ := strconv.Atoi(m[2]); !followers[task] {
+			first = m
+			break
 		}
 	}
-	return err
+	if first == nil {
+		return err
+	}
+	g := *f
+	g.Detail = fmt.Sprintf("rank %s on %s: %s", first[2], first[1], f.Detail)
+	g.Evidence = append(slices.Clone(f.Evidence), first[0])
+	return &g
+}
+
+// reTPRank is the TP rank in the prefix of an SGLang scheduler's log line ("[2026-12-06 08:53:08
+// TP4] ...").
+var reTPRank = regexp.MustCompile(`^\[[^\]]* TP(\d+)\]`)
+
+// peerLostNodes are the nodes (task ids: one task per node) whose schedulers logged that a peer went
+// away (rePeerLost): followers of another rank's failure. A job's ranks share one output, so a line
+// is the rank's of the last line with a TP prefix before it (a traceback's lines follow its
+// "[... TPn] Scheduler hit an exception" line); a node holds ranksPerNode TP ranks.
+func peerLostNodes(lines []string, ranksPerNode int) map[int]bool {
+	out := map[int]bool{}
+	cur := -1
+	for _, l := range lines {
+		if m := reTPRank.FindStringSubmatch(l); m != nil {
+			cur, _ = strconv.Atoi(m[1])
+		}
+		if cur >= 0 && ranksPerNode > 0 && rePeerLost.MatchString(l) {
+			out[cur/ranksPerNode] = true
+		}
+	}
+	return out
 }
 
 func (j *jobInstance) State(ctx context.Context) (State, error) {

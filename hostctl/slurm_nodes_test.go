@@ -129,3 +129,19 @@ func TestSlurmJobSpansTwoNodes(t *testing.T) {
 		t.Errorf("jobs left: %q %v", out, err)
 	}
 }
+
+// TestPeerLostNodes: the node whose scheduler logged gloo's closed connection (in a traceback under
+// its "[... TPn]" line) followed another's failure.
+func TestPeerLostNodes(t *testing.T) {
+	lines := []string{
+		"[2026-12-06 08:53:07 TP4] Init torch distributed ends.",
+		"[2026-12-06 08:53:08 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+		`  File "scheduler.py", line 1, in recv_requests`,
+		"RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.231.1.4]:34438",
+		"srun: error: n2: task 1: Killed",
+	}
+	got := peerLostNodes(lines, 4)
+	if !got[0] || got[1] || len(got) != 1 {
+		t.Errorf("followers = %v, want node 0 only", got)
+	}
+}

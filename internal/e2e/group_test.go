@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"syscall"
@@ -62,27 +61,7 @@ matrix: {method: [baseline, eagle3], num_steps: [2], topk: [1], tp: [4, 8]}
 `))
 	// Rank 1 of the first tp 8 point (the baseline's, in plan order) is killed mid-load: once its
 	// first level is recorded, during the second (16 requests of 512 tokens at c=4).
-	killed := make(chan time.Time, 1)
-	go func() {
-		deadline := time.Now().Add(3 * time.Minute)
-		for time.Now().Before(deadline) && ctx.Err() == nil {
-			time.Sleep(50 * time.Millisecond)
-			db, err := sql.Open("sqlite3", "file:"+f.db+"?mode=ro&_busy_timeout=5000")
-			if err != nil {
-				continue
-			}
-			var n int
-			err = db.QueryRow("SELECT count(*) FROM run_summary WHERE tp = 8").Scan(&n)
-			db.Close()
-			if err != nil || n == 0 {
-				continue
-			}
-			if _, err := hosts[1].Run(ctx, "kill -9 $(systemctl show -p MainPID --value sglang.service)"); err == nil {
-				killed <- time.Now()
-			}
-			return
-		}
-	}()
+	killed := killRankWhenRecorded(ctx, f.db, hosts[1], "kill -9 $(systemctl show -p MainPID --value sglang.service)")
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	var at time.Time
 	select {

@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// killRankWhenRecorded kills, on host h, the simulator once the sweep at db has recorded a run of a
+// tp 8 point (its first level: the kill lands in its second); it sends when it killed.
+func killRankWhenRecorded(ctx context.Context, db string, h *testhost.Host, kill string) <-chan time.Time {
+	killed := make(chan time.Time, 1)
+	go func() {
+		for deadline := time.Now().Add(4 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
+			time.Sleep(50 * time.Millisecond)
+			if countRows(db, "SELECT count(*) FROM run_summary WHERE tp = 8") == 0 {
+				continue
+			}
+			if _, err := h.Run(ctx, kill); err == nil {
+				killed <- time.Now()
+			}
+			return
+		}
+	}()
+	return killed
+}
+
+// TestSlurmSweepSpansNodes (issue 30): on the real cluster of two 4-GPU nodes, tp 8 points run as
+// jobs over both nodes beside tp 4 points on one, every rank in the provenance; rank 1's server
+// killed mid-load fails its point naming rank 1's node and the sweep goes on; specsweep killed with
+// -9 during a two-node job, then resumed, and killed again, then restored, leaves no job queued and
+// no server running on any node.
+func TestSlurmSweepSpansNodes(t *testing.T) {
+	c := slurmCluster(t, 2)
+	ctx := t.Context()
+	spec := func(name, matrix string, long bool) sweepFiles {
+		text := slurmSpec(name, c, 1, matrix, "")
+		text = strings.Replace(text, "max_jobs: 1,", "max_jobs: 1, max_nodes: 2,", 1)
+		// NCCL's lines name the transport (IB, the simulator's default); output long enough to kill
+		// a rank mid-level.
+		text = strings.Replace(text, "SGLANGSIM_PROFILE: qwen3.6-27b}", "SGLANGSIM_PROFILE: qwen3.6-27b, NCCL_DEBUG: INFO}", 1)
+		if long {
+			text = strings.Replace(text, "requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48", "requests: 32, warmup_requests: 1, input_tokens: 32, output_tokens: 512", 1)
+		}
+		return writeSpec(t, text)
+	}
+	names := c.NodeNames()
+	simOn := func(h *testhost.Host) bool {
+		out, _ := h.Run(ctx, "pgrep -f '^"+testhost.SimPath+" ' || true")
+		return strings.TrimSpace(string(out)) != ""
+	}
+	queued := func() string {
+		out, _ := c.Run(ctx, "squeue -h -o '%i %j %T'")
+		return strings.TrimSpace(string(out))
+	}
+
+	f := spec("e2e-slurm-nodes", "{method: [baseline, eagle3], num_steps: [2], topk: [1], tp: [4, 8]}", true)
+	if p := specsweep(t, time.Minute, "plan", f.spec); p.code != 0 || !strings.Contains(p.stdout, "cluster  8   2 x 4 GPUs  the job's nodes  <first node of the job>:<free port>") {
+		t.Errorf("plan:\n%s", p)
+	}
+	killed := killRankWhenRecorded(ctx, f.db, c.Nodes[1], "pkill -9 -f '^"+testhost.SimPath+" '")
+	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
+	var at time.Time
+	select {
+	case at = <-killed:
+	default:
+		t.Fatalf("rank 1 was never killed\n%s\n%s", r, c.Logs())
+	}
+	db := openDB(t, f.db)
+	failed := scalar[string](t, db, `SELECT coalesce(group_concat(method || ' tp=' || tp || ' ' || state || ' ' || coalesce(failure_class, '') || ' ' || coalesce(failure_detail, ''), ' | '), '')
+		FROM point_summary WHERE state != 'done'`)
+	if !strings.HasPrefix(failed, "baseline tp=8 failed crash_during_load rank 1 on "+names[1]+": ") || strings.Contains(failed, " | ") {
+		t.Errorf("points not done: %q, want only the baseline's tp 8, failed naming rank 1 on %s\n%s", failed, names[1], r)
+	}
+	finished := scalar[int64](t, db, "SELECT finished_at FROM point_summary WHERE state = 'failed'")
+	t.Logf("the killed point failed %v after the kill", time.UnixMilli(finished).Sub(at).Round(time.Millisecond))
+	ranks := scalar[string](t, db, `SELECT json_extract(provenance, '$.ranks[0].node') || ',' || json_extract(provenance, '$.ranks[1].node') || ' ' ||
+		json_extract(provenance, '$.ranks[1].nccl_transport') || ' ' || json_extract(provenance, '$.dist_init_addr')
+		FROM point_summary WHERE state = 'done' AND tp = 8`)
+	if !strings.HasPrefix(ranks, names[0]+","+names[1]+" IB: ") || !strings.Contains(ranks, " "+names[0]+":") {
+		t.Errorf("the tp 8 point's ranks: %q, want %s then %s over IB, rendezvous on %s", ranks, names[0], names[1], names[0])
+	}
+	if n := scalar[int](t, db, `SELECT count(*) FROM point_summary WHERE json_extract(provenance, '$.slurm_job') IS NULL OR json_extract(provenance, '$.hostname') IS NULL`); n != 0 {
+		t.Errorf("%d points without their job and node in the provenance (a cluster of max_jobs 1 recorded neither)", n)
+	}
+	if n := scalar[int](t, db, `SELECT count(*) FROM point_summary WHERE state = 'done' AND tp = 4 AND json_extract(provenance, '$.ranks') IS NULL`); n != 2 {
+		t.Errorf("%d tp 4 points done on one node without ranks, want 2", n)
+	}
+
+	// Killed with -9 during a two-node job, resumed; killed again, restored.
+	g := spec("e2e-slurm-nodes-kill", "{method: [baseline], tp: [8, 4]}", false)
+	killDuringJob := func(name string) {
+		cmd, out := startSpecsweep(t, "run", "--db", g.db, g.spec)
+		waitFor(t, 2*time.Minute, "a rank on each node", func() bool { return simOn(c.Nodes[0]) && simOn(c.Nodes[1]) })
+		signal(t, cmd, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if !strings.Contains(queued(), "specsweep."+name+".") {
+			t.Fatalf("no job left after the kill\n%s", tail(out.String(), 10))
+		}
+	}
+	killDuringJob("e2e-slurm-nodes-kill")
+	if res := specsweep(t, 5*time.Minute, "run", "--db", g.db, g.spec); res.code != 0 {
+		t.Fatalf("resume:\n%s", res)
+	}
+	check := func(when string) {
+		t.Helper()
+		if q := queued(); strings.Contains(q, "specsweep.") {
+			t.Errorf("%s: jobs left: %q", when, q)
+		}
+		waitFor(t, time.Minute, "no server on any node", func() bool { return !simOn(c.Nodes[0]) && !simOn(c.Nodes[1]) })
+	}
+	check("after the resumed sweep")
+	g = spec("e2e-slurm-nodes-restore", "{method: [baseline], tp: [8, 4]}", false)
+	killDuringJob("e2e-slurm-nodes-restore")
+	if rs := specsweep(t, 2*time.Minute, "restore", "--db", g.db, g.spec); rs.code != 0 {
+		t.Fatalf("restore:\n%s", rs)
+	}
+	check("after restore")
+}
