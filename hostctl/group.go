@@ -13,24 +13,26 @@ import (
 	"sync"
 	"time"
 
-	"github.com/specsweep/specsweep/internal/argparse"
 	"github.com/specsweep/specsweep/internal/defaults"
 	"github.com/specsweep/specsweep/sweep"
 )
 
 // openGroup is an ssh host of several nodes (hosts[].nodes, docs/spec.md "Points over several
-// nodes"): one systemd host per node, each its own SSH connection and unit. A point whose tp fits
-// one node runs on the first node; a larger one on the first tp/gpus nodes, one SGLang rank each
-// (--nnodes, --node-rank, --dist-init-addr), started together and followed as one instance: the
-// first rank that fails fails the point with that rank's evidence, and every rank is stopped.
+// nodes"): one systemd host per node, each its own SSH connection and unit. It runs one point per
+// node at once (slot k is node k): a point whose tp fits one node runs on its slot's node; a larger
+// one on the first tp/gpus nodes, one SGLang rank each (--nnodes, --node-rank, --dist-init-addr),
+// once those nodes are free (a node runs one point at a time: a lock per node), started together
+// and followed as one instance: the first rank that fails fails the point with that rank's
+// evidence, and every rank is stopped.
 type openGroup struct {
 	h     sweep.Host
 	o     Options
 	nodes []*openSSH
+	locks []chan struct{} // a token per node, held by the point that runs there
+	slots []*groupSlot
 
-	mu    sync.Mutex
-	last  *groupInstance // the instance started last, for Provenance
-	swept bool           // the nodes were rid of what a killed run left (first Start)
+	sweepMu sync.Mutex // held while the nodes are rid of what a killed run left
+	swept   bool
 }
 
 var _ Driver = (*openGroup)(nil)
@@ -48,27 +50,27 @@ func newGroup(h sweep.Host, o Options) *openGroup {
 		d := &openSSH{h: nh, o: no}
 		d.conn.dial = d.dial
 		g.nodes = append(g.nodes, d)
+		g.locks = append(g.locks, make(chan struct{}, 1))
+		g.slots = append(g.slots, &groupSlot{g: g, k: i})
 	}
 	return g
 }
 
 func (g *openGroup) Name() string { return g.h.Name }
 
-// Slots: one point at a time over the group (a single-node point on the first node, a spanning
-// one on the first nodes it needs); the nodes are not packed.
-func (g *openGroup) Slots() Slots { return Slots{N: 1} }
+// Slots: a point per node at once; the group places them on its nodes itself.
+func (g *openGroup) Slots() Slots { return Slots{N: len(g.nodes)} }
 
-func (g *openGroup) Slot(k int) Host { return g }
+func (g *openGroup) Slot(k int) Host { return g.slots[k] }
+
+// Start runs the launch as slot 0 does (the group used as one host).
+func (g *openGroup) Start(ctx context.Context, l Launch) (Instance, error) { return g.slots[0].Start(ctx, l) }
 
 // span is how many nodes the launch takes: its --tp-size (as SGLang reads it) over the nodes' GPUs.
 func (g *openGroup) span(l Launch) (int, error) {
-	tp := 1
-	if v, ok := argparse.Last(l.Argv, argparse.TPSize); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("--tp-size %q is not a positive number", v)
-		}
-		tp = n
+	tp, err := launchTP(l)
+	if err != nil {
+		return 0, err
 	}
 	k := g.h.Span(tp)
 	if k == 0 {
@@ -77,42 +79,57 @@ func (g *openGroup) span(l Launch) (int, error) {
 	return k, nil
 }
 
-// Start starts the launch on the nodes it spans: each rank's unit with the launch's argv and that
-// rank's flags, side by side. A rank that cannot start stops the others.
-func (g *openGroup) Start(ctx context.Context, l Launch) (Instance, error) {
-	k, err := g.span(l)
-	if err != nil {
-		return nil, &Failure{Class: ClassBadArgs, Detail: fmt.Sprintf("host %s: %v", g.h.Name, err), Err: err}
+// acquire takes the nodes' tokens, in order (two points never wait on each other's), or gives back
+// what it took when ctx ends.
+func (g *openGroup) acquire(ctx context.Context, nodes []int) error {
+	for i, n := range nodes {
+		select {
+		case g.locks[n] <- struct{}{}:
+		case <-ctx.Done():
+			g.release(nodes[:i])
+			return ctx.Err()
+		}
 	}
-	if err := g.sweepLeftovers(ctx, k); err != nil {
-		return nil, err
+	return nil
+}
+
+func (g *openGroup) release(nodes []int) {
+	for _, n := range nodes {
+		<-g.locks[n]
+	}
+}
+
+// startOn starts the launch on nodes (rank r on nodes[r]): each rank's unit with the launch's argv
+// and, over several nodes, that rank's flags, side by side. A rank that cannot start stops the
+// others.
+func (g *openGroup) startOn(ctx context.Context, l Launch, nodes []int) (*groupInstance, error) {
+	k := len(nodes)
+	gi := &groupInstance{ranks: make([]Instance, k), names: make([]string, k), nodes: nodes,
+		clock: orRealClock(g.o.Clock), join: l.withDefaults().JoinTimeout}
+	for r, n := range nodes {
+		gi.names[r] = g.nodes[n].h.Name
 	}
 	if k == 1 {
-		in, err := g.nodes[0].Start(ctx, l)
+		in, err := g.nodes[nodes[0]].Start(ctx, l)
 		if err != nil {
-			return nil, rankFailure(err, 0, g.nodes[0].h.Name)
+			return nil, nodeFailure(err, gi.names[0])
 		}
-		gi := &groupInstance{ranks: []Instance{in}, names: []string{g.nodes[0].h.Name}}
-		g.setLast(gi)
+		gi.ranks[0] = in
 		return gi, nil
 	}
-	dist, err := g.distInit(ctx)
+	dist, err := g.distInit(ctx, nodes[0])
 	if err != nil {
 		return nil, err
 	}
-	gi := &groupInstance{ranks: make([]Instance, k), names: make([]string, k), dist: dist,
-		clock: orRealClock(g.o.Clock), join: l.withDefaults().JoinTimeout}
+	gi.dist = dist
 	errs := make([]error, k)
 	var wg sync.WaitGroup
-	for r := range k {
-		gi.names[r] = g.nodes[r].h.Name
+	for r, n := range nodes {
 		lr := l
 		lr.Argv = slices.Concat(l.Argv, sweep.RankArgs(k, r, dist))
 		// Ranks >= 1 serve SGLang's dummy health server only (engine.py _launch_subprocesses).
 		lr.HealthOnly = r > 0
-		wg.Go(func() {
-			gi.ranks[r], errs[r] = g.nodes[r].Start(ctx, lr)
-		})
+		wg.Go(func() { gi.ranks[r], errs[r] = g.nodes[n].Start(ctx, lr) })
 	}
 	wg.Wait()
 	for r, err := range errs {
@@ -121,48 +138,111 @@ func (g *openGroup) Start(ctx context.Context, l Launch) (Instance, error) {
 			return nil, rankFailure(err, r, gi.names[r])
 		}
 	}
-	g.setLast(gi)
 	return gi, nil
 }
 
-// sweepLeftovers stops, once per run, the ranks a killed run left on the nodes the first point does
-// not span (the nodes it spans stop theirs as every start does).
-func (g *openGroup) sweepLeftovers(ctx context.Context, k int) error {
-	g.mu.Lock()
-	done := g.swept
-	g.swept = true
-	g.mu.Unlock()
-	if done {
+// sweepLeftovers stops, once per run and before any point starts, the servers a killed run left on
+// the nodes (each node's Start would stop its own, but not before another node's rank of a new
+// point waited for a rank of the old one).
+func (g *openGroup) sweepLeftovers(ctx context.Context) error {
+	g.sweepMu.Lock()
+	defer g.sweepMu.Unlock()
+	if g.swept {
 		return nil
 	}
 	errs := make([]error, len(g.nodes))
 	var wg sync.WaitGroup
-	for i := k; i < len(g.nodes); i++ {
+	for i, n := range g.nodes {
 		wg.Go(func() {
-			r, err := g.nodes[i].conn.get(ctx)
+			r, err := n.conn.get(ctx)
 			if err == nil {
 				err = r.stopLeftover(ctx)
 			}
 			if err != nil {
-				errs[i] = fmt.Errorf("%s: stopping what an earlier run left: %w", g.nodes[i].h.Name, wrapUnreachable(err))
+				errs[i] = fmt.Errorf("%s: stopping what an earlier run left: %w", n.h.Name, wrapUnreachable(err))
 			}
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		g.mu.Lock()
-		g.swept = false
-		g.mu.Unlock()
 		return err
 	}
+	g.swept = true
 	return nil
 }
 
-func (g *openGroup) setLast(gi *groupInstance) {
-	g.mu.Lock()
-	g.last = gi
-	g.mu.Unlock()
+// groupSlot is slot k of a group: its single-node points run on node k, its spanning points on the
+// first nodes they need.
+type groupSlot struct {
+	g *openGroup
+	k int
+
+	mu   sync.Mutex
+	held []int          // the nodes of the slot's point, until it stops or the slot starts another
+	last *groupInstance // for Provenance
 }
+
+var _ Host = (*groupSlot)(nil)
+
+func (s *groupSlot) Name() string { return s.g.h.Name }
+
+// Start waits until the nodes the launch needs are free, then starts it there.
+func (s *groupSlot) Start(ctx context.Context, l Launch) (Instance, error) {
+	s.releaseHeld() // the slot's previous point is over
+	g := s.g
+	k, err := g.span(l)
+	if err != nil {
+		return nil, &Failure{Class: ClassBadArgs, Detail: fmt.Sprintf("host %s: %v", g.h.Name, err), Err: err}
+	}
+	nodes := []int{s.k}
+	if k > 1 {
+		nodes = make([]int, k)
+		for i := range nodes {
+			nodes[i] = i
+		}
+	}
+	if err := g.sweepLeftovers(ctx); err != nil {
+		return nil, err
+	}
+	if err := g.acquire(ctx, nodes); err != nil {
+		return nil, err
+	}
+	gi, err := g.startOn(ctx, l, nodes)
+	if err != nil {
+		g.release(nodes)
+		return nil, err
+	}
+	s.mu.Lock()
+	s.held, s.last = nodes, gi
+	s.mu.Unlock()
+	gi.onStop = s.releaseHeld
+	return gi, nil
+}
+
+// releaseHeld gives back the nodes of the slot's point (once).
+func (s *groupSlot) releaseHeld() {
+	s.mu.Lock()
+	held := s.held
+	s.held = nil
+	s.mu.Unlock()
+	s.g.release(held)
+}
+
+// Restore gives the slot's nodes back; the nodes themselves are the group's to restore.
+func (s *groupSlot) Restore(ctx context.Context) error {
+	s.releaseHeld()
+	return nil
+}
+
+func (s *groupSlot) Provenance(ctx context.Context) (Provenance, error) {
+	s.mu.Lock()
+	gi := s.last
+	s.mu.Unlock()
+	return s.g.provenanceOf(ctx, gi, s.k)
+}
+
+// Close: the nodes' connections are the group's.
+func (s *groupSlot) Close() error { return nil }
 
 // distInitPorts is how many ports from --dist-init-addr's SGLang binds on rank 0's node (the port,
 // then port_base = port + 1 .. + 5 with DP attention: PortArgs.init_new, server_args.py).
@@ -172,21 +252,21 @@ const distInitPorts = 6
 // rendezvous port (MASTER_PORT 29500).
 const distInitFirst = 29500
 
-// distInit is --dist-init-addr: rank 0's address and the spec's port, or the first run of
-// distInitPorts ports from 29500 that nothing listens on at rank 0's node now.
-func (g *openGroup) distInit(ctx context.Context) (string, error) {
-	host := sweep.AddressHost(g.h.Nodes[0].Address)
+// distInit is --dist-init-addr: the address of node n (rank 0's) and the spec's port, or the first
+// run of distInitPorts ports from 29500 that nothing listens on at that node now.
+func (g *openGroup) distInit(ctx context.Context, n int) (string, error) {
+	host := sweep.AddressHost(g.h.Nodes[n].Address)
 	if g.h.DistInitPort > 0 {
 		return joinHostPort(host, g.h.DistInitPort), nil
 	}
-	r, err := g.nodes[0].conn.get(ctx)
+	r, err := g.nodes[n].conn.get(ctx)
 	if err != nil {
-		return "", rankFailure(err, 0, g.nodes[0].h.Name)
+		return "", rankFailure(err, 0, g.nodes[n].h.Name)
 	}
 	// /proc/net/tcp{,6} list the listening sockets (state 0A) with their ports in hex: no tool needed.
 	out, err := r.run(ctx, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true", 15*time.Second)
 	if err != nil {
-		return "", rankFailure(wrapUnreachable(fmt.Errorf("reading the listening ports: %w", err)), 0, g.nodes[0].h.Name)
+		return "", rankFailure(wrapUnreachable(fmt.Errorf("reading the listening ports: %w", err)), 0, g.nodes[n].h.Name)
 	}
 	busy := listeningPorts(string(out.Stdout))
 	for p := distInitFirst; p+distInitPorts-1 <= 65535; p++ {
@@ -201,7 +281,7 @@ func (g *openGroup) distInit(ctx context.Context) (string, error) {
 			return joinHostPort(host, p), nil
 		}
 	}
-	return "", &Failure{Class: ClassLaunchFailed, Detail: fmt.Sprintf("host %s: no %d free ports from %d on %s for --dist-init-addr", g.h.Name, distInitPorts, distInitFirst, g.nodes[0].h.Name)}
+	return "", &Failure{Class: ClassLaunchFailed, Detail: fmt.Sprintf("host %s: no %d free ports from %d on %s for --dist-init-addr", g.h.Name, distInitPorts, distInitFirst, g.nodes[n].h.Name)}
 }
 
 var reListen = regexp.MustCompile(`^\s*\d+:\s+[0-9A-Fa-f]+:([0-9A-Fa-f]{4})\s+[0-9A-Fa-f]+:[0-9A-Fa-f]{4}\s+0A\s`)
@@ -228,12 +308,19 @@ func joinHostPort(host string, port int) string {
 
 // rankFailure names the rank and its node in a failure (a *Failure keeps its class).
 func rankFailure(err error, rank int, node string) error {
+	return prefixFailure(err, fmt.Sprintf("rank %d on %s", rank, node))
+}
+
+// nodeFailure names the node of a group a single-node point failed on.
+func nodeFailure(err error, node string) error { return prefixFailure(err, node) }
+
+func prefixFailure(err error, who string) error {
 	if f, ok := AsFailure(err); ok {
 		g := *f
-		g.Detail = fmt.Sprintf("rank %d on %s: %s", rank, node, f.Detail)
+		g.Detail = who + ": " + f.Detail
 		return &g
 	}
-	return fmt.Errorf("rank %d on %s: %w", rank, node, err)
+	return fmt.Errorf("%s: %w", who, err)
 }
 
 // Restore restores every node (each one's units, drop-ins and slots), all of them even when one
@@ -248,32 +335,33 @@ func (g *openGroup) Restore(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Provenance is rank 0's, with every rank's machine, engine and network transport.
-func (g *openGroup) Provenance(ctx context.Context) (Provenance, error) {
-	g.mu.Lock()
-	gi := g.last
-	g.mu.Unlock()
-	k := 1
+// Provenance is slot 0's point's (the group used as one host).
+func (g *openGroup) Provenance(ctx context.Context) (Provenance, error) { return g.slots[0].Provenance(ctx) }
+
+// provenanceOf is rank 0's provenance of gi (of node k when nothing ran), with every rank's machine,
+// engine and network transport.
+func (g *openGroup) provenanceOf(ctx context.Context, gi *groupInstance, k int) (Provenance, error) {
+	nodes := []int{k}
 	if gi != nil {
-		k = len(gi.ranks)
+		nodes = gi.nodes
 	}
-	provs := make([]Provenance, k)
-	errs := make([]error, k)
+	provs := make([]Provenance, len(nodes))
+	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
-	for r := range k {
-		wg.Go(func() { provs[r], errs[r] = g.nodes[r].Provenance(ctx) })
+	for r, n := range nodes {
+		wg.Go(func() { provs[r], errs[r] = g.nodes[n].Provenance(ctx) })
 	}
 	wg.Wait()
 	p := provs[0]
 	if errs[0] != nil {
-		return p, rankFailure(errs[0], 0, g.nodes[0].h.Name)
+		return p, rankFailure(errs[0], 0, g.nodes[nodes[0]].h.Name)
 	}
-	if k == 1 {
+	if len(nodes) == 1 {
 		return p, nil
 	}
 	p.DistInit = gi.dist
-	for r := range k {
-		rp := RankProvenance{Rank: r, Node: g.nodes[r].h.Name, Address: g.h.Nodes[r].Address,
+	for r, n := range nodes {
+		rp := RankProvenance{Rank: r, Node: g.nodes[n].h.Name, Address: g.h.Nodes[n].Address,
 			Hostname: provs[r].Hostname, GPUs: provs[r].GPUs, EngineVer: provs[r].EngineVer, Argv: provs[r].Argv}
 		if errs[r] != nil {
 			rp.CollectedErr = errs[r].Error()
@@ -361,10 +449,13 @@ func (g *openGroup) Clean(ctx context.Context) (Cleanup, error) {
 // groupInstance is the ranks of one point, followed as one server: rank 0 serves HTTP.
 type groupInstance struct {
 	ranks []Instance
+	nodes []int    // each rank's node, by index in the group
 	names []string // each rank's node
 	dist  string   // --dist-init-addr ("" on one node)
 	clock Clock
 	join  time.Duration // Launch.JoinTimeout
+	// onStop gives the nodes back once the ranks stopped (the slot's).
+	onStop func()
 }
 
 var _ Instance = (*groupInstance)(nil)
@@ -627,6 +718,16 @@ const maxRankLines = 200
 // Stop stops every rank side by side; the result is rank 0's, SIGKILL, a stop timeout and the
 // evidence of any rank included.
 func (gi *groupInstance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
+	res, err := gi.stop(ctx, progress)
+	if gi.onStop != nil {
+		// The nodes are free for the next point (a rank a failed stop left is stopped by the next
+		// start on its node).
+		gi.onStop()
+	}
+	return res, err
+}
+
+func (gi *groupInstance) stop(ctx context.Context, progress func(State)) (StopResult, error) {
 	if len(gi.ranks) == 1 {
 		return gi.ranks[0].Stop(ctx, progress)
 	}

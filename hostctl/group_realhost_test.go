@@ -64,7 +64,8 @@ func unitActive(ctx context.Context, h *testhost.Host) string {
 // TestGroupSpansTwoTestHosts: tp 8 over two 4-GPU test hosts starts one rank on each (rank 1 told
 // rank 0's address), serves through rank 0, records every rank's provenance with NCCL's
 // transport; killing rank 1's server mid-run fails the point within seconds naming its node, and
-// the stop leaves no rank running; a tp 4 point then runs on node a alone; restore restores both.
+// the stop leaves no rank running; a tp 4 point then runs on node a alone, another beside it on
+// node b (slot 1), and a tp 8 point waits for both; restore restores both.
 func TestGroupSpansTwoTestHosts(t *testing.T) {
 	hosts, g := bootPair(t, 0)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -153,7 +154,47 @@ func TestGroupSpansTwoTestHosts(t *testing.T) {
 	if st := unitActive(ctx, hosts[1]); st == "active" {
 		t.Errorf("node b runs during a tp 4 point")
 	}
+	// Slot 1 runs its tp 4 point on node b beside slot 0's on node a; a tp 8 point then waits until
+	// both nodes are free.
+	in1, err := g.Slot(1).Start(ctx, groupLaunch(4, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in1.WaitReady(ctx); err != nil {
+		t.Fatalf("slot 1's tp 4: %v", err)
+	}
+	for i, h := range hosts {
+		if st := unitActive(ctx, h); st != "active" {
+			t.Errorf("node %d: %s, want a point on each node", i, st)
+		}
+	}
 	if _, err := in.Stop(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan Instance, 1)
+	go func() {
+		in8, err := g.Slot(0).Start(ctx, groupLaunch(8, nil))
+		if err != nil {
+			t.Error(err)
+		}
+		started <- in8
+	}()
+	select {
+	case <-started:
+		t.Fatal("tp 8 started while slot 1's point held node b")
+	case <-time.After(2 * time.Second):
+	}
+	if _, err := in1.Stop(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	in8 := <-started
+	if in8 == nil {
+		t.FailNow()
+	}
+	if _, err := in8.WaitReady(ctx); err != nil {
+		t.Fatalf("tp 8 after the nodes were free: %v", err)
+	}
+	if _, err := in8.Stop(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.Restore(ctx); err != nil {
