@@ -602,17 +602,20 @@ var (
 // joinPoll is how often the rendezvous watch reads the ranks' logs.
 const joinPoll = 500 * time.Millisecond
 
+// rankLogs reads, for each rank of a point that spans nodes, the log lines it has printed.
+type rankLogs func(ctx context.Context) [][]string
+
 // watchJoin follows the ranks' logs from the first "Init torch distributed begin." until every
-// rank logged "ends." (nil), or JoinTimeout passed (a crash_during_start naming the ranks that did
-// not begin, else those that did not end), or ctx ended (nil).
-func (gi *groupInstance) watchJoin(ctx context.Context) *Failure {
-	clock, join := orRealClock(gi.clock), cmp.Or(gi.join, defaults.JoinTimeout)
+// rank logged "ends." (nil), or join passed (a crash_during_start naming the ranks that did not
+// begin, else those that did not end, by names[rank], and the rendezvous dist()), or ctx ended (nil).
+func watchJoin(ctx context.Context, clock Clock, join time.Duration, read rankLogs, names []string, dist func() string) *Failure {
+	clock, join = orRealClock(clock), cmp.Or(join, defaults.JoinTimeout)
 	var since time.Time // when the first rank began
 	for {
-		began, ended := make([]bool, len(gi.ranks)), make([]bool, len(gi.ranks))
-		all := true
-		for r, in := range gi.ranks {
-			lines, _ := in.Logs(ctx)
+		logs := read(ctx)
+		began, ended := make([]bool, len(logs)), make([]bool, len(logs))
+		all := len(logs) > 0
+		for r, lines := range logs {
 			began[r], ended[r] = anyMatch(lines, reJoinBegin), anyMatch(lines, reJoinEnd)
 			all = all && ended[r]
 			if began[r] && since.IsZero() {
@@ -623,7 +626,7 @@ func (gi *groupInstance) watchJoin(ctx context.Context) *Failure {
 			return nil
 		}
 		if !since.IsZero() && clock.Now().Sub(since) > join {
-			return gi.joinFailure(ctx, began, ended)
+			return joinFailure(logs, began, ended, names, dist(), join)
 		}
 		select {
 		case <-ctx.Done():
@@ -636,9 +639,9 @@ func (gi *groupInstance) watchJoin(ctx context.Context) *Failure {
 // joinFailure names the ranks that kept the others waiting: those that never began the rendezvous,
 // else those that began and never ended it (torch's store does not tell which one is missing until
 // its own timeout), with each one's last lines.
-func (gi *groupInstance) joinFailure(ctx context.Context, began, ended []bool) *Failure {
+func joinFailure(logs [][]string, began, ended []bool, names []string, dist string, join time.Duration) *Failure {
 	var late []int
-	for r := range gi.ranks {
+	for r := range logs {
 		if !began[r] {
 			late = append(late, r)
 		}
@@ -646,22 +649,33 @@ func (gi *groupInstance) joinFailure(ctx context.Context, began, ended []bool) *
 	what := "did not begin torch's rendezvous"
 	if len(late) == 0 {
 		what = "did not complete torch's rendezvous"
-		for r := range gi.ranks {
+		for r := range logs {
 			if !ended[r] {
 				late = append(late, r)
 			}
 		}
 	}
-	var names, ev []string
+	var who, ev []string
 	for _, r := range late {
-		names = append(names, fmt.Sprintf("rank %d on %s", r, gi.names[r]))
-		lines, _ := gi.ranks[r].Logs(ctx)
+		who = append(who, fmt.Sprintf("rank %d on %s", r, names[r]))
+		lines := logs[r]
 		for _, l := range lines[max(0, len(lines)-3):] {
-			ev = append(ev, fmt.Sprintf("[%s] %s", gi.names[r], l))
+			ev = append(ev, fmt.Sprintf("[%s] %s", names[r], l))
 		}
 	}
 	return &Failure{Class: ClassCrashDuringStart, Evidence: ev,
-		Detail: fmt.Sprintf("%s %s at %s within %v of the first rank's start of it (server.join_timeout)", strings.Join(names, ", "), what, gi.dist, gi.join)}
+		Detail: fmt.Sprintf("%s %s at %s within %v of the first rank's start of it (server.join_timeout)", strings.Join(who, ", "), what, dist, join)}
+}
+
+// watchJoin is the rendezvous watch over the group's ranks, each with its own log.
+func (gi *groupInstance) watchJoin(ctx context.Context) *Failure {
+	return watchJoin(ctx, gi.clock, gi.join, func(ctx context.Context) [][]string {
+		out := make([][]string, len(gi.ranks))
+		for r, in := range gi.ranks {
+			out[r], _ = in.Logs(ctx)
+		}
+		return out
+	}, gi.names, func() string { return gi.dist })
 }
 
 func (gi *groupInstance) named(err error, rank int) error {

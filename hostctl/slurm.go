@@ -1116,7 +1116,10 @@ func (j *jobInstance) WaitReady(ctx context.Context) (Ready, error) {
 				return Ready{}, wrapUnreachable(err)
 			}
 			in := j.start(addr, f)
-			r, err := in.WaitReady(ctx)
+			if j.nodes < 2 {
+				return in.WaitReady(ctx)
+			}
+			r, err := j.waitRanks(ctx, in, f["NodeList"])
 			return r, j.rankNamed(ctx, err)
 		}
 		select {
@@ -1191,6 +1194,68 @@ func (j *jobInstance) Check(ctx context.Context) (*Failure, error) {
 		return f, err
 	}
 	return nil, nil
+}
+
+// waitRanks waits for a job over several nodes to be ready (rank 0's server) while it watches its
+// ranks meet at torch's rendezvous (watchJoin): a rank that does not fails the point after
+// server.join_timeout.
+func (j *jobInstance) waitRanks(ctx context.Context, in *instance, nodeList string) (Ready, error) {
+	names := make([]string, j.nodes)
+	for i := range names {
+		names[i] = fmt.Sprintf("node %d of the job", i)
+	}
+	if out, err := j.slot.s.sh(ctx, "scontrol show hostnames -- "+ShellQuote(nodeList), nil, 15*time.Second); err == nil {
+		if got := strings.Fields(string(out.Stdout)); len(got) == j.nodes {
+			names = got
+		}
+	}
+	tp, _ := launchTP(j.launch)
+	perNode := max(tp/j.nodes, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	joined := make(chan *Failure, 1)
+	go func() {
+		dist := "the job's first node"
+		joined <- watchJoin(wctx, j.slot.s.o.Clock, j.launch.JoinTimeout, func(ctx context.Context) [][]string {
+			lines, _ := j.Logs(ctx)
+			out := make([][]string, j.nodes)
+			for _, l := range lines {
+				if v, ok := strings.CutPrefix(l, distInitLine); ok {
+					dist = v
+				}
+				// The ranks share the job's output: a line is its node's by its scheduler's TP rank.
+				if m := reTPRank.FindStringSubmatch(l); m != nil {
+					if n, _ := strconv.Atoi(m[1]); n/perNode < j.nodes {
+						out[n/perNode] = append(out[n/perNode], l)
+					}
+				}
+			}
+			return out
+		}, names, func() string { return dist })
+	}()
+	type result struct {
+		r   Ready
+		err error
+	}
+	ready := make(chan result, 1)
+	go func() {
+		r, err := in.WaitReady(wctx)
+		ready <- result{r, err}
+	}()
+	select {
+	case res := <-ready:
+		cancel()
+		<-joined
+		return res.r, res.err
+	case f := <-joined:
+		if f == nil { // ctx ended, or every rank met: readiness decides
+			res := <-ready
+			return res.r, res.err
+		}
+		cancel()
+		<-ready
+		return Ready{}, f
+	}
 }
 
 // reSrunTask is srun's line for a task that ended badly: "srun: error: NODE: task N: Exited with exit

@@ -47,7 +47,8 @@ func TestJobScriptSpansNodes(t *testing.T) {
 
 // TestSlurmJobSpansTwoNodes: on a real cluster of two 4-GPU compute nodes, tp 8 is one job of two
 // ranks that serves through the first node and records both nodes with NCCL's transport; killing
-// rank 1's server fails the job's point naming rank 1's node; nothing is left queued.
+// rank 1's server fails the job's point naming rank 1's node; ranks that never meet fail after the
+// join timeout; nothing is left queued.
 func TestSlurmJobSpansTwoNodes(t *testing.T) {
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
@@ -122,6 +123,22 @@ func TestSlurmJobSpansTwoNodes(t *testing.T) {
 		}(), names[1])
 	}
 	t.Logf("rank 1 killed: %s", f)
+	if _, err := in.Stop(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Ranks that never meet at the rendezvous fail the point after the join timeout (5 s), not
+	// torch's 10 minutes.
+	l.Env["SGLANGSIM_FAIL"] = "never-join"
+	in, err = h.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	_, err = in.WaitReady(ctx)
+	if f, ok := AsFailure(err); !ok || f.Class != ClassCrashDuringStart || !strings.Contains(f.Detail, "torch's rendezvous at "+names[0]+":") {
+		t.Fatalf("never-join: %v, want crash_during_start at the rendezvous on %s", err, names[0])
+	}
+	t.Logf("never joined: %v after %v", err, time.Since(t0).Round(time.Millisecond))
 	if _, err := in.Stop(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
