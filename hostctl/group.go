@@ -64,7 +64,9 @@ func (g *openGroup) Slots() Slots { return Slots{N: len(g.nodes)} }
 func (g *openGroup) Slot(k int) Host { return g.slots[k] }
 
 // Start runs the launch as slot 0 does (the group used as one host).
-func (g *openGroup) Start(ctx context.Context, l Launch) (Instance, error) { return g.slots[0].Start(ctx, l) }
+func (g *openGroup) Start(ctx context.Context, l Launch) (Instance, error) {
+	return g.slots[0].Start(ctx, l)
+}
 
 // span is how many nodes the launch takes: its --tp-size (as SGLang reads it) over the nodes' GPUs.
 func (g *openGroup) span(l Launch) (int, error) {
@@ -336,7 +338,9 @@ func (g *openGroup) Restore(ctx context.Context) error {
 }
 
 // Provenance is slot 0's point's (the group used as one host).
-func (g *openGroup) Provenance(ctx context.Context) (Provenance, error) { return g.slots[0].Provenance(ctx) }
+func (g *openGroup) Provenance(ctx context.Context) (Provenance, error) {
+	return g.slots[0].Provenance(ctx)
+}
 
 // provenanceOf is rank 0's provenance of gi (of node k when nothing ran), with every rank's machine,
 // engine and network transport.
