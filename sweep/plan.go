@@ -91,8 +91,8 @@ type Span struct {
 	TP          int    `json:"tp"`
 	Nodes       int    `json:"nodes"`
 	GPUsPerNode int    `json:"gpus_per_node"`
-	// Ranks are the nodes in rank order while the group is idle (a point takes the lowest-numbered
-	// free nodes); empty for a Slurm cluster, whose job's nodes are known when it starts.
+	// Ranks are the nodes in rank order (a point of k nodes takes the group's first k, as listed);
+	// empty for a Slurm cluster, whose job's nodes are known when it starts.
 	Ranks []string `json:"ranks,omitempty"`
 	// DistInit is --dist-init-addr as far as the plan knows it: rank 0's host and the port, each
 	// in angle brackets where it is chosen at start ("10.0.0.1:<free port>").
