@@ -784,11 +784,7 @@ func jobScript(o SlurmOptions, l Launch, name, comment, outFile string) ([]byte,
 	opt("--job-name=" + name)
 	opt("--comment=" + comment)
 	opt("--nodes=" + strconv.Itoa(k))
-	if k == 1 {
-		opt("--ntasks=1")
-	} else {
-		opt("--ntasks-per-node=1")
-	}
+	opt("--ntasks=" + strconv.Itoa(k)) // one per node (srun asks for that too)
 	opt("--gres=gpu:" + strconv.Itoa(tp/k))
 	opt("--output=" + outFile)
 	opt("--no-requeue")
