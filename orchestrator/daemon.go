@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,6 +83,20 @@ func MachineKey(h sweep.Host) string {
 	return fmt.Sprintf("ssh://%s@%s/%s", h.User, h.Address, h.Unit)
 }
 
+// machineKeys are the machines a spec host drives: its own, or each node's of a group (sorted, so
+// leases are always taken in one order).
+func (d *Daemon) machineKeys(h sweep.Host) []string {
+	if len(h.Nodes) == 0 {
+		return []string{d.cfg.MachineKey(h)}
+	}
+	var keys []string
+	for _, n := range h.Nodes {
+		keys = append(keys, d.cfg.MachineKey(sweep.Host{Name: n.Name, Driver: h.Driver, User: n.User, Address: n.Address, Unit: h.Unit}))
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 // Daemon runs queued and scheduled sweeps until its context ends.
 type Daemon struct {
 	cfg    DaemonConfig
@@ -109,7 +124,7 @@ type activeSweep struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	hosts  []Host
-	keys   map[string]string // spec host name -> machine key
+	keys   map[string][]string // spec host name -> machine keys (a group's: each node's)
 }
 
 // NewDaemon checks cfg and fills its defaults.
@@ -310,9 +325,9 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 		}
 	}
 	hosts := d.cfg.Hosts(spec, sw.ID)
-	keys := map[string]string{}
+	keys := map[string][]string{}
 	for _, h := range spec.Hosts {
-		keys[h.Name] = d.cfg.MachineKey(h)
+		keys[h.Name] = d.machineKeys(h)
 	}
 	var window *sweep.Window
 	if spec.Schedule != nil && spec.Schedule.Window != "" {
@@ -328,10 +343,26 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 				return nil, err
 			}
 		}
-		if err := d.waitOlder(ctx, sw.ID, keys[host]); err != nil {
-			return nil, err
+		// A group's nodes are machines of their own: each is waited for and leased, in one order.
+		var rels []func()
+		release := func() {
+			for _, rel := range slices.Backward(rels) {
+				rel()
+			}
 		}
-		return shares.acquire(ctx, keys[host])
+		for _, k := range keys[host] {
+			if err := d.waitOlder(ctx, sw.ID, k); err != nil {
+				release()
+				return nil, err
+			}
+			rel, err := shares.acquire(ctx, k)
+			if err != nil {
+				release()
+				return nil, err
+			}
+			rels = append(rels, rel)
+		}
+		return release, nil
 	}
 	runner, err := New(d.runnerConfig(sw.ID, hosts, before))
 	if err != nil {
@@ -344,8 +375,10 @@ func (d *Daemon) start(ctx context.Context, sw store.Sweep) {
 	a := &activeSweep{id: sw.ID, name: sw.Name, cancel: cancel, done: make(chan struct{}), hosts: hosts, keys: keys}
 	d.mu.Lock()
 	d.active[sw.ID] = a
-	for _, k := range keys {
-		d.users[k]++
+	for _, ks := range keys {
+		for _, k := range ks {
+			d.users[k]++
+		}
 	}
 	d.mu.Unlock()
 	d.cfg.Log.Info("sweep started", "sweep", sw.ID, "name", sw.Name, "points", sw.Points)
@@ -380,10 +413,16 @@ func (d *Daemon) finish(ctx context.Context, a *activeSweep, runner *Runner, spe
 	d.mu.Lock()
 	var idle []Host
 	for _, h := range a.hosts {
-		k := a.keys[h.Name()]
-		d.users[k]--
-		if d.users[k] == 0 {
-			delete(d.users, k)
+		free := true
+		for _, k := range a.keys[h.Name()] {
+			d.users[k]--
+			if d.users[k] == 0 {
+				delete(d.users, k)
+			} else {
+				free = false // another sweep runs there: it restores what it changed
+			}
+		}
+		if free {
 			idle = append(idle, h)
 		}
 	}
@@ -394,11 +433,21 @@ func (d *Daemon) finish(ctx context.Context, a *activeSweep, runner *Runner, spe
 	var leased []Host
 	var releases []func()
 	for _, h := range idle {
-		rel, err := d.leases.acquire(rctx, a.keys[h.Name()], 0)
-		if err != nil {
+		var rels []func()
+		for _, k := range a.keys[h.Name()] {
+			rel, err := d.leases.acquire(rctx, k, 0)
+			if err != nil {
+				break
+			}
+			rels = append(rels, rel)
+		}
+		if len(rels) < len(a.keys[h.Name()]) {
+			for _, rel := range rels {
+				rel()
+			}
 			continue
 		}
-		leased, releases = append(leased, h), append(releases, rel)
+		leased, releases = append(leased, h), append(releases, rels...)
 	}
 	runner.RestoreHosts(rctx, a.id, leased)
 	for _, rel := range releases {
@@ -423,8 +472,8 @@ func (d *Daemon) waitOlder(ctx context.Context, id int64, key string) error {
 			if oid >= id {
 				continue
 			}
-			for _, k := range a.keys {
-				blocked = blocked || k == key
+			for _, ks := range a.keys {
+				blocked = blocked || slices.Contains(ks, key)
 			}
 		}
 		ch := d.changed

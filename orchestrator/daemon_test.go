@@ -416,3 +416,41 @@ func TestDaemonWaitsForAFiringAtShutdown(t *testing.T) {
 		t.Fatalf("Run returned before the firing ended (%q came first)", first)
 	}
 }
+
+// TestDaemonGroupSharesItsNodesMachines: a host group is each of its nodes' machines: a sweep of a
+// group over m1 and m2 and a sweep of m2 alone take turns (the older first), and their machine keys
+// are the nodes' own.
+func TestDaemonGroupSharesItsNodesMachines(t *testing.T) {
+	h := newDaemonHarness(t)
+	ctx := context.Background()
+	group := daemonSpec(t, "a", "m1.example", "")
+	text := strings.Replace(string(group.Source), "hosts: [{name: h, address: m1.example, gpus: 4}]",
+		"hosts: [{name: h, gpus: 4, nodes: [{address: m2.example}, {address: m1.example}]}]", 1)
+	group, err := sweep.Parse("a.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.d.machineKeys(group.Hosts[0]); strings.Join(got, " ") != "ssh://@m1.example/sglang.service ssh://@m2.example/sglang.service" {
+		t.Errorf("group keys %q, want each node's, sorted", got)
+	}
+	a, err := Submit(ctx, h.db, group, SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Submit(ctx, h.db, daemonSpec(t, "b", "m2.example", ""), SubmitOptions{})
+	for _, sw := range []store.Sweep{a, b} {
+		h.waitState(sw.ID, store.SweepDone)
+	}
+	rows, err := h.db.Query(ctx, `SELECT s.name FROM events e JOIN sweeps s ON s.id = e.sweep_id
+		WHERE e.kind = 'state' AND e.detail LIKE 'pending -> running%' ORDER BY e.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, v := range rows.Values {
+		names = append(names, v[0].(string))
+	}
+	if got := strings.Join(names, ""); got != "aaaabbbb" {
+		t.Errorf("claims in order %s, want the group's sweep's, then the one of its node m2", got)
+	}
+}
