@@ -53,13 +53,25 @@ func (p SpecPolicy) CheckSpec(spec *sweep.Spec) error {
 		if p.AllowAnyKeyPath {
 			continue
 		}
-		for _, f := range []struct{ key, path string }{{"identity_file", h.IdentityFile}, {"known_hosts", h.KnownHosts}} {
+		type keyPath struct{ at, key, path string }
+		paths := []keyPath{{at, "identity_file", h.IdentityFile}, {at, "known_hosts", h.KnownHosts}}
+		// A group's nodes have SSH settings of their own (those of the group where they give none).
+		for j, n := range h.Nodes {
+			nat := fmt.Sprintf("%s.nodes[%d] (%s)", at, j, n.Name)
+			if n.IdentityFile != h.IdentityFile { // an inherited one is the group's, checked above
+				paths = append(paths, keyPath{nat, "identity_file", n.IdentityFile})
+			}
+			if n.KnownHosts != h.KnownHosts {
+				paths = append(paths, keyPath{nat, "known_hosts", n.KnownHosts})
+			}
+		}
+		for _, f := range paths {
 			if f.path == "" {
 				continue
 			}
 			if sshDir == "" || hasDotDot(f.path) || !within(sshDir, resolvePath(expandHome(f.path, p.Home))) {
 				problems = append(problems, fmt.Sprintf("%s: %s %q is outside the daemon's ~/.ssh (%s); "+
-					"the daemon refuses it over the API unless started with --allow-any-key-path", at, f.key, f.path, orUnknown(sshDir)))
+					"the daemon refuses it over the API unless started with --allow-any-key-path", f.at, f.key, f.path, orUnknown(sshDir)))
 			}
 		}
 	}

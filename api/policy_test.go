@@ -73,6 +73,13 @@ func TestSpecPolicyKeyPaths(t *testing.T) {
 			}
 		}
 	}
+	// A group's nodes are checked too: a node's own key path, and the group's once.
+	err := p.CheckSpec(policySpec(t, "hosts: [{name: g, gpus: 4, known_hosts: /etc/kh, nodes: [{address: a.example}, {address: b.example, identity_file: /etc/ssh/ssh_host_ed25519_key}]}]"))
+	var pe *PolicyError
+	if !errors.As(err, &pe) || len(pe.Problems) != 2 || !strings.Contains(pe.Problems[0], "hosts[0] (g): known_hosts") ||
+		!strings.Contains(pe.Problems[1], "hosts[0] (g).nodes[1] (g-1): identity_file") {
+		t.Errorf("group: %v, want the group's known_hosts and node 1's identity_file refused", err)
+	}
 	if err := (SpecPolicy{AllowAnyKeyPath: true}).CheckSpec(policySpec(t,
 		"hosts: [{name: h, address: h.example, identity_file: /etc/ssh/ssh_host_ed25519_key, known_hosts: /etc/x}]")); err != nil {
 		t.Errorf("--allow-any-key-path: %v", err)
