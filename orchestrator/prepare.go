@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/specsweep/specsweep/store"
@@ -169,7 +170,16 @@ func NewSweepOf(spec *sweep.Spec, plan *sweep.Plan) store.NewSweep {
 func HostsOf(spec *sweep.Spec) []store.NewHost {
 	hosts := make([]store.NewHost, 0, len(spec.Hosts))
 	for _, h := range spec.Hosts {
-		hosts = append(hosts, store.NewHost{Name: h.Name, Address: h.Address, Driver: h.Driver, Unit: h.Unit, GPUs: h.GPUs})
+		addr := h.Address
+		if len(h.Nodes) > 0 {
+			// A group is its nodes, in rank order (the report's hosts table names them).
+			var as []string
+			for _, n := range h.Nodes {
+				as = append(as, n.Address)
+			}
+			addr = strings.Join(as, ",")
+		}
+		hosts = append(hosts, store.NewHost{Name: h.Name, Address: addr, Driver: h.Driver, Unit: h.Unit, GPUs: h.GPUs})
 	}
 	return hosts
 }
