@@ -114,6 +114,11 @@ matrix: {method: [baseline, eagle3], num_steps: [2], topk: [1], tp: [4, 8]}
 		}
 	}
 
+	// doctor checks every node, each line naming it.
+	if d := specsweep(t, time.Minute, "doctor", f.spec); !strings.Contains(d.stdout, "node-a") || !strings.Contains(d.stdout, "node-b") || d.code > 1 {
+		t.Errorf("doctor on the group:\n%s", d)
+	}
+
 	// specsweep killed with -9 while a tp 8 point runs: its ranks are left; a resumed run stops them
 	// and ends with both nodes as they were.
 	small := `methods: {baseline: []}
