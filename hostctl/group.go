@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -259,7 +260,7 @@ const distInitFirst = 29500
 func (g *openGroup) distInit(ctx context.Context, n int) (string, error) {
 	host := sweep.AddressHost(g.h.Nodes[n].Address)
 	if g.h.DistInitPort > 0 {
-		return joinHostPort(host, g.h.DistInitPort), nil
+		return net.JoinHostPort(host, strconv.Itoa(g.h.DistInitPort)), nil
 	}
 	r, err := g.nodes[n].conn.get(ctx)
 	if err != nil {
@@ -280,7 +281,7 @@ func (g *openGroup) distInit(ctx context.Context, n int) (string, error) {
 			}
 		}
 		if free {
-			return joinHostPort(host, p), nil
+			return net.JoinHostPort(host, strconv.Itoa(p)), nil
 		}
 	}
 	return "", &Failure{Class: ClassLaunchFailed, Detail: fmt.Sprintf("host %s: no %d free ports from %d on %s for --dist-init-addr", g.h.Name, distInitPorts, distInitFirst, g.nodes[n].h.Name)}
@@ -299,13 +300,6 @@ func listeningPorts(text string) map[int]bool {
 		}
 	}
 	return out
-}
-
-func joinHostPort(host string, port int) string {
-	if strings.Contains(host, ":") {
-		return "[" + host + "]:" + strconv.Itoa(port)
-	}
-	return host + ":" + strconv.Itoa(port)
 }
 
 // rankFailure names the rank and its node in a failure (a *Failure keeps its class).
