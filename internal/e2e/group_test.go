@@ -59,9 +59,8 @@ func TestGroupSweepOnTwoTestHosts(t *testing.T) {
   eagle3: [--speculative-algorithm, EAGLE3]
 matrix: {method: [baseline, eagle3], num_steps: [2], topk: [1], tp: [4, 8]}
 `))
-	// Rank 1 of the first tp 8 point (the baseline's, in plan order) is killed mid-load: once its
-	// first level is recorded, during the second (16 requests of 512 tokens at c=4).
-	killed := killRankWhenRecorded(ctx, f.db, hosts[1], "kill -9 $(systemctl show -p MainPID --value sglang.service)")
+	// Rank 1 of the first tp 8 point (the baseline's, in plan order) is killed mid-load, once ready.
+	killed := killRankWhenReady(ctx, f.db, hosts[1], "kill -9 $(systemctl show -p MainPID --value sglang.service)")
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	var at time.Time
 	select {

@@ -10,16 +10,19 @@ import (
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
-// killRankWhenRecorded kills, on host h, the simulator once the sweep at db has recorded a run of a
-// tp 8 point (its first level: the kill lands in its second); it sends when it killed.
-func killRankWhenRecorded(ctx context.Context, db string, h *testhost.Host, kill string) <-chan time.Time {
+// killRankWhenReady kills, on host h, the simulator once the sweep at db has recorded the first tp 8
+// point ready (its first level, 16 requests of 512 tokens at c=1, lasts seconds: the kill lands in
+// it, or in the output check before it); it sends when it killed.
+func killRankWhenReady(ctx context.Context, db string, h *testhost.Host, kill string) <-chan time.Time {
 	killed := make(chan time.Time, 1)
 	go func() {
 		for deadline := time.Now().Add(4 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
 			time.Sleep(50 * time.Millisecond)
-			if countRows(db, "SELECT count(*) FROM run_summary WHERE tp = 8") == 0 {
+			if countRows(db, `SELECT count(*) FROM events e JOIN points p ON p.id = e.point_ref
+				WHERE e.kind = 'ready' AND p.tp = 8`) == 0 {
 				continue
 			}
+			time.Sleep(300 * time.Millisecond) // into the load
 			if _, err := h.Run(ctx, kill); err == nil {
 				killed <- time.Now()
 			}
@@ -44,7 +47,7 @@ func TestSlurmSweepSpansNodes(t *testing.T) {
 		// a rank mid-level.
 		text = strings.Replace(text, "SGLANGSIM_PROFILE: qwen3.6-27b}", "SGLANGSIM_PROFILE: qwen3.6-27b, NCCL_DEBUG: INFO}", 1)
 		if long {
-			text = strings.Replace(text, "requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48", "requests: 32, warmup_requests: 1, input_tokens: 32, output_tokens: 512", 1)
+			text = strings.Replace(text, "requests: 8, warmup_requests: 1, input_tokens: 32, output_tokens: 48", "requests: 16, warmup_requests: 1, input_tokens: 32, output_tokens: 512", 1)
 		}
 		return writeSpec(t, text)
 	}
@@ -62,7 +65,7 @@ func TestSlurmSweepSpansNodes(t *testing.T) {
 	if p := specsweep(t, time.Minute, "plan", f.spec); p.code != 0 || !strings.Contains(p.stdout, "cluster  8   2 x 4 GPUs  the job's nodes  <first node of the job>:<free port>") {
 		t.Errorf("plan:\n%s", p)
 	}
-	killed := killRankWhenRecorded(ctx, f.db, c.Nodes[1], "pkill -9 -f '^"+testhost.SimPath+" '")
+	killed := killRankWhenReady(ctx, f.db, c.Nodes[1], "pkill -9 -f '^"+testhost.SimPath+" '")
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	var at time.Time
 	select {
