@@ -76,7 +76,7 @@ func TestGroupWaitReadyFailsAtTheFirstRank(t *testing.T) {
 func TestGroupReadyIsRankZeros(t *testing.T) {
 	r0 := &fakeRank{t: t, id: "r0"}
 	r1 := &fakeRank{t: t, id: "r1", delay: 20 * time.Millisecond}
-	gi := &groupInstance{ranks: []Instance{r0, r1}, names: []string{"a", "b"}, dist: "10.0.0.1:29500"}
+	gi := &groupInstance{ranks: []Instance{r0, r1}, names: []string{"a", "b"}, dist: "10.231.250.1:29500"}
 	ready, err := gi.WaitReady(t.Context())
 	if err != nil || string(ready.ServerInfo) != `{"rank":"r0"}` {
 		t.Fatalf("WaitReady = %+v, %v", ready, err)
@@ -113,11 +113,11 @@ func TestListeningPorts(t *testing.T) {
 	if !got[30000] || !got[29532] || got[29500] || len(got) != 2 {
 		t.Errorf("listening = %v, want 30000 and 29532 (0x735C) only", got)
 	}
-	lines := []string{"x", "gpu-a:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>"}
-	if got := NCCLTransport(lines); got != "IB: [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>" {
+	lines := []string{"x", "gpu-a:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.231.250.1<0>"}
+	if got := NCCLTransport(lines); got != "IB: [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.231.250.1<0>" {
 		t.Errorf("NCCLTransport = %q", got)
 	}
-	if got := NCCLTransport([]string{"NCCL INFO NET/Socket : Using [0]eth0:10.0.0.2<0>"}); got != "Socket: [0]eth0:10.0.0.2<0>" {
+	if got := NCCLTransport([]string{"NCCL INFO NET/Socket : Using [0]eth0:10.231.250.2<0>"}); got != "Socket: [0]eth0:10.231.250.2<0>" {
 		t.Errorf("NCCLTransport = %q", got)
 	}
 }
@@ -133,13 +133,13 @@ func TestGroupRankThatNeverJoins(t *testing.T) {
 		r0, r1 []string
 		want   string
 	}{
-		{"never began", []string{begin}, []string{"[2026-12-06 08:00:00] server_args=..."}, "rank 1 on b did not begin torch's rendezvous at 10.0.0.1:29500"},
+		{"never began", []string{begin}, []string{"[2026-12-06 08:00:00] server_args=..."}, "rank 1 on b did not begin torch's rendezvous at 10.231.250.1:29500"},
 		{"never ended", []string{begin, end}, []string{begin}, "rank 1 on b did not complete torch's rendezvous"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r0 := &fakeRank{t: t, id: "r0", delay: time.Hour, lines: c.r0}
 			r1 := &fakeRank{t: t, id: "r1", delay: time.Hour, lines: c.r1}
-			gi := &groupInstance{ranks: []Instance{r0, r1}, names: []string{"a", "b"}, dist: "10.0.0.1:29500",
+			gi := &groupInstance{ranks: []Instance{r0, r1}, names: []string{"a", "b"}, dist: "10.231.250.1:29500",
 				clock: realClock{}, join: 100 * time.Millisecond}
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()

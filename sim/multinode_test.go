@@ -13,7 +13,7 @@ import (
 func TestMultiNodeStepCost(t *testing.T) {
 	one := mustModel(t, "qwen3.5-122b-a10b", eagle3(3)...)
 	one8 := mustModel(t, "qwen3.5-122b-a10b", append(eagle3(3), "--tp", "8")...)
-	two := mustModel(t, "qwen3.5-122b-a10b", append(eagle3(3), "--tp", "8", "--nnodes", "2", "--dist-init-addr", "10.0.0.1:5000")...)
+	two := mustModel(t, "qwen3.5-122b-a10b", append(eagle3(3), "--tp", "8", "--nnodes", "2", "--dist-init-addr", "10.231.250.1:5000")...)
 	if one.NNodes != 1 || two.NNodes != 2 {
 		t.Fatalf("nodes: %d, %d", one.NNodes, two.NNodes)
 	}
@@ -127,12 +127,12 @@ func TestNCCLNetKnobs(t *testing.T) {
 			t.Errorf("%v accepted", kv)
 		}
 	}
-	lines := strings.Join(ncclInfoLines("h", 7, 0, "10.0.0.1", "IB", true), "\n")
-	if !strings.Contains(lines, "h:7:8 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB") || !strings.Contains(lines, "OOB eth0:10.0.0.1<0>") {
+	lines := strings.Join(ncclInfoLines("h", 7, 0, "10.231.250.1", "IB", true), "\n")
+	if !strings.Contains(lines, "h:7:8 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB") || !strings.Contains(lines, "OOB eth0:10.231.250.1<0>") {
 		t.Errorf("IB lines:\n%s", lines)
 	}
-	lines = strings.Join(ncclInfoLines("h", 7, 1, "10.0.0.1", "Socket", false), "\n")
-	if !strings.Contains(lines, "h:7:9 [1] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>") || strings.Contains(lines, "NCCL version") {
+	lines = strings.Join(ncclInfoLines("h", 7, 1, "10.231.250.1", "Socket", false), "\n")
+	if !strings.Contains(lines, "h:7:9 [1] NCCL INFO NET/Socket : Using [0]eth0:10.231.250.1<0>") || strings.Contains(lines, "NCCL version") {
 		t.Errorf("Socket lines:\n%s", lines)
 	}
 }

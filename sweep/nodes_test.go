@@ -41,8 +41,8 @@ func TestGroupNodes(t *testing.T) {
 	}
 	pair := s.Hosts[0]
 	want := []sweep.Node{
-		{Name: "gpu-a", Address: "10.0.0.1", User: "sglang", IdentityFile: "/home/op/.ssh/id_ed25519"},
-		{Name: "pair-1", Address: "10.0.0.2:2222", User: "other", IdentityFile: "/home/op/.ssh/id_ed25519"},
+		{Name: "gpu-a", Address: "10.231.250.1", User: "sglang", IdentityFile: "/home/op/.ssh/id_ed25519"},
+		{Name: "pair-1", Address: "10.231.250.2:2222", User: "other", IdentityFile: "/home/op/.ssh/id_ed25519"},
 	}
 	if !slices.Equal(pair.Nodes, want) || pair.DistInitPort != 29500 || pair.Address != "" {
 		t.Errorf("nodes = %+v (dist_init_port %d, address %q), want %+v", pair.Nodes, pair.DistInitPort, pair.Address, want)
@@ -52,7 +52,7 @@ func TestGroupNodes(t *testing.T) {
 	}
 	p := s.Plan()
 	wantSpans := []sweep.Span{
-		{Host: "pair", TP: 8, Nodes: 2, GPUsPerNode: 4, Ranks: []string{"gpu-a", "pair-1"}, DistInit: "10.0.0.1:29500"},
+		{Host: "pair", TP: 8, Nodes: 2, GPUsPerNode: 4, Ranks: []string{"gpu-a", "pair-1"}, DistInit: "10.231.250.1:29500"},
 		{Host: "cluster", TP: 16, Nodes: 2, GPUsPerNode: 8, DistInit: "<first node of the job>:<free port>"},
 	}
 	got, _ := json.Marshal(p.Spans)
@@ -81,12 +81,12 @@ func TestGroupNodes(t *testing.T) {
 
 // TestRankArgs: each rank adds SGLang's three flags, the same --dist-init-addr on every rank.
 func TestRankArgs(t *testing.T) {
-	got := sweep.RankArgs(2, 1, "10.0.0.1:29500")
-	want := []string{"--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:29500"}
+	got := sweep.RankArgs(2, 1, "10.231.250.1:29500")
+	want := []string{"--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.231.250.1:29500"}
 	if !slices.Equal(got, want) {
 		t.Errorf("RankArgs = %q, want %q", got, want)
 	}
-	for _, c := range [][2]string{{"10.0.0.1", "10.0.0.1"}, {"h:22", "h"}, {"[fd00::1]:22", "fd00::1"}, {"fd00::1", "fd00::1"}} {
+	for _, c := range [][2]string{{"10.231.250.1", "10.231.250.1"}, {"h:22", "h"}, {"[fd00::1]:22", "fd00::1"}, {"fd00::1", "fd00::1"}} {
 		if got := sweep.AddressHost(c[0]); got != c[1] {
 			t.Errorf("AddressHost(%q) = %q, want %q", c[0], got, c[1])
 		}

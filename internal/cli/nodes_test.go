@@ -12,7 +12,7 @@ name: two-nodes
 hosts:
   - name: pair
     gpus: 4
-    nodes: [{name: gpu-a, address: 10.0.0.1}, {address: 10.0.0.2}]
+    nodes: [{name: gpu-a, address: 10.231.250.1}, {address: 10.231.250.2}]
 server: {command: [/opt/sglang/bin/python, -m, sglang.launch_server]}
 methods: {baseline: []}
 matrix: {method: [baseline], tp: [4, 8]}
@@ -30,7 +30,7 @@ func TestPlanShowsTheRanks(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("plan: exit %d\n%s", code, errs)
 	}
-	want := []string{"points that span nodes", "pair  8   2 x 4 GPUs  gpu-a, pair-1  10.0.0.1:<free port>"}
+	want := []string{"points that span nodes", "pair  8   2 x 4 GPUs  gpu-a, pair-1  10.231.250.1:<free port>"}
 	for _, w := range want {
 		if !strings.Contains(out, w) {
 			t.Errorf("plan lacks %q:\n%s", w, out)
