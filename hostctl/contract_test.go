@@ -99,20 +99,9 @@ func slurmDriver(t *testing.T) driver {
 		// job's output ends with slurmstepd's cancel line.
 		stopTimeoutEvidence: "CANCELLED AT",
 		host: func(t *testing.T) Host {
-			if msg := testhost.SlurmRequirements(); msg != "" {
-				t.Skip(msg)
-			}
-			hosts := testhost.BootCluster(t, 2, testhost.Options{Env: fastEnv, NoUnit: true})
-			c := testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Log(c.Logs())
-				}
-			})
+			c, login := bootSlurm(t, 1, testhost.Options{Env: fastEnv, NoUnit: true})
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			login := SSHOptions{Address: c.Login.Addr, User: "root", IdentityFile: c.Login.KeyFile, KnownHosts: c.Login.KnownHosts,
-				ConfigFile: "none", noAgent: true}
 			d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
 				Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, OutputDir: testhost.SharedPath + "/specsweep"}},
 				Options{Sweep: "contract", ssh: &login})

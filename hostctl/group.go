@@ -69,15 +69,19 @@ func (g *openGroup) Start(ctx context.Context, l Launch) (Instance, error) {
 	return g.slots[0].Start(ctx, l)
 }
 
-// span is how many nodes the launch takes: its --tp-size (as SGLang reads it) over the nodes' GPUs.
-func (g *openGroup) span(l Launch) (int, error) {
+// span is how many nodes the launch takes on the group (launchNodes).
+func (g *openGroup) span(l Launch) (int, error) { return launchNodes(l, g.h) }
+
+// launchNodes is how many nodes of h a launch takes: its --tp-size (as SGLang reads it) over h's GPUs
+// per node, whole nodes only (sweep.Host.Span).
+func launchNodes(l Launch, h sweep.Host) (int, error) {
 	tp, err := launchTP(l)
 	if err != nil {
 		return 0, err
 	}
-	k := g.h.Span(tp)
+	k := h.Span(tp)
 	if k == 0 {
-		return 0, fmt.Errorf("tp %d does not fit %d nodes of %d GPUs (a point spans whole nodes)", tp, len(g.nodes), g.h.GPUs)
+		return 0, fmt.Errorf("tp %d is not a whole number of nodes of %d GPUs, up to %d (a point spans whole nodes)", tp, h.GPUs, h.NodeCount())
 	}
 	return k, nil
 }
@@ -255,16 +259,20 @@ const distInitPorts = 6
 // rendezvous port (MASTER_PORT 29500).
 const distInitFirst = 29500
 
-// distInit is --dist-init-addr: the address of node n (rank 0's) and the spec's port, or the first
-// run of distInitPorts ports from 29500 that nothing listens on at that node now.
+// distInit is --dist-init-addr: node n's (rank 0's) address as its SSH connection resolved it (an
+// ~/.ssh/config alias is no name the other nodes know), and the spec's port or the first run of
+// distInitPorts ports from 29500 that nothing listens on at that node now.
 func (g *openGroup) distInit(ctx context.Context, n int) (string, error) {
-	host := sweep.AddressHost(g.h.Nodes[n].Address)
-	if g.h.DistInitPort > 0 {
-		return net.JoinHostPort(host, strconv.Itoa(g.h.DistInitPort)), nil
-	}
 	r, err := g.nodes[n].conn.get(ctx)
 	if err != nil {
 		return "", rankFailure(err, 0, g.nodes[n].h.Name)
+	}
+	host, _, err := net.SplitHostPort(r.conn.Addr())
+	if err != nil {
+		host = sweep.AddressHost(g.h.Nodes[n].Address)
+	}
+	if g.h.DistInitPort > 0 {
+		return hostPort(host, g.h.DistInitPort), nil
 	}
 	// /proc/net/tcp{,6} list the listening sockets (state 0A) with their ports in hex: no tool needed.
 	out, err := r.run(ctx, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; true", 15*time.Second)
@@ -281,7 +289,7 @@ func (g *openGroup) distInit(ctx context.Context, n int) (string, error) {
 			}
 		}
 		if free {
-			return net.JoinHostPort(host, strconv.Itoa(p)), nil
+			return hostPort(host, p), nil
 		}
 	}
 	return "", &Failure{Class: ClassLaunchFailed, Detail: fmt.Sprintf("host %s: no %d free ports from %d on %s for --dist-init-addr", g.h.Name, distInitPorts, distInitFirst, g.nodes[n].h.Name)}

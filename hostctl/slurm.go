@@ -60,17 +60,13 @@ type SlurmOptions struct {
 	GPUsPerNode, MaxNodes, DistInitPort int
 }
 
-// jobNodes is how many nodes a job of tp takes: 1 within a node, else tp/GPUsPerNode whole nodes.
-func (o SlurmOptions) jobNodes(tp int) (int, error) {
-	if o.GPUsPerNode <= 0 || tp <= o.GPUsPerNode {
+// jobNodes is how many nodes a job of l takes: 1 within a node, else tp/GPUsPerNode whole nodes, at
+// most MaxNodes (launchNodes).
+func (o SlurmOptions) jobNodes(l Launch) (int, error) {
+	if o.GPUsPerNode <= 0 {
 		return 1, nil
 	}
-	h := sweep.Host{GPUs: o.GPUsPerNode, Slurm: &sweep.Slurm{MaxNodes: o.MaxNodes}}
-	k := h.Span(tp)
-	if k == 0 {
-		return 0, fmt.Errorf("tp %d is not a whole number of nodes of %d GPUs, up to %d (slurm.max_nodes)", tp, o.GPUsPerNode, max(o.MaxNodes, 1))
-	}
-	return k, nil
+	return launchNodes(l, sweep.Host{GPUs: o.GPUsPerNode, Slurm: &sweep.Slurm{MaxNodes: o.MaxNodes}})
 }
 
 // Slurm is a cluster; Slot(k) is the handle of its k-th job in flight.
@@ -680,7 +676,7 @@ func (sl *SlurmSlot) Provenance(ctx context.Context) (Provenance, error) {
 // SLURM_NODEID's), with NCCL's transport from the lines NCCL prefixes with the node's hostname, and
 // the --dist-init-addr the job printed.
 func (sl *SlurmSlot) rankProvenance(ctx context.Context, in *jobInstance, nodeList string) ([]RankProvenance, string) {
-	out, err := sl.s.sh(ctx, "scontrol show hostnames -- "+ShellQuote(nodeList), nil, 15*time.Second)
+	nodes, err := in.nodeNames(ctx, nodeList)
 	if err != nil {
 		return nil, ""
 	}
@@ -693,7 +689,7 @@ func (sl *SlurmSlot) rankProvenance(ctx context.Context, in *jobInstance, nodeLi
 		}
 	}
 	var ranks []RankProvenance
-	for r, node := range strings.Fields(string(out.Stdout)) {
+	for r, node := range nodes {
 		rp := RankProvenance{Rank: r, Node: node, Hostname: node, Argv: in.launch.Argv}
 		rp.Address, _ = sl.s.nodeAddr(ctx, node)
 		var own []string
@@ -750,8 +746,7 @@ func (sl *SlurmSlot) Start(ctx context.Context, l Launch) (Instance, error) {
 	}
 	p := &jobProc{s: s, id: id, file: strings.ReplaceAll(outFile, "%j", id)}
 	now := s.o.Clock.Now()
-	tp, _ := launchTP(l) // jobScript read it
-	nodes, _ := s.o.jobNodes(tp)
+	nodes, _ := s.o.jobNodes(l) // jobScript read it
 	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: now, pending: now, nodes: nodes}
 	sl.mu.Lock()
 	sl.current = in
@@ -774,7 +769,7 @@ func jobScript(o SlurmOptions, l Launch, name, comment, outFile string) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	k, err := o.jobNodes(tp)
+	k, err := o.jobNodes(l)
 	if err != nil {
 		return nil, err
 	}
@@ -1061,6 +1056,26 @@ type jobInstance struct {
 	inner   *instance
 	lines   []string  // output seen before the job ran
 	pending time.Time // the last poll that saw the job pending (or its submission)
+	names   []string  // the job's nodes in allocation order (nodeNames), once read
+}
+
+// nodeNames are the job's nodes in allocation order (SLURM_NODEID's), read once from its NodeList.
+func (j *jobInstance) nodeNames(ctx context.Context, nodeList string) ([]string, error) {
+	j.mu.Lock()
+	names := j.names
+	j.mu.Unlock()
+	if names != nil {
+		return names, nil
+	}
+	out, err := j.slot.s.sh(ctx, "scontrol show hostnames -- "+ShellQuote(nodeList), nil, 15*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	names = strings.Fields(string(out.Stdout))
+	j.mu.Lock()
+	j.names = names
+	j.mu.Unlock()
+	return names, nil
 }
 
 var _ Instance = (*jobInstance)(nil)
@@ -1200,10 +1215,8 @@ func (j *jobInstance) waitRanks(ctx context.Context, in *instance, nodeList stri
 	for i := range names {
 		names[i] = fmt.Sprintf("node %d of the job", i)
 	}
-	if out, err := j.slot.s.sh(ctx, "scontrol show hostnames -- "+ShellQuote(nodeList), nil, 15*time.Second); err == nil {
-		if got := strings.Fields(string(out.Stdout)); len(got) == j.nodes {
-			names = got
-		}
+	if got, err := j.nodeNames(ctx, nodeList); err == nil && len(got) == j.nodes {
+		names = got
 	}
 	tp, _ := launchTP(j.launch)
 	perNode := max(tp/j.nodes, 1)

@@ -47,23 +47,9 @@ func TestJobScriptSpansNodes(t *testing.T) {
 // rank 1's server fails the job's point naming rank 1's node; ranks that never meet fail after the
 // join timeout; nothing is left queued.
 func TestSlurmJobSpansTwoNodes(t *testing.T) {
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	if msg := testhost.SlurmRequirements(); msg != "" {
-		t.Skip(msg)
-	}
-	hosts := testhost.BootCluster(t, 3, testhost.Options{NoUnit: true})
-	c := testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.Logs())
-		}
-	})
+	c, login := bootSlurm(t, 2, testhost.Options{NoUnit: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	login := SSHOptions{Address: c.Login.Addr, User: "root", IdentityFile: c.Login.KeyFile, KnownHosts: c.Login.KnownHosts,
-		ConfigFile: "none", noAgent: true}
 	d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
 		Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, MaxNodes: 2, OutputDir: testhost.SharedPath + "/specsweep"}},
 		Options{Sweep: "nodes", ssh: &login})
@@ -158,4 +144,26 @@ func TestPeerLostNodes(t *testing.T) {
 	if !got[0] || got[1] || len(got) != 1 {
 		t.Errorf("followers = %v, want node 0 only", got)
 	}
+}
+
+// bootSlurm boots a real Slurm cluster of test hosts (a login host running slurmctld, nodes compute
+// hosts of 4 GPUs; its logs printed when the test fails) and the SSH options of its login node; it
+// skips where the machine cannot.
+func bootSlurm(t *testing.T, nodes int, o testhost.Options) (*testhost.Cluster, SSHOptions) {
+	t.Helper()
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	if msg := testhost.SlurmRequirements(); msg != "" {
+		t.Skip(msg)
+	}
+	hosts := testhost.BootCluster(t, nodes+1, o)
+	c := testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.Logs())
+		}
+	})
+	return c, SSHOptions{Address: c.Login.Addr, User: "root", IdentityFile: c.Login.KeyFile, KnownHosts: c.Login.KnownHosts,
+		ConfigFile: "none", noAgent: true}
 }

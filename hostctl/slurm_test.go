@@ -140,23 +140,10 @@ func sleepLaunch(tag string) Launch {
 // of another user with `a`'s very name and comment. Doctor, the leftover cancel of `a`'s next run
 // and its restore see and cancel only `a`'s jobs; everything else stays queued.
 func TestSlurmSweepsOfPrefixNamesAreKeptApart(t *testing.T) {
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	if msg := testhost.SlurmRequirements(); msg != "" {
-		t.Skip(msg)
-	}
 	// One compute node of 4 GPUs and 6 one-GPU jobs at most: some run, the rest wait (PENDING).
-	hosts := testhost.BootCluster(t, 2, testhost.Options{NoUnit: true})
-	c := testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.Logs())
-		}
-	})
+	c, ssh := bootSlurm(t, 1, testhost.Options{NoUnit: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	ssh := SSHOptions{Address: c.Login.Addr, User: "root", IdentityFile: c.Login.KeyFile, KnownHosts: c.Login.KnownHosts, ConfigFile: "none", noAgent: true}
 	var events []string
 	var evMu sync.Mutex
 	dial := func(sweep string) *Slurm {

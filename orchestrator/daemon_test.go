@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +166,24 @@ workload: {concurrency: [1, 2], requests: 4, input_tokens: 8, output_tokens: 8}
 	return spec
 }
 
+// claimOrder is the order in which the named sweeps' points were claimed: a sweep's name per claim
+// ("aaaabbbb").
+func (h *daemonHarness) claimOrder(names ...string) string {
+	h.t.Helper()
+	rows, err := h.db.Query(context.Background(), `SELECT s.name FROM events e JOIN sweeps s ON s.id = e.sweep_id
+		WHERE e.kind = 'state' AND e.detail LIKE 'pending -> running%' ORDER BY e.id`)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, v := range rows.Values {
+		if name := v[0].(string); slices.Contains(names, name) {
+			b.WriteString(name)
+		}
+	}
+	return b.String()
+}
+
 func (h *daemonHarness) waitState(id int64, want store.SweepState) {
 	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -208,16 +227,7 @@ func TestDaemonRunsSweepsSharingAMachineOneAfterTheOther(t *testing.T) {
 	if len(seq) != 2*4*2 {
 		t.Fatalf("%d levels on the shared machine, want 16", len(seq))
 	}
-	rows, err := h.db.Query(ctx, `SELECT s.name FROM events e JOIN sweeps s ON s.id = e.sweep_id
-		WHERE e.kind = 'state' AND e.detail LIKE 'pending -> running%' AND s.name IN ('a', 'b') ORDER BY e.id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, v := range rows.Values {
-		names = append(names, v[0].(string))
-	}
-	if got := strings.Join(names, ""); got != "aaaabbbb" {
+	if got := h.claimOrder("a", "b"); got != "aaaabbbb" {
 		t.Errorf("claims on the shared machine in order %s, want a's then b's", got)
 	}
 	// Each machine restored once no sweep used it any more. The restore follows the sweep's last
@@ -441,16 +451,7 @@ func TestDaemonGroupSharesItsNodesMachines(t *testing.T) {
 	for _, sw := range []store.Sweep{a, b} {
 		h.waitState(sw.ID, store.SweepDone)
 	}
-	rows, err := h.db.Query(ctx, `SELECT s.name FROM events e JOIN sweeps s ON s.id = e.sweep_id
-		WHERE e.kind = 'state' AND e.detail LIKE 'pending -> running%' ORDER BY e.id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, v := range rows.Values {
-		names = append(names, v[0].(string))
-	}
-	if got := strings.Join(names, ""); got != "aaaabbbb" {
+	if got := h.claimOrder("a", "b"); got != "aaaabbbb" {
 		t.Errorf("claims in order %s, want the group's sweep's, then the one of its node m2", got)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,16 +221,7 @@ func TestDaemonPackedSweepsSharingAMachineTakeTurns(t *testing.T) {
 	}
 	h.waitState(a.ID, store.SweepDone)
 	h.waitState(b.ID, store.SweepDone)
-	rows, err := h.db.Query(ctx, `SELECT s.name FROM events e JOIN sweeps s ON s.id = e.sweep_id
-		WHERE e.kind = 'state' AND e.detail LIKE 'pending -> running%' AND s.name IN ('a', 'b') ORDER BY e.id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, v := range rows.Values {
-		names = append(names, v[0].(string))
-	}
-	if got := strings.Join(names, ""); got != "aaaabbbb" {
+	if got := h.claimOrder("a", "b"); got != "aaaabbbb" {
 		t.Errorf("claims on the shared machine in order %s, want a's then b's", got)
 	}
 	m.mu.Lock()

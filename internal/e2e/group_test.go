@@ -107,11 +107,15 @@ matrix: {method: [baseline, eagle3], num_steps: [2], topk: [1], tp: [4, 8]}
 			t.Errorf("tp 4 point %+v: ranks in its provenance", p)
 		}
 	}
-	for i, h := range hosts {
-		if left := nodeClean(ctx, h); left != "" {
-			t.Errorf("node %d after the sweep: %s", i, left)
+	clean := func(when string) {
+		t.Helper()
+		for i, h := range hosts {
+			if left := nodeClean(ctx, h); left != "" {
+				t.Errorf("node %d %s: %s", i, when, left)
+			}
 		}
 	}
+	clean("after the sweep")
 
 	// doctor checks every node, each line naming it.
 	if d := specsweep(t, time.Minute, "doctor", f.spec); !strings.Contains(d.stdout, "node-a") || !strings.Contains(d.stdout, "node-b") || d.code > 1 {
@@ -138,11 +142,7 @@ matrix: {method: [baseline], tp: [8, 4]}
 	if res.code != 0 {
 		t.Fatalf("resume:\n%s", res)
 	}
-	for i, h := range hosts {
-		if left := nodeClean(ctx, h); left != "" {
-			t.Errorf("node %d after the resumed sweep: %s", i, left)
-		}
-	}
+	clean("after the resumed sweep")
 	// Killed again, then restored: every node.
 	g = writeSpec(t, groupSpec("e2e-group-restore", hosts, small))
 	killRun()
@@ -150,9 +150,5 @@ matrix: {method: [baseline], tp: [8, 4]}
 	if rs.code != 0 {
 		t.Fatalf("restore:\n%s", rs)
 	}
-	for i, h := range hosts {
-		if left := nodeClean(ctx, h); left != "" {
-			t.Errorf("node %d after restore: %s\n%s", i, left, rs)
-		}
-	}
+	clean("after restore")
 }
