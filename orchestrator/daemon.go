@@ -173,8 +173,14 @@ func (d *Daemon) Reload() {
 // ends; then it stops every running point, restores the units, puts the interrupted sweeps back in
 // the queue and returns. ready, if not nil, is called once start-up is done.
 func (d *Daemon) Run(ctx context.Context, ready func()) error {
-	if err := d.recover(ctx); err != nil {
+	// Recovery runs to its end even when a stop is asked for meanwhile: cut between the requeue and
+	// the restore, the next start would see the sweeps queued and never restore their hosts. Each
+	// restore is bounded by its own timeout.
+	if err := d.recover(context.WithoutCancel(ctx)); err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		return nil // asked to stop during recovery: a clean stop
 	}
 	d.cron = cron.New(cron.WithLocation(time.UTC))
 	d.cron.Start()

@@ -455,3 +455,42 @@ func TestDaemonGroupSharesItsNodesMachines(t *testing.T) {
 		t.Errorf("claims in order %s, want the group's sweep's, then the one of its node m2", got)
 	}
 }
+
+// TestDaemonStoppedDuringRecoveryRecoversAndExitsCleanly: a stop asked for before recovery ends
+// (a SIGTERM right after start) is a clean stop, not "store: list sweeps: context canceled", and
+// the interrupted sweep is still put back in the queue.
+func TestDaemonStoppedDuringRecoveryRecoversAndExitsCleanly(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sub, err := Submit(ctx, db, daemonSpec(t, "interrupted", "m4.example", ""), SubmitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ClaimNextSweep(ctx); err != nil { // running when the last daemon died
+		t.Fatal(err)
+	}
+	w := newWorld(t, func(string, hostctl.Launch, int) behaviour { return behaviour{} })
+	d, err := NewDaemon(DaemonConfig{Store: db, Poll: 10 * time.Millisecond,
+		Hosts: func(spec *sweep.Spec, _ int64) []Host {
+			return []Host{&namedHost{Host: w.host(spec.Hosts[0].Address), name: spec.Hosts[0].Name}}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := d.Run(stopped, func() { t.Error("ready after a stop was asked for") }); err != nil {
+		t.Fatalf("Run asked to stop during recovery: %v, want a clean stop", err)
+	}
+	sw, err := db.Sweep(ctx, sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sw.State != store.SweepQueued {
+		t.Errorf("the interrupted sweep is %s after recovery, want queued", sw.State)
+	}
+}
