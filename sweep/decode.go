@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"path"
 	"regexp"
@@ -744,6 +745,8 @@ func CheckFilePath(name string) error {
 func (p *parser) workload(n *yaml.Node, w *Workload) {
 	datasetOK := true
 	var levels []*yaml.Node
+	// workload.precision's max_requests and min_requests, checked against the cap once requests is known.
+	var maxReq, minReq *yaml.Node
 	setInt := func(dst *int, key string) func(*yaml.Node) {
 		return func(v *yaml.Node) {
 			if x, ok := p.bounded(v, "workload."+key, "workload."+key); ok {
@@ -817,11 +820,30 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 			}
 		}},
 		{"output_check", false, func(v *yaml.Node) { p.outputCheck(v, &w.OutputCheck) }},
+		{"precision", false, func(v *yaml.Node) { w.Precision, minReq, maxReq = p.precision(v) }},
 	})
 	if !ok {
 		return
 	}
+	if maxReq != nil {
+		// precision.max_requests is the level's cap, which requests already is: one of them.
+		if present["requests"] {
+			p.errf(maxReq, "workload.precision.max_requests: workload.requests is the cap already: give one of them")
+		} else if x, ok := p.bounded(maxReq, "workload.precision.max_requests", LimitRequests); ok {
+			w.Requests = x
+		}
+		present["requests"] = true // given (its error, if any, said)
+	}
+	if pr := w.Precision; pr != nil && w.Requests > 0 && pr.MinRequests > w.Requests {
+		p.errf(resolve(minReq), "workload.precision.min_requests: %d is above the cap of %d requests a level", pr.MinRequests, w.Requests)
+	}
+	if w.Precision != nil && !present["requests"] && !present["phases"] {
+		p.errf(resolve(n), "workload.precision: a level needs a cap too: give workload.requests or precision.max_requests")
+		present["requests"] = true
+	}
 	switch {
+	case present["phases"] && w.Precision != nil:
+		p.errf(resolve(n), "workload: phases are timed and precision ends a level when its figure is known: give one of them")
 	case present["phases"] && (present["concurrency"] || present["requests"]):
 		p.errf(resolve(n), "workload: phases hold each concurrency for a time: give phases, or concurrency and requests, not both")
 	case present["phases"]:
@@ -855,6 +877,75 @@ func (p *parser) workload(n *yaml.Node, w *Workload) {
 		}
 		seen[c] = true
 	}
+}
+
+// precision decodes workload.precision: one figure with its target (`output_tok_s: 2%`), the
+// confidence, min_requests; max_requests is returned undecoded (the workload's cap, which
+// workload.requests may give instead), and min_requests's node (checked against the cap).
+func (p *parser) precision(n *yaml.Node) (pr *Precision, minReq, maxReq *yaml.Node) {
+	const path = "workload.precision"
+	pr = &Precision{Confidence: DefaultConfidence}
+	target := func(metric string) func(*yaml.Node) {
+		return func(v *yaml.Node) {
+			if pr.Metric != "" {
+				p.errf(resolve(v), "%s: %s and %s: give the target of one figure", path, pr.Metric, metric)
+				return
+			}
+			pr.Metric = metric
+			if x, ok := p.percent(v, path+"."+metric); ok {
+				if x <= 0 || x >= 0.5 {
+					p.errf(resolve(v), "%s.%s: the target is a relative half-width above 0%% and below 50%% (2%% or 0.02), got %g%%", path, metric, 100*x)
+					return
+				}
+				pr.Target = x
+			}
+		}
+	}
+	present, ok := p.object(n, path, []field{
+		{PrecisionOutputTokS, false, target(PrecisionOutputTokS)},
+		{PrecisionTTFT, false, target(PrecisionTTFT)},
+		{PrecisionTPOT, false, target(PrecisionTPOT)},
+		{"confidence", false, func(v *yaml.Node) {
+			if x, ok := p.number(v, path+".confidence"); ok {
+				if x < 0.5 || x > 0.999 {
+					p.errf(resolve(v), "%s.confidence: must be between 0.5 and 0.999, got %g", path, x)
+					return
+				}
+				pr.Confidence = x
+			}
+		}},
+		{"min_requests", false, func(v *yaml.Node) {
+			if x, ok := p.bounded(v, path+".min_requests", LimitRequests); ok {
+				pr.MinRequests, minReq = x, v
+			}
+		}},
+		{"max_requests", false, func(v *yaml.Node) { maxReq = v }},
+	})
+	if ok && !present[PrecisionOutputTokS] && !present[PrecisionTTFT] && !present[PrecisionTPOT] {
+		p.errf(resolve(n), "%s: give the figure and its target: %s, %s or %s (e.g. output_tok_s: 2%%)", path,
+			PrecisionOutputTokS, PrecisionTTFT, PrecisionTPOT)
+	}
+	return pr, minReq, maxReq
+}
+
+// percent decodes a fraction written as a percentage ("2%") or as a number (0.02).
+func (p *parser) percent(n *yaml.Node, path string) (float64, bool) {
+	r := resolve(n)
+	if r.Kind == yaml.ScalarNode && r.ShortTag() == "!!str" {
+		num, isPct := strings.CutSuffix(strings.TrimSpace(r.Value), "%")
+		x, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+		if !isPct || err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			p.errf(r, "%s: expected a percentage (2%%) or a fraction (0.02), got %q", path, clip(r.Value))
+			return 0, false
+		}
+		return x / 100, true
+	}
+	x, ok := p.number(n, path)
+	if ok && x >= 1 {
+		p.errf(r, "%s: %g is no fraction: write %g%% or %g", path, x, x, x/100)
+		return 0, false
+	}
+	return x, ok
 }
 
 // outputCheck decodes workload.output_check: false (off), true (the default) or a mapping.

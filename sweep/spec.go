@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"github.com/specsweep/specsweep/internal/argparse"
 	"github.com/specsweep/specsweep/internal/defaults"
 	"strconv"
@@ -284,7 +285,46 @@ type Workload struct {
 	// OutputCheck is the lossless check of every point's outputs against the baseline's
 	// (docs/spec.md, "output_check"); omitted from the hash when it is the default.
 	OutputCheck OutputCheck `json:"output_check,omitzero"`
+	// Precision, when given, ends each level once its figure's confidence interval is within the
+	// target (workload.precision); Requests is then the cap. Nil: a fixed count (omitted from the
+	// hash, so specs written before it keep theirs).
+	Precision *Precision `json:"precision,omitempty"`
 }
+
+// Figures a precision target can name (workload.precision): a level's output tok/s, or its mean
+// TTFT or TPOT.
+const (
+	PrecisionOutputTokS = "output_tok_s"
+	PrecisionTTFT       = "ttft_ms"
+	PrecisionTPOT       = "tpot_ms"
+)
+
+// DefaultConfidence is workload.precision.confidence when the spec leaves it out.
+const DefaultConfidence = 0.95
+
+// Precision is workload.precision: a level runs until the confidence interval of Metric (batch
+// means over the steady-state window, docs/bench.md) is within Target of its value, after at least
+// MinRequests measured requests and at most the workload's requests (docs/spec.md).
+type Precision struct {
+	Metric      string  `json:"metric"`
+	Target      float64 `json:"target"` // relative half-width, 0.02 for ±2%
+	Confidence  float64 `json:"confidence"`
+	MinRequests int     `json:"min_requests,omitempty"` // 0: the load generator's default
+}
+
+// Words say the rule for people: "levels end when output tok/s is known to ±2% (95% confidence),
+// at most 2000 requests", with the level's cap.
+func (p Precision) Words(maxRequests int) string {
+	what := map[string]string{PrecisionOutputTokS: "output tok/s", PrecisionTTFT: "mean TTFT", PrecisionTPOT: "mean TPOT"}[p.Metric]
+	s := fmt.Sprintf("levels end when %s is known to ±%s (%s confidence)", what, pct(p.Target), pct(p.Confidence))
+	if p.MinRequests > 0 {
+		s += fmt.Sprintf(", after at least %d requests", p.MinRequests)
+	}
+	return s + fmt.Sprintf(", at most %d requests", maxRequests)
+}
+
+// pct writes a fraction as a percentage without trailing zeros: 0.02 -> "2%", 0.975 -> "97.5%".
+func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', -1, 64) + "%" }
 
 // Defaults of workload.output_check.
 const (

@@ -189,6 +189,9 @@ func printPlan(env Env, spec *sweep.Spec, p *sweep.Plan, d time.Duration, basis 
 			len(p.Points), levels, spec.Workload.Repeats, p.Runs, roundDuration(d))
 	}
 	fmt.Fprintf(w, "  based on %s\n", basis)
+	if pr := spec.Workload.Precision; pr != nil {
+		fmt.Fprintf(w, "  %s: the duration is the most, at the cap\n", pr.Words(spec.Workload.Requests))
+	}
 }
 
 func optInt(v *int) string {
