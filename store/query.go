@@ -120,7 +120,7 @@ var runSummaryColumns = []string{"sweep", "sweep_id", "point_id", "host", "metho
 	"num_draft_tokens", "tp", "concurrency", "repeat", "status", "requests", "completed", "failed",
 	"output_tok_s", "request_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tpot_p50_ms",
 	"e2e_p50_ms", "accept_length", "speedup", "started_at", "finished_at", "accept_length_source", "dataset",
-	"input_tokens"}
+	"input_tokens", "ci_metric", "ci_low", "ci_high", "ci_confidence", "precision_reached"}
 
 // QueryRuns reads run_summary rows on the read-only connection. Where and
 // OrderBy are the user's SQL; errors in them come back as ErrBadQuery

@@ -43,6 +43,24 @@ type Metrics struct {
 	// AcceptLengthSource says where AcceptLength came from (docs/schema.md:
 	// "metrics", "decode_log", "server_info"; "" when none).
 	AcceptLengthSource string
+
+	// Interval is the confidence interval of one figure of the level, nil when there is none
+	// (docs/schema.md, runs.ci_*).
+	Interval *Interval
+}
+
+// Interval is a level's confidence interval of one figure, and the precision target that ended the
+// level when the spec had one.
+type Interval struct {
+	Metric     string // output_tok_s, ttft_ms or tpot_ms
+	Mean       float64
+	Low, High  float64
+	Confidence float64
+	Batches    int
+	// Target is workload.precision's relative half-width (0: the level ran a fixed count); Reached
+	// says whether the interval was within it when the level ended.
+	Target  float64
+	Reached bool
 }
 
 // Run is one measured load level of a point's attempt.
@@ -145,13 +163,24 @@ func recordRun(ctx context.Context, tx *sql.Tx, now int64, run Run) error {
 	args = append(args, started, finished, run.Error,
 		sql.NullString{String: run.Dataset, Valid: run.Dataset != ""},
 		sql.NullInt64{Int64: int64(run.InputTokens), Valid: run.InputTokens != 0})
+	ci := make([]any, 8)
+	if run.Metrics != nil && run.Metrics.Interval != nil {
+		iv := run.Metrics.Interval
+		ci = []any{iv.Metric, iv.Mean, iv.Low, iv.High, iv.Confidence, iv.Batches, nil, nil}
+		if iv.Target > 0 {
+			ci[6], ci[7] = iv.Target, iv.Reached
+		}
+	}
+	args = append(args, ci...)
 	_, err = tx.ExecContext(ctx, `INSERT INTO runs (point_ref, attempt, concurrency, repeat, status, host,
 		requests, completed, failed, duration_s, total_input_tokens, total_output_tokens,
 		request_s, input_tok_s, output_tok_s,
 		ttft_mean_ms, ttft_p50_ms, ttft_p99_ms, itl_mean_ms, itl_p50_ms, itl_p99_ms,
 		tpot_mean_ms, tpot_p50_ms, tpot_p99_ms, e2e_mean_ms, e2e_p50_ms, e2e_p99_ms, accept_length,
-		accept_length_source, started_at, finished_at, error, dataset, input_tokens)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
+		accept_length_source, started_at, finished_at, error, dataset, input_tokens,
+		ci_metric, ci_mean, ci_low, ci_high, ci_confidence, ci_batches, precision_target, precision_reached)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+		?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 	// The one unique index of runs besides the id is runs_by_cell: (point, attempt, concurrency,
 	// repeat, cell), NULLs equal.
 	if isUniqueViolation(err) {

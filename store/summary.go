@@ -43,6 +43,13 @@ type RunSummary struct {
 	// set sent at its own lengths (or an older random run whose spec did not say: docs/schema.md).
 	Dataset     string
 	InputTokens *int
+	// CIMetric, CILow, CIHigh and CIConfidence are the run's confidence interval of one figure
+	// ("" and nil without one); PrecisionReached, with workload.precision, says whether the level
+	// reached its target (nil: a fixed count).
+	CIMetric         string
+	CILow, CIHigh    *float64
+	CIConfidence     *float64
+	PrecisionReached *bool
 	// IsBaseline: the run's point runs without speculative decoding (run_detail.baseline; a
 	// speculative point may have NULL speculative parameters).
 	IsBaseline bool
@@ -65,12 +72,17 @@ type RunDetail struct {
 	TPOTMeanMs, TPOTP99Ms               *float64
 	E2EMeanMs, E2EP99Ms                 *float64
 	Error                               string
+	// CIMean and CIBatches are the interval's centre and batch count; PrecisionTarget is the
+	// relative half-width workload.precision asked for (nil: a fixed count).
+	CIMean          *float64
+	CIBatches       *int
+	PrecisionTarget *float64
 }
 
 // runDetailColumns are run_detail's columns beyond run_summary's, in the order RunDetails decodes them.
 var runDetailColumns = []string{"run_id", "plan_order", "baseline", "attempt", "duration_s", "total_input_tokens",
 	"total_output_tokens", "input_tok_s", "ttft_mean_ms", "itl_mean_ms", "tpot_mean_ms", "tpot_p99_ms",
-	"e2e_mean_ms", "e2e_p99_ms", "error"}
+	"e2e_mean_ms", "e2e_p99_ms", "error", "ci_mean", "ci_batches", "precision_target"}
 
 // RunColumns are the columns a RunsQuery's Where and OrderBy may use: run_summary's, in the
 // contract's order, then run_detail's others.
@@ -157,6 +169,11 @@ var runSummaryFields = map[string]column[RunSummary]{
 	"dataset":              strCol(func(r *RunSummary) *string { return &r.Dataset }),
 	"input_tokens":         intPtrCol(func(r *RunSummary) **int { return &r.InputTokens }),
 	"baseline":             boolCol(func(r *RunSummary) *bool { return &r.IsBaseline }),
+	"ci_metric":            strCol(func(r *RunSummary) *string { return &r.CIMetric }),
+	"ci_low":               floatCol(func(r *RunSummary) **float64 { return &r.CILow }),
+	"ci_high":              floatCol(func(r *RunSummary) **float64 { return &r.CIHigh }),
+	"ci_confidence":        floatCol(func(r *RunSummary) **float64 { return &r.CIConfidence }),
+	"precision_reached":    boolPtrCol(func(r *RunSummary) **bool { return &r.PrecisionReached }),
 }
 
 // runDetailFields decode run_detail's columns by name into a RunDetail.
@@ -181,6 +198,9 @@ var runDetailFields = func() map[string]column[RunDetail] {
 		"e2e_mean_ms":         floatCol(func(r *RunDetail) **float64 { return &r.E2EMeanMs }),
 		"e2e_p99_ms":          floatCol(func(r *RunDetail) **float64 { return &r.E2EP99Ms }),
 		"error":               strCol(func(r *RunDetail) *string { return &r.Error }),
+		"ci_mean":             floatCol(func(r *RunDetail) **float64 { return &r.CIMean }),
+		"ci_batches":          intPtrCol(func(r *RunDetail) **int { return &r.CIBatches }),
+		"precision_target":    floatCol(func(r *RunDetail) **float64 { return &r.PrecisionTarget }),
 	} {
 		m[name] = c
 	}
@@ -352,6 +372,18 @@ func intPtrCol[T any](p func(*T) **int) column[T] {
 
 func boolCol[T any](p func(*T) *bool) column[T] {
 	return column[T]{set: func(r *T, v driver.Value, _ *float64) { *p(r) = vInt64(v) != 0 }}
+}
+
+// boolPtrCol: nil for NULL.
+func boolPtrCol[T any](p func(*T) **bool) column[T] {
+	return column[T]{set: func(r *T, v driver.Value, _ *float64) {
+		if v == nil {
+			*p(r) = nil
+			return
+		}
+		b := vInt64(v) != 0
+		*p(r) = &b
+	}}
 }
 
 func timeCol[T any](p func(*T) *time.Time) column[T] {

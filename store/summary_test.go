@@ -57,6 +57,13 @@ func summaryDB(t *testing.T) (*DB, int64) {
 		for _, c := range []int{1, 16} {
 			for rep := 1; rep <= 2; rep++ {
 				r := okRun(sw, pid, a, c, rep, float64(100*c*rep))
+				switch {
+				case pid == "s1" && c == 16: // a precision-targeted level, reached or not
+					r.Metrics.Interval = &Interval{Metric: "output_tok_s", Mean: 1590, Low: 1560, High: 1620, Confidence: 0.95,
+						Batches: 20, Target: 0.02, Reached: rep == 1}
+				case pid == "b4" && c == 1: // a fixed count's interval
+					r.Metrics.Interval = &Interval{Metric: "tpot_ms", Mean: 11, Low: 10.5, High: 11.5, Confidence: 0.9, Batches: 12}
+				}
 				if err := db.RecordRun(ctx, r); err != nil {
 					t.Fatal(err)
 				}
@@ -100,6 +107,8 @@ func flat(v reflect.Value) []any {
 				f = f.Elem()
 			}
 			switch f.Kind() {
+			case reflect.Bool:
+				out = append(out, map[bool]int64{true: 1, false: 0}[f.Bool()])
 			case reflect.Int, reflect.Int64:
 				out = append(out, f.Int())
 			case reflect.Float64:
@@ -147,9 +156,9 @@ func TestTypedReadersMatchTheViews(t *testing.T) {
 	if len(sums) != len(raw.Values) || len(sums) != 2*2*2+1 {
 		t.Fatalf("%d typed rows, %d raw", len(sums), len(raw.Values))
 	}
-	// host (3) and dataset (28) read "" for NULL.
+	// host (3), dataset (28) and ci_metric (30) read "" for NULL.
 	for i, r := range sums {
-		if got, want := flat(reflect.ValueOf(r)), norm(raw.Values[i], map[int]bool{3: true, 28: true}); !reflect.DeepEqual(got, want) {
+		if got, want := flat(reflect.ValueOf(r)), norm(raw.Values[i], map[int]bool{3: true, 28: true, 30: true}); !reflect.DeepEqual(got, want) {
 			t.Errorf("run_summary row %d:\n got %v\nwant %v", i, got, want)
 		}
 	}
@@ -167,7 +176,7 @@ func TestTypedReadersMatchTheViews(t *testing.T) {
 		t.Fatalf("%d typed ok details, %d raw", len(ok), len(rawD.Values))
 	}
 	for i, r := range ok {
-		if got, want := flat(reflect.ValueOf(r)), norm(rawD.Values[i], map[int]bool{3: true, 28: true}); !reflect.DeepEqual(got, want) {
+		if got, want := flat(reflect.ValueOf(r)), norm(rawD.Values[i], map[int]bool{3: true, 28: true, 30: true}); !reflect.DeepEqual(got, want) {
 			t.Errorf("run_detail row %d:\n got %v\nwant %v", i, got, want)
 		}
 	}
@@ -231,5 +240,27 @@ func TestStateCounts(t *testing.T) {
 	got := fmt.Sprint(c.Points)
 	if w := "[{failed oom 1} {pending  2} {pending interrupted 1} {running  2}]"; got != w {
 		t.Errorf("points: %s, want %s", got, w)
+	}
+}
+
+// TestRunIntervalsAreStored: a level's interval and its precision target land in the runs'
+// columns, NULL where the level had none (docs/schema.md, runs.ci_*).
+func TestRunIntervalsAreStored(t *testing.T) {
+	ctx := context.Background()
+	db, sw := summaryDB(t)
+	got, err := db.Query(ctx, `SELECT point_id, concurrency, repeat, ci_metric, ci_mean, ci_low, ci_high, ci_confidence,
+		ci_batches, precision_target, precision_reached FROM run_detail
+		WHERE sweep_id = ? AND ci_metric IS NOT NULL ORDER BY plan_order, concurrency, repeat`, sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]any{
+		{"b4", int64(1), int64(1), "tpot_ms", 11.0, 10.5, 11.5, 0.9, int64(12), nil, nil},
+		{"b4", int64(1), int64(2), "tpot_ms", 11.0, 10.5, 11.5, 0.9, int64(12), nil, nil},
+		{"s1", int64(16), int64(1), "output_tok_s", 1590.0, 1560.0, 1620.0, 0.95, int64(20), 0.02, int64(1)},
+		{"s1", int64(16), int64(2), "output_tok_s", 1590.0, 1560.0, 1620.0, 0.95, int64(20), 0.02, int64(0)},
+	}
+	if !reflect.DeepEqual(got.Values, want) {
+		t.Errorf("stored intervals:\n got %v\nwant %v", got.Values, want)
 	}
 }

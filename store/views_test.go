@@ -14,7 +14,7 @@ func TestViewColumns(t *testing.T) {
 		"run_summary": "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, concurrency, repeat, " +
 			"status, requests, completed, failed, output_tok_s, request_s, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, " +
 			"itl_p99_ms, tpot_p50_ms, e2e_p50_ms, accept_length, speedup, started_at, finished_at, accept_length_source, " +
-			"dataset, input_tokens",
+			"dataset, input_tokens, ci_metric, ci_low, ci_high, ci_confidence, precision_reached",
 		"point_summary": "sweep, sweep_id, point_id, host, method, num_steps, topk, num_draft_tokens, tp, state, attempts, " +
 			"failure_class, failure_detail, load_s, exec_start, effective_args, provenance, started_at, finished_at, " +
 			"effective_num_steps, effective_topk, effective_num_draft_tokens, baseline, reason, output_check, output_agreement",
