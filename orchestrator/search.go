@@ -105,6 +105,9 @@ func SearchKnowledge(p store.SearchPoint, sources []sweep.Source) sweep.PointRes
 		var rr sweep.RepeatRun
 		rr.OK = run.Status == store.RunOK
 		rr.Figures[sweep.OutputTokS], rr.Figures[sweep.AcceptLength] = run.OutputTokS, run.AcceptLength
+		if run.TokSLow != nil && run.TokSHigh != nil {
+			rr.TokS = &sweep.Bounds{Low: *run.TokSLow, High: *run.TokSHigh}
+		}
 		m.Add(run.Concurrency, run.Repeat, sweep.SourceKey{Dataset: run.Dataset, InputTokens: run.InputTokens}, rr)
 	}
 	for _, c := range m.Levels() {
@@ -114,7 +117,7 @@ func SearchKnowledge(p store.SearchPoint, sources []sweep.Source) sweep.PointRes
 		if !reps.Counts() {
 			continue
 		}
-		l := sweep.LevelResult{OutputTokS: reps.Values(sweep.OutputTokS)}
+		l := sweep.LevelResult{OutputTokS: reps.Values(sweep.OutputTokS), TokS: reps.Stat(sweep.OutputTokS).CI}
 		if a := reps.Stat(sweep.AcceptLength); a.N == len(l.OutputTokS) {
 			l.AcceptLength = a.Median
 		}

@@ -57,7 +57,7 @@ func plateau(best *Cell, cells []*Cell) *Cell {
 			continue
 		}
 		asGood := c.TokS.Median >= best.TokS.Median*(1-PlateauTolerance)
-		if c.TokS.N > 1 && best.TokS.N > 1 {
+		if sweep.NoiseMeasured(best.TokS, c.TokS) {
 			asGood = sweep.NoiseOf(best.TokS, c.TokS) != NoiseClear
 		}
 		if asGood {

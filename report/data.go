@@ -332,6 +332,9 @@ func repeatRun(r *store.RunSummary) sweep.RepeatRun {
 	f := &rr.Figures
 	f[sweep.OutputTokS], f[sweep.Speedup], f[sweep.AcceptLength] = r.OutputTokS, r.Speedup, r.AcceptLength
 	f[sweep.TTFTP99Ms], f[sweep.TTFTP50Ms], f[sweep.TPOTP50Ms], f[sweep.ITLP50Ms] = r.TTFTP99Ms, r.TTFTP50Ms, r.TPOTP50Ms, r.ITLP50Ms
+	if r.CIMetric == sweep.PrecisionOutputTokS && r.CILow != nil && r.CIHigh != nil {
+		rr.TokS = &sweep.Bounds{Low: *r.CILow, High: *r.CIHigh}
+	}
 	return rr
 }
 

@@ -89,6 +89,9 @@ type SearchRun struct {
 	// OutputTokS and AcceptLength are nil when the run did not measure them (a failed run, a
 	// baseline's accept length).
 	OutputTokS, AcceptLength *float64
+	// TokSLow and TokSHigh are the run's confidence interval of output tok/s (ci_metric
+	// output_tok_s), nil without one.
+	TokSLow, TokSHigh *float64
 }
 
 // SearchInputs reads what a search decides from: every point of the sweep in plan order, with its
@@ -97,7 +100,8 @@ type SearchRun struct {
 func (db *DB) SearchInputs(ctx context.Context, sweepID int64) ([]SearchPoint, error) {
 	var out []SearchPoint
 	err := db.scan(ctx, `SELECT p.point_id, p.state, p.searched, p.reason,
-		r.concurrency, r.repeat, r.status, r.output_tok_s, r.accept_length, r.dataset, r.input_tokens
+		r.concurrency, r.repeat, r.status, r.output_tok_s, r.accept_length, r.dataset, r.input_tokens,
+		CASE WHEN r.ci_metric = 'output_tok_s' THEN r.ci_low END, CASE WHEN r.ci_metric = 'output_tok_s' THEN r.ci_high END
 		FROM points p
 		LEFT JOIN runs r ON r.point_ref = p.id AND r.attempt = p.attempts AND r.status <> 'superseded'
 		WHERE p.sweep_id = ?
@@ -110,11 +114,12 @@ func (db *DB) SearchInputs(ctx context.Context, sweepID int64) ([]SearchPoint, e
 		if v[4] == nil { // no run
 			return nil
 		}
-		f := make([]float64, 2) // one allocation for the run's figures
+		f := make([]float64, 4) // one allocation for the run's figures
 		p := &out[len(out)-1]
 		p.Runs = append(p.Runs, SearchRun{Concurrency: int(vInt64(v[4])), Repeat: int(vInt64(v[5])),
 			Dataset: vString(v[9]), InputTokens: int(vInt64(v[10])),
-			Status: RunStatus(vString(v[6])), OutputTokS: vFloat(v[7], &f[0]), AcceptLength: vFloat(v[8], &f[1])})
+			Status: RunStatus(vString(v[6])), OutputTokS: vFloat(v[7], &f[0]), AcceptLength: vFloat(v[8], &f[1]),
+			TokSLow: vFloat(v[11], &f[2]), TokSHigh: vFloat(v[12], &f[3])})
 		return nil
 	})
 	if err != nil {

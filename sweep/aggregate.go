@@ -30,7 +30,13 @@ const (
 type RepeatRun struct {
 	OK      bool
 	Figures [numFigures]*float64
+	// TokS is the run's confidence interval of output tok/s (runs.ci_low/ci_high when ci_metric is
+	// output_tok_s), nil without one.
+	TokS *Bounds
 }
+
+// Bounds are a confidence interval's.
+type Bounds struct{ Low, High float64 }
 
 // Repeats collects the runs of one point at one concurrency level (the current attempt's, never a
 // superseded one). A level counts only when every repeat of it recorded so far is ok and measured
@@ -40,6 +46,9 @@ type RepeatRun struct {
 type Repeats struct {
 	failed bool
 	v      [numFigures][]float64
+	// bounds are the counted repeats' output tok/s intervals; noBounds: some repeat had none.
+	bounds   []Bounds
+	noBounds bool
 }
 
 // Add counts one run.
@@ -52,6 +61,11 @@ func (r *Repeats) Add(run RepeatRun) {
 		if x != nil && !math.IsNaN(*x) {
 			r.v[f] = append(r.v[f], *x)
 		}
+	}
+	if b := run.TokS; b != nil && b.Low <= b.High && !math.IsNaN(b.Low) && !math.IsNaN(b.High) {
+		r.bounds = append(r.bounds, *b)
+	} else {
+		r.noBounds = true
 	}
 }
 
@@ -67,13 +81,32 @@ func (r *Repeats) Values(f Figure) []float64 {
 	return r.v[f]
 }
 
-// Stat is f aggregated over the repeats (the zero Stat when the level does not count).
-func (r *Repeats) Stat(f Figure) Stat { return NewStat(r.Values(f)) }
+// Stat is f aggregated over the repeats (the zero Stat when the level does not count); output
+// tok/s carries the repeats' confidence intervals when every repeat has one.
+func (r *Repeats) Stat(f Figure) Stat {
+	s := NewStat(r.Values(f))
+	if f == OutputTokS && s.N > 0 && !r.noBounds && len(r.bounds) == s.N {
+		s.CI = envelope(r.bounds)
+	}
+	return s
+}
+
+// Bounds of the repeats' intervals together: the lowest low and the highest high.
+func envelope(bs []Bounds) *Bounds {
+	out := bs[0]
+	for _, b := range bs[1:] {
+		out.Low, out.High = min(out.Low, b.Low), max(out.High, b.High)
+	}
+	return &out
+}
 
 // Stat summarises one figure over a level's repeats.
 type Stat struct {
 	N                int // number of values (0: none recorded)
 	Median, Min, Max float64
+	// CI is the confidence interval of the figure (output tok/s only): a single repeat's, or the
+	// envelope of every repeat's; nil when some repeat had none.
+	CI *Bounds
 }
 
 // NewStat is the median and range of v (v is not changed).
@@ -118,17 +151,28 @@ const (
 	NoiseUnknown Noise = "unknown"
 )
 
-// NoiseOf is the verdict on a over b: unknown unless both have two repeats or more, clear when
-// the slowest of a beats the fastest of b, within noise otherwise.
+// NoiseOf is the verdict on a over b. With two repeats or more on both sides: clear when the
+// slowest of a beats the fastest of b. Otherwise, with confidence intervals on both sides
+// (precision-targeted levels, or any level with enough batches): clear when a's interval lies
+// wholly above b's. Within noise otherwise; unknown when neither is measured (NoiseMeasured).
 func NoiseOf(a, b Stat) Noise {
 	switch {
-	case a.N < 2 || b.N < 2:
-		return NoiseUnknown
-	case a.Min > b.Max:
-		return NoiseClear
+	case a.N >= 2 && b.N >= 2:
+		if a.Min > b.Max {
+			return NoiseClear
+		}
+		return NoiseWithin
+	case a.N >= 1 && b.N >= 1 && a.CI != nil && b.CI != nil:
+		if a.CI.Low > b.CI.High {
+			return NoiseClear
+		}
+		return NoiseWithin
 	}
-	return NoiseWithin
+	return NoiseUnknown
 }
+
+// NoiseMeasured reports whether NoiseOf can judge a against b: repeats on both sides, or intervals.
+func NoiseMeasured(a, b Stat) bool { return NoiseOf(a, b) != NoiseUnknown }
 
 // ClearlyAbove is the "clear" rule for repeated measurements: the slowest of a beats the fastest
 // of b.

@@ -33,6 +33,7 @@ func Mix(sources []Source, runs map[SourceKey]RepeatRun) RepeatRun {
 	}
 	var (
 		time, steps, baseTime, weight float64
+		lowTime, highTime             float64 // the mix of the intervals' bounds (NaN: some source has none)
 		latency                       [numFigures]float64
 		p99                           = math.Inf(-1)
 		missing                       [numFigures]bool
@@ -44,6 +45,13 @@ func Mix(sources []Source, runs map[SourceKey]RepeatRun) RepeatRun {
 		}
 		t := c.Weight / *r.Figures[OutputTokS]
 		time += t
+		// The mix is monotone in each source's tok/s: the bounds' mix bounds it.
+		if b := r.TokS; b != nil && b.Low > 0 && b.High >= b.Low {
+			lowTime += c.Weight / b.Low
+			highTime += c.Weight / b.High
+		} else {
+			lowTime = math.NaN()
+		}
 		weight += c.Weight
 		for f, x := range r.Figures {
 			if x == nil || math.IsNaN(*x) {
@@ -76,6 +84,9 @@ func Mix(sources []Source, runs map[SourceKey]RepeatRun) RepeatRun {
 		}
 	}
 	set(OutputTokS, weight/time)
+	if lo, hi := weight/lowTime, weight/highTime; !math.IsNaN(lo) && !math.IsInf(hi, 0) && lo > 0 {
+		out.TokS = &Bounds{Low: lo, High: hi}
+	}
 	set(AcceptLength, weight/steps)
 	set(Speedup, baseTime/time)
 	for _, f := range []Figure{TTFTP50Ms, TPOTP50Ms, ITLP50Ms} {

@@ -37,6 +37,9 @@ type PointResult struct {
 // LevelResult is one concurrency level of a measured point.
 type LevelResult struct {
 	OutputTokS []float64 // output tok/s of each ok repeat
+	// TokS is the confidence interval of output tok/s over the repeats (Repeats.Stat's CI), nil
+	// when some repeat had none.
+	TokS *Bounds
 	// AcceptLength is the median accept length over the repeats; 0 when not measured.
 	AcceptLength float64
 }
@@ -349,11 +352,14 @@ func (w *walk) gains(i int, among func(j int) bool) (bool, string) {
 	return improved, strings.Join(parts, ", ")
 }
 
-// clear applies the report's noise rule with repeats (NoiseOf): every repeat of i beats every
-// repeat of b; without repeats on both sides the noise is not measured and does not hold a gain back.
+// clear applies the report's noise rule (NoiseOf): with repeats, every repeat of i beats every
+// repeat of b; else, with confidence intervals, i's interval lies above b's. Where the noise is not
+// measured it does not hold a gain back.
 func (w *walk) clear(i, b, level int) bool {
-	a, o := w.seen[i].Levels[level].OutputTokS, w.seen[b].Levels[level].OutputTokS
-	return NoiseOf(NewStat(a), NewStat(o)) != NoiseWithin
+	li, lb := w.seen[i].Levels[level], w.seen[b].Levels[level]
+	a, o := NewStat(li.OutputTokS), NewStat(lb.OutputTokS)
+	a.CI, o.CI = li.TokS, lb.TokS
+	return NoiseOf(a, o) != NoiseWithin
 }
 
 func (w *walk) steps(i int) int { return w.c.steps[i] }

@@ -74,6 +74,13 @@ type searchRun struct {
 // figures before the next call.
 func drive(t *testing.T, s *sweep.Spec, f curve) searchRun {
 	t.Helper()
+	return driveCI(t, s, f, 0)
+}
+
+// driveCI is drive with every single-repeat level carrying a confidence interval of ±halfWidth
+// (relative) around its figure (0: none), as a precision-targeted level records.
+func driveCI(t *testing.T, s *sweep.Spec, f curve, halfWidth float64) searchRun {
+	t.Helper()
 	plan := s.Plan()
 	byID := map[string]sweep.Point{}
 	for _, pt := range plan.Points {
@@ -90,7 +97,7 @@ func drive(t *testing.T, s *sweep.Spec, f curve) searchRun {
 			if _, dup := known[r.PointID]; dup {
 				t.Fatalf("point %s released twice", byID[r.PointID].Label())
 			}
-			known[r.PointID] = measure(byID[r.PointID], s.Workload.Concurrency, f)
+			known[r.PointID] = measure(byID[r.PointID], s.Workload.Concurrency, f, halfWidth)
 			out.ran = append(out.ran, byID[r.PointID])
 			out.release[r.PointID] = r.Reason
 		}
@@ -110,11 +117,15 @@ func drive(t *testing.T, s *sweep.Spec, f curve) searchRun {
 	return out
 }
 
-func measure(pt sweep.Point, levels []int, f curve) sweep.PointResult {
+func measure(pt sweep.Point, levels []int, f curve, halfWidth float64) sweep.PointResult {
 	r := sweep.PointResult{Knowledge: sweep.Measured, Levels: map[int]sweep.LevelResult{}}
 	for _, c := range levels {
 		tok, a := f(pt, c)
-		r.Levels[c] = sweep.LevelResult{OutputTokS: tok, AcceptLength: a}
+		l := sweep.LevelResult{OutputTokS: tok, AcceptLength: a}
+		if halfWidth > 0 && len(tok) == 1 {
+			l.TokS = &sweep.Bounds{Low: tok[0] * (1 - halfWidth), High: tok[0] * (1 + halfWidth)}
+		}
+		r.Levels[c] = l
 	}
 	return r
 }
@@ -258,6 +269,28 @@ func TestRepeatsGainMustBeClearOfNoise(t *testing.T) {
 	}
 }
 
+// TestIntervalsGainMustBeClearOfThem: without repeats, a precision-targeted level's confidence
+// interval decides as repeats' ranges do: a 3% step gain inside ±5% intervals does not keep the
+// climb going, the same gain with ±0.5% intervals does.
+func TestIntervalsGainMustBeClearOfThem(t *testing.T) {
+	curve := func(pt sweep.Point, level int) ([]float64, float64) {
+		if pt.Baseline {
+			return []float64{50}, 0
+		}
+		return []float64{100 * math.Pow(1.03, float64(*pt.NumSteps))}, 1 + float64(*pt.NumSteps)*0.5
+	}
+	s := searchSpec(t, false, "[1]", 1, "{strategy: climb}")
+	if steps := stepsRan(driveCI(t, s, curve, 0.05), 1); len(steps) > 3 {
+		t.Errorf("ran steps %v: a 3%% gain inside ±5%% intervals must not keep the climb going", steps)
+	}
+	if steps := stepsRan(driveCI(t, s, curve, 0.005), 1); len(steps) < 5 {
+		t.Errorf("ran steps %v: 3%% gains clear of ±0.5%% intervals should keep the climb going", steps)
+	}
+	if steps := stepsRan(driveCI(t, s, curve, 0), 1); len(steps) < 5 {
+		t.Errorf("ran steps %v: without intervals nor repeats the noise does not hold a gain back", steps)
+	}
+}
+
 func TestBudgetCapsThePointsRun(t *testing.T) {
 	s := searchSpec(t, true, "[1]", 1, "{strategy: climb, budget: 4}")
 	r := drive(t, s, chainCurve(0.9, 0.05, nil, 1, 1))
@@ -325,7 +358,7 @@ func TestDecideReplaysTheSameDecisions(t *testing.T) {
 		}
 		id := inflight[len(inflight)-1]
 		inflight = inflight[:len(inflight)-1]
-		known[id] = measure(byID[id], s.Workload.Concurrency, f)
+		known[id] = measure(byID[id], s.Workload.Concurrency, f, 0)
 		ran = append(ran, id)
 	}
 	var want []string
