@@ -41,6 +41,8 @@ type Sweep struct {
 	SpecText string
 	// PhasePlan is the spec's workload.phases (none: levels).
 	PhasePlan []sweep.Phase
+	// Precision is the spec's workload.precision (nil: levels of a fixed count).
+	Precision *sweep.Precision
 	// Sources are the prompt sources every level was measured on (sweep.Workload.Sources), whose
 	// weighted mix is each cell's figure; those of the runs read, equally weighted, where the spec
 	// does not tell.
@@ -155,6 +157,9 @@ type Cell struct {
 	// TokSByRepeat is the output tok/s of each repeat, in repeat order (a level that counts has
 	// every repeat): the recommendation mixes each repeat over the levels (Recommend).
 	TokSByRepeat []float64
+	// PrecisionMissed: some repeat (or prompt source) ran to the level's cap before its interval
+	// reached workload.precision's target.
+	PrecisionMissed bool
 }
 
 // PerGPU is the median output tok/s divided by tp.
@@ -247,6 +252,7 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	if spec := s.Spec(); spec != nil {
 		s.Sources = spec.Workload.Sources()
 		s.PhasePlan = spec.Workload.Phases
+		s.Precision = spec.Workload.Precision
 	}
 	if len(s.PhasePlan) > 0 {
 		if err := setPhases(ctx, db, s.ID, byID); err != nil {
@@ -335,6 +341,7 @@ func repeatRun(r *store.RunSummary) sweep.RepeatRun {
 	if r.CIMetric == sweep.PrecisionOutputTokS && r.CILow != nil && r.CIHigh != nil {
 		rr.TokS = &sweep.Bounds{Low: *r.CILow, High: *r.CIHigh}
 	}
+	rr.Missed = r.PrecisionReached != nil && !*r.PrecisionReached
 	return rr
 }
 
@@ -381,7 +388,7 @@ func newCell(p *Point, c int, reps *sweep.Repeats) *Cell {
 		Speedup: reps.Stat(sweep.Speedup), Accept: reps.Stat(sweep.AcceptLength),
 		TTFTP99: reps.Stat(sweep.TTFTP99Ms), TTFTP50: reps.Stat(sweep.TTFTP50Ms),
 		TPOTP50: reps.Stat(sweep.TPOTP50Ms), ITLP50: reps.Stat(sweep.ITLP50Ms),
-		TokSByRepeat: slices.Clone(reps.Values(sweep.OutputTokS))}
+		TokSByRepeat: slices.Clone(reps.Values(sweep.OutputTokS)), PrecisionMissed: reps.Missed()}
 }
 
 // sourcesOf are the sources the cells mix: the spec's that have runs among those read (a --where

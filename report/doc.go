@@ -451,6 +451,10 @@ func resultsTable(s *Sweep) Table {
 		t.Num = append(t.Num, false)
 		t.Note += " packed: the point ran on a packed host (pack: true) on its own GPUs, beside that many other points at some moment of its run (their load may have touched its figures); - : not packed."
 	}
+	if s.Precision != nil {
+		t.Note += " ±: the half-width of the level's confidence interval of output tok/s (" + s.Precision.Words(s.MaxRequests()) +
+			"); * marks a level that ran to the cap before reaching the target."
+	}
 	if len(s.Pruned()) > 0 {
 		t.Note += " Points the search pruned ran nothing: they are listed under \"Pruned by the search\"."
 	}
@@ -467,6 +471,9 @@ func resultsTable(s *Sweep) Table {
 				continue
 			}
 			v := fmt.Sprintf("%.1f", cell.TokS.Median)
+			if s.Precision != nil {
+				v += " " + IntervalWords(cell)
+			}
 			if cell.Speedup.OK() {
 				v += fmt.Sprintf(" (%.2f×)", cell.Speedup.Median)
 			}

@@ -33,6 +33,9 @@ type RepeatRun struct {
 	// TokS is the run's confidence interval of output tok/s (runs.ci_low/ci_high when ci_metric is
 	// output_tok_s), nil without one.
 	TokS *Bounds
+	// Missed: the level had a precision target (workload.precision) and ran to its cap before
+	// its interval reached it.
+	Missed bool
 }
 
 // Bounds are a confidence interval's.
@@ -49,10 +52,12 @@ type Repeats struct {
 	// bounds are the counted repeats' output tok/s intervals; noBounds: some repeat had none.
 	bounds   []Bounds
 	noBounds bool
+	missed   bool
 }
 
 // Add counts one run.
 func (r *Repeats) Add(run RepeatRun) {
+	r.missed = r.missed || run.Missed
 	if !run.OK || run.Figures[OutputTokS] == nil || math.IsNaN(*run.Figures[OutputTokS]) {
 		r.failed = true
 		return
@@ -80,6 +85,9 @@ func (r *Repeats) Values(f Figure) []float64 {
 	}
 	return r.v[f]
 }
+
+// Missed reports whether some repeat ran to its cap before reaching its precision target.
+func (r *Repeats) Missed() bool { return r != nil && r.missed }
 
 // Stat is f aggregated over the repeats (the zero Stat when the level does not count); output
 // tok/s carries the repeats' confidence intervals when every repeat has one.

@@ -45,6 +45,7 @@ func Mix(sources []Source, runs map[SourceKey]RepeatRun) RepeatRun {
 		}
 		t := c.Weight / *r.Figures[OutputTokS]
 		time += t
+		out.Missed = out.Missed || r.Missed
 		// The mix is monotone in each source's tok/s: the bounds' mix bounds it.
 		if b := r.TokS; b != nil && b.Low > 0 && b.High >= b.Low {
 			lowTime += c.Weight / b.Low

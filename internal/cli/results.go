@@ -58,13 +58,21 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 				cells = append(cells, "-", "-")
 				continue
 			}
-			cells = append(cells, fmtStat(x.TokS, 1), fmtSpeedup(x.Speedup))
+			tok := fmtStat(x.TokS, 1)
+			if s.Precision != nil {
+				tok += " " + report.IntervalWords(x)
+			}
+			cells = append(cells, tok, fmtSpeedup(x.Speedup))
 		}
 		cells = append(cells, fmtStat(p.Accept(), 2))
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if s.Precision != nil {
+		fmt.Fprintf(w, "±: the half-width of the level's confidence interval of output tok/s (%s); *: the level ran to the cap before reaching it.\n",
+			s.Precision.Words(s.MaxRequests()))
 	}
 	if checked {
 		fmt.Fprintln(w, "CHECK: the lossless output check against the baseline of the same tp (ref: that baseline; MISMATCH: does not answer as it does; -: not checked).")
