@@ -239,10 +239,24 @@ func between(bins []float64, w, lo, hi time.Duration) float64 {
 // the window holds too few batches: fewer than intervalBatches of at least batchE2Es mean E2E
 // latencies each (and, for a latency, of at least two requests each).
 func (a *intervalAcc) interval(end time.Duration, confidence float64) *Interval {
+	return a.intervalE2E(end, confidence, a.meanE2E())
+}
+
+// meanE2E is the mean E2E latency of the requests completed so far.
+func (a *intervalAcc) meanE2E() time.Duration {
+	if a.done == 0 {
+		return 0
+	}
+	return a.e2eSum / time.Duration(a.done)
+}
+
+// intervalE2E is interval with the batches sized from meanE2E: a stopped level's final interval
+// uses the one its decision saw (the drain's requests, faster at a lower concurrency, must not
+// change the rule afterwards).
+func (a *intervalAcc) intervalE2E(end time.Duration, confidence float64, meanE2E time.Duration) *Interval {
 	if !a.rampDone || a.done == 0 || end <= a.rampEnd {
 		return nil
 	}
-	meanE2E := a.e2eSum / time.Duration(a.done)
 	window := end - a.rampEnd
 	if window < time.Duration(intervalBatches*batchE2Es)*meanE2E {
 		return nil
@@ -457,7 +471,7 @@ func (r *runner) checkPrecision(done <-chan struct{}, p Precision) {
 				at := now.Sub(r.measureFrom) - r.acc.maxE2E
 				iv := r.acc.interval(at, p.Confidence)
 				if iv != nil && iv.RelHalfWidth <= p.Target {
-					r.stopAt = at
+					r.stopAt, r.stopE2E = at, r.acc.meanE2E()
 					r.stop.Store(true)
 				}
 			}
@@ -477,15 +491,15 @@ func (r *runner) checkPrecision(done <-chan struct{}, p Precision) {
 func (r *runner) finalInterval(p *Precision, confidence float64) *Interval {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	end := r.stopAt
+	end, e2e := r.stopAt, r.stopE2E
 	if !r.stop.Load() {
 		last := r.lastSend.Load()
 		if last == 0 {
 			return nil
 		}
-		end = time.Unix(0, last).Sub(r.measureFrom)
+		end, e2e = time.Unix(0, last).Sub(r.measureFrom), r.acc.meanE2E()
 	}
-	iv := r.acc.interval(end, confidence)
+	iv := r.acc.intervalE2E(end, confidence, e2e)
 	if iv != nil && p != nil {
 		iv.Target = p.Target
 		iv.Reached = iv.RelHalfWidth <= p.Target

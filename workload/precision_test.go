@@ -238,3 +238,16 @@ func FuzzInterval(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkIntervalAdd: what a completed request costs the interval's bins under the runner's
+// lock (a level of c=256, each request lasting 1/16 of the level: the worst realistic spread).
+func BenchmarkIntervalAdd(b *testing.B) {
+	a := newIntervalAcc(MetricOutputTokS, 256)
+	const level = 64 * time.Second
+	i := 0
+	for b.Loop() {
+		end := time.Duration(i%65536) * level / 65536
+		a.add(end-level/16, end, 256, time.Millisecond, level/16)
+		i++
+	}
+}

@@ -56,6 +56,7 @@ type runner struct {
 	lastSend atomic.Int64
 	stop     atomic.Bool
 	stopAt   time.Duration
+	stopE2E  time.Duration // the mean E2E latency the decision saw (under mu)
 }
 
 // shard holds the figures of some workers; merged once at the end.
