@@ -50,8 +50,8 @@ type runner struct {
 	// MaxRequests.
 	maxRequests int
 	// acc gathers the interval's data (under mu); lastSend is when the last measured request was
-	// sent (UnixNano: the drain begins there); stop, set by a Precision's check whose window ended at stopAt (an
-	// offset from measureFrom, under mu), refuses further requests.
+	// sent (UnixNano: the drain begins there); stop, set by a Precision's check whose window ended
+	// at stopAt (an offset from measureFrom, under mu), refuses further requests.
 	acc      *intervalAcc
 	lastSend atomic.Int64
 	stop     atomic.Bool
