@@ -45,6 +45,18 @@ type runner struct {
 	workerPool  sync.Pool
 	measureFrom time.Time
 	series      []float64 // output tokens per Config.SeriesWidth from measureFrom (under mu)
+
+	// maxRequests caps the measured requests sent (0: none): Config.Requests, or a Precision's
+	// MaxRequests.
+	maxRequests int
+	// acc gathers the interval's data (under mu); lastSend is when the last measured request was
+	// sent (UnixNano: the drain begins there); stop, set by a Precision's check whose window ended
+	// at stopAt (an offset from measureFrom, under mu), refuses further requests.
+	acc      *intervalAcc
+	lastSend atomic.Int64
+	stop     atomic.Bool
+	stopAt   time.Duration
+	stopE2E  time.Duration // the mean E2E latency the decision saw (under mu)
 }
 
 // shard holds the figures of some workers; merged once at the end.
@@ -144,19 +156,48 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	lctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	r.abort = abort
+	r.maxRequests = cfg.Requests
+	metric, confidence := MetricOutputTokS, DefaultConfidence
+	if p := cfg.Precision; p != nil {
+		r.maxRequests, metric, confidence = p.MaxRequests, p.Metric, p.Confidence
+	}
+	// The ramp-up ends when as many requests have completed as the level keeps in flight (closed
+	// loop: each slot has been refilled once), or with the first (open loop: the arrivals were
+	// never synchronised; by one E2E latency in, the requests in flight are at their steady count).
+	rampN := 1
+	if cfg.RequestRate == 0 {
+		rampN = cfg.Concurrency
+		if r.maxRequests > 0 {
+			rampN = min(rampN, r.maxRequests)
+		}
+	}
+	r.acc = newIntervalAcc(metric, rampN)
 	start := time.Now()
 	r.measureFrom = start
+	checked := make(chan struct{})
+	stopCheck := make(chan struct{})
+	if p := cfg.Precision; p != nil {
+		go func() {
+			defer close(checked)
+			r.checkPrecision(stopCheck, *p)
+		}()
+	} else {
+		close(checked)
+	}
 	if cfg.RequestRate > 0 {
 		r.openLoop(lctx, start)
 	} else {
 		r.closedLoop(lctx, start)
 	}
+	close(stopCheck)
+	<-checked
 	end := r.lastEnd
 	if end.IsZero() || end.Before(start) {
 		end = time.Now()
 	}
 	res.Start, res.Duration = start, end.Sub(start)
 	r.fill(res)
+	res.Interval = r.finalInterval(cfg.Precision, confidence)
 	if w := cfg.SeriesWidth; w > 0 {
 		r.mu.Lock()
 		res.Series = make([]float64, len(r.series))
@@ -297,7 +338,10 @@ func (r *runner) more(ctx context.Context, i int, deadline time.Time) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	if r.cfg.Requests > 0 && i >= r.cfg.Requests {
+	if r.maxRequests > 0 && i >= r.maxRequests {
+		return false
+	}
+	if r.stop.Load() {
 		return false
 	}
 	if r.cfg.Duration > 0 && !time.Now().Before(deadline) {
@@ -312,8 +356,8 @@ func (r *runner) closedLoop(ctx context.Context, start time.Time) {
 	var next, convs atomic.Int64
 	var wg sync.WaitGroup
 	slots := r.cfg.Concurrency
-	if r.cfg.Requests > 0 {
-		slots = min(slots, r.cfg.Requests) // no idle workers for a level of few requests
+	if r.maxRequests > 0 {
+		slots = min(slots, r.maxRequests) // no idle workers for a level of few requests
 	}
 	claim := func() (int, bool) {
 		i := int(next.Add(1) - 1)
@@ -321,6 +365,7 @@ func (r *runner) closedLoop(ctx context.Context, start time.Time) {
 			return 0, false
 		}
 		r.sent.Add(1)
+		r.lastSend.Store(time.Now().UnixNano())
 		return i, true
 	}
 	for wi := range slots {
@@ -378,6 +423,7 @@ func (r *runner) openLoop(ctx context.Context, start time.Time) {
 			r.begin(c, key, i, &convs)
 		}
 		r.sent.Add(1)
+		r.lastSend.Store(time.Now().UnixNano())
 		wg.Go(func() {
 			defer func() { <-sem }()
 			w := r.workerPool.Get().(*worker)
@@ -463,6 +509,7 @@ func (r *runner) record(sh *shard, i int, o *outcome) {
 	if o.ok {
 		r.completed++
 		r.consecutive = 0
+		r.acc.add(o.start.Add(o.ttft).Sub(r.measureFrom), o.start.Add(o.e2e).Sub(r.measureFrom), o.completion, o.ttft, o.e2e)
 	} else {
 		r.failed++
 		r.noteError(i, o.errMsg)

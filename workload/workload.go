@@ -73,6 +73,10 @@ type Config struct {
 	// requests after that long. At least one of them must be set.
 	Requests int
 	Duration time.Duration
+	// Precision, when set, ends the level once the confidence interval of its figure is within
+	// Precision.Target (relative half-width), after at least MinRequests measured requests; at
+	// MaxRequests (or Duration) it ends anyway, the precision reached recorded.
+	Precision *Precision
 	// SeriesWidth > 0 asks for Result.Series: the output tok/s of each interval of this width.
 	SeriesWidth time.Duration
 	// Warmup requests are sent first, at the level's concurrency, and excluded from every figure.
@@ -179,6 +183,11 @@ type Result struct {
 	// without speculation.
 	AcceptLength       *float64
 	AcceptLengthSource string // AcceptMetrics, AcceptDecodeLog, AcceptStream, AcceptServerInfo or ""
+
+	// Interval is the figure's confidence interval (batch means over the steady-state window):
+	// for every level with enough data, Precision or not (the Precision's metric and confidence,
+	// else output tok/s at 0.95). Nil when there were too few batches.
+	Interval *Interval
 
 	// Series, with Config.SeriesWidth, is the output tok/s of each interval of that width from
 	// Start to the end of the last request: each completed request's tokens spread evenly from its
@@ -325,7 +334,10 @@ func (cfg *Config) normalize() (base string, err error) {
 		return "", errors.New("set a concurrency (closed loop) or a request rate (open loop)")
 	case cfg.Requests < 0 || cfg.Duration < 0 || cfg.Warmup < 0:
 		return "", errors.New("requests, duration and warmup must not be negative")
-	case cfg.Requests == 0 && cfg.Duration == 0:
+	case cfg.Requests == 0 && cfg.Duration == 0 && (cfg.Precision == nil || cfg.Precision.MaxRequests == 0):
+		if cfg.Precision != nil {
+			return "", errNoBound
+		}
 		return "", errors.New("set a number of requests or a duration")
 	case cfg.OutputTokens < 1:
 		return "", fmt.Errorf("output tokens must be positive, got %d", cfg.OutputTokens)
@@ -333,6 +345,16 @@ func (cfg *Config) normalize() (base string, err error) {
 		return "", errors.New("timeouts must not be negative")
 	case cfg.Temperature < 0 || math.IsNaN(cfg.Temperature) || math.IsInf(cfg.Temperature, 0):
 		return "", fmt.Errorf("temperature must be a number >= 0, got %v", cfg.Temperature)
+	}
+	if p := cfg.Precision; p != nil {
+		if err := p.Validate(); err != nil {
+			return "", err
+		}
+		n := p.normalized(cfg.Concurrency, cfg.Requests)
+		if n.MaxRequests > 0 && n.MinRequests > n.MaxRequests {
+			return "", fmt.Errorf("precision: min requests %d is above the level's %d requests", n.MinRequests, n.MaxRequests)
+		}
+		cfg.Precision = &n // a copy: the caller's stays as given
 	}
 	if cfg.StallTimeout == 0 {
 		cfg.StallTimeout = DefaultStallTimeout
