@@ -605,7 +605,8 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 		n, c, rep, cs, seed := n+1, ld.concurrency, ld.repeat, ld.source, ld.seed
 		cfg := workload.Config{URL: url, API: w.API, Concurrency: c, Requests: ld.requests, Duration: ld.duration,
 			Warmup: ld.warmup, InputTokens: cs.source.InputTokens, OutputTokens: w.OutputTokens, Dataset: w.Dataset,
-			Seed: seed, HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature}
+			Seed: seed, HTTPClient: client, APIKey: hostctl.APIKey(launch), Temperature: w.Temperature,
+			Precision: levelPrecision(w.Precision)}
 		if ld.phase > 0 {
 			cfg.SeriesWidth = sweep.PhaseSeriesWidth
 		}
@@ -1047,7 +1048,32 @@ func metrics(res *workload.Result) *store.Metrics {
 		TPOTMeanMs: mean(res.TPOT), TPOTMedianMs: median(res.TPOT), TPOTP99Ms: p99(res.TPOT),
 		E2EMeanMs: mean(res.E2E), E2EMedianMs: median(res.E2E), E2EP99Ms: p99(res.E2E),
 		AcceptLength: res.AcceptLength, AcceptLengthSource: res.AcceptLengthSource,
+		Interval: interval(res.Interval),
 	}
+}
+
+// levelPrecision is the spec's workload.precision for the load generator (nil: a fixed count). The
+// cap is the level's requests (workload.requests, which precision.max_requests sets).
+func levelPrecision(p *sweep.Precision) *workload.Precision {
+	if p == nil {
+		return nil
+	}
+	return &workload.Precision{Metric: p.Metric, Target: p.Target, Confidence: p.Confidence, MinRequests: p.MinRequests}
+}
+
+// interval converts a level's confidence interval to the store's; nil without one, or when its
+// figures are not finite (NaN would be stored as NULL beside a metric that says there is one).
+func interval(iv *workload.Interval) *store.Interval {
+	if iv == nil || iv.Batches < 2 || !(iv.Confidence > 0 && iv.Confidence < 1) {
+		return nil
+	}
+	for _, x := range []float64{iv.Mean, iv.Low, iv.High} {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+	}
+	return &store.Interval{Metric: iv.Metric, Mean: iv.Mean, Low: iv.Low, High: iv.High, Confidence: iv.Confidence,
+		Batches: iv.Batches, Target: iv.Target, Reached: iv.Reached}
 }
 
 // A distribution without samples has no figures: NaN is stored as NULL by SQLite.
