@@ -32,6 +32,25 @@ func Simulate(m *Model, concurrency, requests, input, output int, seed uint64) S
 // SimulateContent is Simulate with prompts of content class class: what a
 // server measures for a load whose prompts ContentScore puts in that class.
 func SimulateContent(m *Model, class ContentClass, concurrency, requests, input, output int, seed uint64) SimResult {
+	return simulate(m, class, concurrency, requests, input, output, seed, nil)
+}
+
+// Completion is one request of a virtual-time run as SimulateEach reports it: offsets from the
+// run's start of its sending, its first token and its end, and its tokens.
+type Completion struct {
+	Sent, FirstToken, End time.Duration
+	Tokens                int
+}
+
+// SimulateEach is Simulate telling each request as it completes, in completion order, to each,
+// which returns whether to go on sending: once it says false no request is sent any more and those
+// in flight finish (told too; what they return is ignored). It measures a client's rule on the
+// simulator's own scheduler and noise without a clock: the load generator's precision test.
+func SimulateEach(m *Model, concurrency, requests, input, output int, seed uint64, each func(Completion) bool) SimResult {
+	return simulate(m, ContentNeutral, concurrency, requests, input, output, seed, each)
+}
+
+func simulate(m *Model, class ContentClass, concurrency, requests, input, output int, seed uint64, each func(Completion) bool) SimResult {
 	e := NewEngine(m, 1, nil)
 	e.seedNoise(seed)
 	now := time.Unix(1_000_000, 0)
@@ -71,6 +90,9 @@ func SimulateContent(m *Model, class ContentClass, concurrency, requests, input,
 			res.Requests++
 			res.CompletionToks += total
 			first := r.FirstGen()
+			if each != nil && !each(Completion{Sent: r.Arrival.Sub(t0), FirstToken: first.Sub(t0), End: now.Sub(t0), Tokens: total}) {
+				requests = sent // stop sending; those in flight finish
+			}
 			ttft += first.Sub(r.Arrival)
 			if dec := now.Sub(first).Seconds(); dec > 0 && total > 1 {
 				streamSum += float64(total-1) / dec

@@ -467,13 +467,9 @@ func (r *runner) checkPrecision(done <-chan struct{}, p Precision) {
 			return
 		case now := <-tick.C:
 			r.mu.Lock()
-			if r.completed >= p.MinRequests {
-				at := now.Sub(r.measureFrom) - r.acc.maxE2E
-				iv := r.acc.interval(at, p.Confidence)
-				if iv != nil && iv.RelHalfWidth <= p.Target {
-					r.stopAt, r.stopE2E = at, r.acc.meanE2E()
-					r.stop.Store(true)
-				}
+			if at, ok := r.acc.decide(now.Sub(r.measureFrom), r.completed, p); ok {
+				r.stopAt, r.stopE2E = at, r.acc.meanE2E()
+				r.stop.Store(true)
 			}
 			stopped := r.stop.Load()
 			r.mu.Unlock()
@@ -482,6 +478,18 @@ func (r *runner) checkPrecision(done <-chan struct{}, p Precision) {
 			}
 		}
 	}
+}
+
+// decide is one precision check at offset now, after completed measured requests: once p's
+// minimum is done, whether the figure over the window ending one maximum E2E before now (at) is
+// known to within p.Target. checkPrecision and the virtual-time coverage test share it.
+func (a *intervalAcc) decide(now time.Duration, completed int, p Precision) (at time.Duration, ok bool) {
+	if completed < p.MinRequests {
+		return 0, false
+	}
+	at = now - a.maxE2E
+	iv := a.interval(at, p.Confidence)
+	return at, iv != nil && iv.RelHalfWidth <= p.Target
 }
 
 // finalInterval is the level's interval over its steady-state window: from the ramp-up's end to
