@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,8 +62,8 @@ var DefaultPorts = []int{defaults.Port, 8377}
 // GuardDefaultPorts holds each of DefaultPorts on 127.0.0.1 that is free, from a package's TestMain
 // until its tests end, so that a test that uses a default port in this machine's network namespace
 // fails every time, not only when another program holds the port (as on a shared CI machine): its
-// server cannot bind ("address already in use") and a probe or client that connects reaches the
-// guard, which counts the connection. A port another program holds already is left to it: that is
+// server cannot bind ("address already in use") and a probe or client of this test process (or of a
+// process it started) that connects reaches the guard, which counts the connection. A port another program holds already is left to it: that is
 // the condition under test. Test hosts have network namespaces of their own (their 127.0.0.1:30000
 // is theirs), so the guard does not touch them.
 //
@@ -73,9 +74,11 @@ var DefaultPorts = []int{defaults.Port, 8377}
 //
 // done closes the ports and returns the exit code: code, or 1 when anything connected to a held port,
 // after saying so on stderr; on a failure it also names the held ports.
-func GuardDefaultPorts() (done func(code int) int) {
-	g := &portGuard{hits: map[int]int{}}
-	for _, p := range DefaultPorts {
+func GuardDefaultPorts() (done func(code int) int) { return guardPorts(DefaultPorts) }
+
+func guardPorts(ports []int) (done func(code int) int) {
+	g := &portGuard{ports: ports, hits: map[int]int{}}
+	for _, p := range ports {
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
 			continue // held by another program already: the tests must cope with that anyway
@@ -88,10 +91,11 @@ func GuardDefaultPorts() (done func(code int) int) {
 }
 
 type portGuard struct {
-	held []net.Listener
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	hits map[int]int // port -> connections accepted
+	ports []int
+	held  []net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	hits  map[int]int // port -> connections accepted
 }
 
 func (g *portGuard) accept(l net.Listener, port int) {
@@ -101,11 +105,73 @@ func (g *portGuard) accept(l net.Listener, port int) {
 		if err != nil {
 			return
 		}
-		g.mu.Lock()
-		g.hits[port]++
-		g.mu.Unlock()
+		// The client waits for an answer, so its socket is still open: find whose it is. Only this
+		// test process and its children count (another package's test binary may probe the port
+		// while this one holds it; its own guard, or its failure to bind, is that package's).
+		peer, _ := c.RemoteAddr().(*net.TCPAddr)
+		mine := peer != nil && ownSocket(peer.Port, port)
 		c.Close()
+		if mine {
+			g.mu.Lock()
+			g.hits[port]++
+			g.mu.Unlock()
+		}
 	}
+}
+
+// ownSocket reports whether the loopback socket from port from to port to belongs to this process
+// or a descendant of it (read from /proc: the socket's inode, the process holding it, its parents).
+func ownSocket(from, to int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	local, remote := fmt.Sprintf("0100007F:%04X", from), fmt.Sprintf("0100007F:%04X", to)
+	inode := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 9 && f[1] == local && f[2] == remote {
+			inode = f[9]
+			break
+		}
+	}
+	if inode == "" {
+		return false
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		fds, _ := os.ReadDir(filepath.Join(p, "fd"))
+		for _, fd := range fds {
+			if dst, err := os.Readlink(filepath.Join(p, "fd", fd.Name())); err == nil && dst == "socket:["+inode+"]" {
+				pid, _ := strconv.Atoi(filepath.Base(p))
+				return descends(pid)
+			}
+		}
+	}
+	return false
+}
+
+// descends reports whether pid is this process or one of its descendants.
+func descends(pid int) bool {
+	for range 64 {
+		if pid == os.Getpid() {
+			return true
+		}
+		if pid <= 1 {
+			return false
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return false
+		}
+		next := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				next, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+		pid = next
+	}
+	return false
 }
 
 func (g *portGuard) done(code int) int {
@@ -115,7 +181,7 @@ func (g *portGuard) done(code int) int {
 		l.Close()
 	}
 	g.wg.Wait()
-	for _, p := range DefaultPorts {
+	for _, p := range g.ports {
 		if n := g.hits[p]; n > 0 {
 			fmt.Fprintf(os.Stderr, "FAIL: %d connection(s) to 127.0.0.1:%d, a default port held by testhost.GuardDefaultPorts: "+
 				"a test's client or probe uses the default port; start its server on testhost.FreePort (FreePorts for a packing host)\n", n, p)
