@@ -62,18 +62,20 @@ var DefaultPorts = []int{defaults.Port, 8377}
 // GuardDefaultPorts holds each of DefaultPorts on 127.0.0.1 that is free, from a package's TestMain
 // until its tests end, so that a test that uses a default port in this machine's network namespace
 // fails every time, not only when another program holds the port (as on a shared CI machine): its
-// server cannot bind ("address already in use") and a probe or client of this test process (or of a
-// process it started) that connects reaches the guard, which counts the connection. A port another program holds already is left to it: that is
-// the condition under test. Test hosts have network namespaces of their own (their 127.0.0.1:30000
-// is theirs), so the guard does not touch them.
+// server cannot bind ("address already in use", also on 0.0.0.0), and a probe or client of this test
+// process (or of a process it started) that connects reaches the guard, which counts the connection.
+// A port another program holds already is left to it: that is the condition under test. Test hosts
+// have network namespaces of their own (their 127.0.0.1:30000 is theirs), so the guard does not
+// touch them.
 //
 //	func TestMain(m *testing.M) {
 //		done := testhost.GuardDefaultPorts()
 //		os.Exit(done(m.Run()))
 //	}
 //
-// done closes the ports and returns the exit code: code, or 1 when anything connected to a held port,
-// after saying so on stderr; on a failure it also names the held ports.
+// done closes the ports and returns the exit code: code, or 1 when a connection of this process or
+// its children reached a held port, after saying so on stderr; on a failure it also names the held
+// ports.
 func GuardDefaultPorts() (done func(code int) int) { return guardPorts(DefaultPorts) }
 
 func guardPorts(ports []int) (done func(code int) int) {
