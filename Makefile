@@ -26,7 +26,7 @@ STATICCHECK_VERSION = v0.8.2
 TOOLBIN      = $(or $(shell $(GO) env GOBIN),$(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin)
 STATICCHECK ?= $(or $(shell command -v staticcheck 2>/dev/null),$(TOOLBIN)/staticcheck)
 
-.PHONY: all build sqlite-note run test unit lint tools bench fuzz clean
+.PHONY: all build sqlite-note run test test-short unit gofmt-check lint tools bench fuzz clean
 
 all: build
 
@@ -53,13 +53,19 @@ run: build
 test: lint
 	$(GO) test $(TESTFLAGS) ./...
 
-# Fast tests only.
-unit:
+# The inner loop: lint's fast parts (the gofmt check, go vet), then the fast tests (-short: no test
+# hosts, no end-to-end sweeps, no recorded sweeps). unit is its old name.
+test-short: gofmt-check
+	$(GO) vet ./...
 	$(GO) test -short -count=1 ./...
 
-lint:
+unit: test-short
+
+gofmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+lint: gofmt-check
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@[ -x "$(STATICCHECK)" ] || { echo "staticcheck not found: installing $(STATICCHECK_VERSION)"; $(MAKE) --no-print-directory tools; }

@@ -22,6 +22,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/report"
 	"github.com/specsweep/specsweep/store"
 	"github.com/specsweep/specsweep/workload"
@@ -77,10 +78,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The recorded sweeps' servers and every test's run on a free port: the default ports are held.
+	done := testhost.GuardDefaultPorts()
 	if !testing.Short() {
 		setupErr = recordSweeps(dir)
 	}
-	code := m.Run()
+	code := done(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

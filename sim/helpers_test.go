@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
 )
 
 var simBin string
@@ -39,7 +41,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building sglangsim: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// A simulator a test starts without --port would listen on 30000: held here, it fails every time.
+	done := testhost.GuardDefaultPorts()
+	code := done(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -10,7 +10,16 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/specsweep/specsweep/internal/testhost"
 )
+
+// TestMain holds the default ports (testhost.GuardDefaultPorts): a command a test runs that starts a
+// server or the daemon on a default port fails here every time, not only where another program holds it.
+func TestMain(m *testing.M) {
+	done := testhost.GuardDefaultPorts()
+	os.Exit(done(m.Run()))
+}
 
 func runMain(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()

@@ -214,7 +214,7 @@ func BenchmarkDaemonSoak(b *testing.B) {
 	for b.Loop() {
 		dir := b.TempDir()
 		db := filepath.Join(dir, "soak.db")
-		addr := "127.0.0.1:18399"
+		addr := freePort(b)
 		// The test hosts' keys live in their scratch directories, outside ~/.ssh.
 		cmd := exec.Command(specsweepBin(b), "daemon", "--db", db, "--listen", addr, "--allow-any-key-path")
 		var logs bytes.Buffer

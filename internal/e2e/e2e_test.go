@@ -8,11 +8,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +23,13 @@ import (
 
 	"github.com/specsweep/specsweep/internal/testhost"
 )
+
+// TestMain holds the default ports (testhost.GuardDefaultPorts): a test whose local server, daemon
+// or probe uses one fails here every time, not only on a machine where another program holds it.
+func TestMain(m *testing.M) {
+	done := testhost.GuardDefaultPorts()
+	os.Exit(done(m.Run()))
+}
 
 var (
 	buildOnce sync.Once
@@ -83,20 +90,31 @@ func writeSpec(t testing.TB, text string) sweepFiles {
 // reServerPort is a spec's server.port line.
 var reServerPort = regexp.MustCompile(`(?m)^  port: (\d+)$`)
 
+// rePackGPUs is a packing host's GPU count: it runs a server per GPU at once, slot k on port+k.
+var rePackGPUs = regexp.MustCompile(`gpus: (\d+), pack: true`)
+
 // onFreePort moves a local-driver spec's server to a port free now: its servers listen on this
 // machine's loopback, where another test process (or anything else) may hold the spec's fixed port.
-// Every whole-word occurrence of the port (server.port, --port) is replaced. Packing specs keep theirs
-// (their slots listen on port+slot) and so do hosts in their own network namespaces.
+// Every whole-word occurrence of the port (server.port, --port) is replaced. A packing host's slot k
+// listens on the port plus k, so its spec gets as many consecutive free ports as the host has GPUs.
+// Hosts in their own network namespaces keep theirs.
 func onFreePort(t testing.TB, text string) string {
 	t.Helper()
 	m := reServerPort.FindStringSubmatch(text)
-	if m == nil || !strings.Contains(text, "driver: local") || strings.Contains(text, "pack: true") {
+	if m == nil || !strings.Contains(text, "driver: local") {
 		return text
 	}
-	_, port, err := net.SplitHostPort(freePort(t))
-	if err != nil {
-		t.Fatal(err)
+	n := 1
+	if strings.Contains(text, "pack: true") {
+		g := rePackGPUs.FindStringSubmatch(text)
+		if g == nil {
+			t.Fatalf("a packing spec without \"gpus: N, pack: true\": how many ports its slots take is unknown:\n%s", text)
+		}
+		if _, err := fmt.Sscan(g[1], &n); err != nil {
+			t.Fatal(err)
+		}
 	}
+	port := strconv.Itoa(testhost.FreePorts(t, n))
 	return regexp.MustCompile(`\b`+m[1]+`\b`).ReplaceAllString(text, port)
 }
 
