@@ -222,13 +222,13 @@ func benchPointOverhead(b *testing.B, dbus bool) {
 // BenchmarkPointCycle: one point of bench/sweep.sh's sweep on one host as hostctl sees it (sglangsim
 // at 5x real time, so its SIGTERM drain check wakes every second since its start; a 1 s pause
 // stands for the load levels), split into what hostctl adds and what the server takes:
-// - Start: claim to Start returned (marker, state, GPU check, files, drop-in, daemon-reload, start);
-// - stop-hostctl: Stop called to the server's "SIGTERM received" line, plus the server's exit
-//   (sglangsim's truth file) to Stop returned: the stop's own cost (state reads, the stop, seeing
-//   the unit gone, its last journal lines, reset-failed);
-// - stop-server: SIGTERM received to the exit, the server's own drain (0-1 s here, 0-5 s with
-//   SGLang: its watchdog's tick), which no driver can shorten;
-// - pre-stop: the polls the runner makes between levels and before the stop (Logs, Check).
+//   - Start: claim to Start returned (marker, state, GPU check, files, drop-in, daemon-reload, start);
+//   - stop-hostctl: Stop called to the server's "SIGTERM received" line, plus the server's exit
+//     (sglangsim's truth file) to Stop returned: the stop's own cost (state reads, the stop, seeing
+//     the unit gone, its last journal lines, reset-failed);
+//   - stop-server: SIGTERM received to the exit, the server's own drain (0-1 s here, 0-5 s with
+//     SGLang: its watchdog's tick), which no driver can shorten;
+//   - pre-stop: the polls the runner makes between levels and before the stop (Logs, Check).
 func BenchmarkPointCycle(b *testing.B) {
 	h, r := benchHost(b, nil)
 	ctx := context.Background()
