@@ -32,6 +32,7 @@ type Conn struct {
 	closed     bool
 	reconnects atomic.Int64
 	sessions   atomic.Int64 // sessions opened (each costs the host a process and PAM's session)
+	shellCmds  atomic.Int64 // commands sent to the persistent shell (round trips)
 	shMu       sync.Mutex
 	sh         *shell
 	dialMu     sync.Mutex
