@@ -187,7 +187,7 @@ func (p *preStart) state(ctx context.Context, r *Remote) (State, error) {
 	if !p.read {
 		st, out, err := r.unit.stateAnd(ctx, gpuScript)
 		if err != nil {
-			return State{}, err
+			return State{}, fmt.Errorf("reading the state of %s and the GPUs: %w", r.o.Unit, err)
 		}
 		p.read, p.st, p.gpus, p.gpuCode = true, st, string(out.Stdout), out.Code
 	}

@@ -6,6 +6,7 @@ package hostctl
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -134,12 +135,11 @@ func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.D
 	var out Output
 	var err error
 	if send {
-		st, out, err = p.unit.stopAnd(ctx, wait, read)
-	} else {
-		st, out, err = p.unit.stateAfter(ctx, wait, read)
-	}
-	if err != nil {
-		return State{}, nil, err
+		if st, out, err = p.unit.stopAnd(ctx, wait, read); err != nil {
+			return State{}, nil, fmt.Errorf("stopping %s: %w", p.unitName, err)
+		}
+	} else if st, out, err = p.unit.stateAfter(ctx, wait, read); err != nil {
+		return State{}, nil, fmt.Errorf("following the stop of %s: %w", p.unitName, err)
 	}
 	return st, p.take(out), nil
 }
