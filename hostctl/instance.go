@@ -437,7 +437,7 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 // later, and the stop itself, the waits and the reads share round trips.
 type exitWaiter interface {
 	// waitPoll sends the stop first when send, waits on the host until the process pid ends (pid 0:
-	// a moment) or upTo passes, then polls.
+	// no process to wait for) or upTo passes, then polls.
 	waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, []string, error)
 	// finish is afterStop, and reads the lines logged since the last poll.
 	finish(ctx context.Context) []string
@@ -452,9 +452,16 @@ const stopWaitStep = 250 * time.Millisecond
 func (in *instance) stopWaiting(ctx context.Context, w exitWaiter, st State, from int, t0 time.Time, progress func(State)) (StopResult, error) {
 	since := func() time.Duration { return in.clock.Now().Sub(t0) }
 	send := true
+	// With no main process (it exited, the unit's other processes still stopping) there is nothing
+	// to wait for on the host: the wait backs off from 10 ms to 200 ms, as polls did.
+	idle := 10 * time.Millisecond
 	for {
+		upTo := stopWaitStep
+		if st.MainPID <= 0 {
+			upTo, idle = idle, min(2*idle, 200*time.Millisecond)
+		}
 		in.pollMu.Lock()
-		next, lines, err := w.waitPoll(ctx, send, st.MainPID, stopWaitStep)
+		next, lines, err := w.waitPoll(ctx, send, st.MainPID, upTo)
 		in.appendLines(lines)
 		in.pollMu.Unlock()
 		if err != nil {

@@ -121,14 +121,14 @@ func (p *unitProc) follow(ctx context.Context, wake func()) func() {
 var _ exitWaiter = (*unitProc)(nil)
 
 // waitPoll: see exitWaiter. The wait is on the host: tail --pid checks the process every 10 ms,
-// bounded by timeout (its exit status is no matter).
+// bounded by timeout (its exit status is no matter); without a process, a sleep of upTo.
 func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, []string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	wait := "sleep 0.01; "
+	secs := strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64)
+	wait := "sleep " + secs + "; "
 	if pid > 0 {
-		wait = "timeout " + strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64) + " tail --pid=" + strconv.Itoa(pid) +
-			" -s 0.01 -f /dev/null </dev/null >/dev/null 2>&1; "
+		wait = "timeout " + secs + " tail --pid=" + strconv.Itoa(pid) + " -s 0.01 -f /dev/null </dev/null >/dev/null 2>&1; "
 	}
 	read := journalRead(journalMatch(p.unitName, p.id, p.execPID), p.cursor)
 	var st State
