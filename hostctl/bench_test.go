@@ -218,3 +218,104 @@ func benchPointOverhead(b *testing.B, dbus bool) {
 	b.ReportMetric(percentile(poll, 0.5), "p50-poll-ms")
 	b.ReportMetric(percentile(stop, 0.5), "p50-Stop-ms")
 }
+
+// BenchmarkPointCycle: one point of bench/sweep.sh's sweep on one host as hostctl sees it (sglangsim
+// at 5x real time, so its SIGTERM drain check wakes every second since its start; a 1 s pause
+// stands for the load levels), split into what hostctl adds and what the server takes:
+//   - Start: claim to Start returned (marker, state, GPU check, files, drop-in, daemon-reload, start);
+//   - stop-hostctl: Stop called to the server's "SIGTERM received" line, plus the server's exit
+//     (sglangsim's truth file) to Stop returned: the stop's own cost (state reads, the stop, seeing
+//     the unit gone, its last journal lines, reset-failed);
+//   - stop-server: SIGTERM received to the exit, the server's own drain (0-1 s here, 0-5 s with
+//     SGLang: its watchdog's tick), which no driver can shorten;
+//   - pre-stop: the polls the runner makes between levels and before the stop (Logs, Check).
+func BenchmarkPointCycle(b *testing.B) {
+	h, r := benchHost(b, nil)
+	ctx := context.Background()
+	const truth = "/var/tmp/sglangsim-truth.jsonl"
+	l := benchLaunch(map[string]string{"SGLANGSIM_TRUTH": truth, "SGLANGSIM_TIME_SCALE": "0.2", "SGLANGSIM_LOAD_SECONDS": "10"})
+	var start, stopHost, stopServer, stopAll, checks []float64
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	for b.Loop() {
+		t0 := time.Now()
+		in, err := r.Start(ctx, l)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start = append(start, ms(time.Since(t0)))
+		if _, err := in.WaitReady(ctx); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		t1 := time.Now()
+		if f, err := in.Check(ctx); err != nil || f != nil {
+			b.Fatalf("check: %v %v", f, err)
+		}
+		if _, err := in.Logs(ctx); err != nil {
+			b.Fatal(err)
+		}
+		checks = append(checks, ms(time.Since(t1)))
+		t2 := time.Now()
+		res, err := in.Stop(ctx, nil)
+		t3 := time.Now()
+		if err != nil || !res.Clean {
+			b.Fatalf("stop: %+v %v", res, err)
+		}
+		term, exit, err := stopInstants(ctx, h, r, in.ID(), truth)
+		if err != nil {
+			b.Fatal(err)
+		}
+		stopAll = append(stopAll, ms(t3.Sub(t2)))
+		stopServer = append(stopServer, ms(exit.Sub(term)))
+		stopHost = append(stopHost, ms(term.Sub(t2)+t3.Sub(exit)))
+	}
+	b.Logf("Start (ms): %.0f", start)
+	b.Logf("stop, hostctl's part (ms): %.0f", stopHost)
+	b.Logf("stop, the server's drain (ms): %.0f", stopServer)
+	b.ReportMetric(percentile(start, 0.5), "p50-Start-ms")
+	b.ReportMetric(percentile(checks, 0.5), "p50-check+logs-ms")
+	b.ReportMetric(percentile(stopAll, 0.5), "p50-Stop-ms")
+	b.ReportMetric(percentile(stopHost, 0.5), "p50-stop-hostctl-ms")
+	b.ReportMetric(percentile(stopServer, 0.5), "p50-stop-server-ms")
+}
+
+// stopInstants reads when the server logged its SIGTERM (the journal's receive time) and when it
+// exited (sglangsim's truth file).
+func stopInstants(ctx context.Context, h *testhost.Host, r *Remote, id, truth string) (term, exit time.Time, err error) {
+	out, err := r.run(ctx, "journalctl -q -o json --output-fields=MESSAGE _SYSTEMD_INVOCATION_ID="+ShellQuote(id), 10*time.Second)
+	if err != nil {
+		return term, exit, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out.Stdout))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Msg string `json:"MESSAGE"`
+			RT  string `json:"__REALTIME_TIMESTAMP"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) == nil && strings.Contains(e.Msg, "SIGTERM received") {
+			us, _ := strconv.ParseInt(e.RT, 10, 64)
+			term = time.UnixMicro(us)
+			break
+		}
+	}
+	b, err := h.ReadFile(truth)
+	if err != nil {
+		return term, exit, err
+	}
+	sc = bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Event  string  `json:"event"`
+			UnixMs float64 `json:"unix_ms"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "exit" {
+			exit = time.UnixMicro(int64(ev.UnixMs * 1000))
+		}
+	}
+	if term.IsZero() || exit.IsZero() {
+		return term, exit, fmt.Errorf("no SIGTERM line (%v) or exit event (%v) of %s", term, exit, id)
+	}
+	return term, exit, nil
+}

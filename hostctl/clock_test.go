@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -245,6 +246,7 @@ func TestClockTimesReadiness(t *testing.T) {
 // TestClockTimesTheGPUWait: with a GPU held by another process (a stand-in nvidia-smi on PATH), a
 // local start waits GPUWait (10 min) on the injected clock, polling, and is then gpu_busy.
 func TestClockTimesTheGPUWait(t *testing.T) {
+	port := testhost.FreePort(t)
 	dir := t.TempDir()
 	smi := "#!/bin/sh\ncase \"$*\" in\n*query-gpu*) echo '0, GPU-aaaa'; echo '1, GPU-bbbb' ;;\n" +
 		"*query-compute-apps*) echo '4242, GPU-aaaa, 70000' ;;\nesac\n"
@@ -256,7 +258,7 @@ func TestClockTimesTheGPUWait(t *testing.T) {
 	l := NewLocal(LocalOptions{Name: "here", GPUWait: 10 * time.Minute, Clock: clk})
 	var err error
 	clk.drive(t, time.Minute, "the GPU wait", func() {
-		_, err = l.Start(t.Context(), Launch{Argv: []string{"/bin/sleep", "--port", "30123"}, Port: 30123})
+		_, err = l.Start(t.Context(), Launch{Argv: []string{"/bin/sleep", "--port", strconv.Itoa(port)}, Port: port})
 	})
 	f, ok := AsFailure(err)
 	if !ok || f.Class != ClassGPUBusy || f.Detail != "GPU 0 still held after 10m0s" || len(f.Evidence) != 1 ||

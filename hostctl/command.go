@@ -110,7 +110,7 @@ func (c *Conn) Run(ctx context.Context, cmd Cmd) (Output, error) {
 		if err != nil {
 			return out, err
 		}
-		s, err := cl.NewSession()
+		s, err := c.newSession(cl)
 		if err != nil {
 			c.markDead(gen)
 			if attempt == 0 && ctx.Err() == nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,10 @@ type driver struct {
 	// stopTimeoutEvidence is the log line that shows a stop ended by the stop timeout (default
 	// systemd's and the local driver's "timed out").
 	stopTimeoutEvidence string
+	// port picks the server port of each launch: a free one of this machine's loopback for a
+	// server run here (another program may hold any fixed one); nil: 30000, inside a test host's
+	// network namespace.
+	port func() int
 }
 
 func launch(d driver, env map[string]string, args ...string) Launch {
@@ -48,9 +53,13 @@ func launch(d driver, env map[string]string, args ...string) Launch {
 	for k, v := range env {
 		e[k] = v
 	}
-	argv := append([]string{d.simBin, "--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--port", "30000"}, d.serverArgs...)
+	port := 30000
+	if d.port != nil {
+		port = d.port()
+	}
+	argv := append([]string{d.simBin, "--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--port", strconv.Itoa(port)}, d.serverArgs...)
 	argv = append(argv, args...)
-	return Launch{Argv: argv, Env: e, Port: 30000, ReadyTimeout: 30 * time.Second, StopTimeout: 10 * time.Second}
+	return Launch{Argv: argv, Env: e, Port: port, ReadyTimeout: 30 * time.Second, StopTimeout: 10 * time.Second}
 }
 
 // assertionEvidence is how the release of d refuses EAGLE3 with steps but no topk: the partial
@@ -141,7 +150,7 @@ func dialTestHost(t *testing.T, h *testhost.Host) *Remote {
 
 func localDriver(t *testing.T) driver {
 	sim := testhost.SimBinary(t)
-	return driver{name: "local", simBin: sim, refusedAtStart: map[string]string{
+	return driver{name: "local", simBin: sim, port: func() int { return testhost.FreePort(t) }, refusedAtStart: map[string]string{
 		"file_not_writable": "the driver writes the launch's files before it starts the child",
 	}, host: func(t *testing.T) Host {
 		l := NewLocal(LocalOptions{Name: "local"})

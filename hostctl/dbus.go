@@ -118,6 +118,29 @@ func (d *dbusUnit) stateAnd(ctx context.Context, script string) (State, Output, 
 	return st, out, nil
 }
 
+// stateAfter runs wait in the shell, then reads the state and the script side by side.
+func (d *dbusUnit) stateAfter(ctx context.Context, wait, script string) (State, Output, error) {
+	if wait != "" {
+		if _, err := d.conn.RunShell(ctx, wait+"true", 15*time.Second, 1<<10); err != nil {
+			return State{}, Output{}, err
+		}
+	}
+	return d.stateAnd(ctx, script)
+}
+
+func (d *dbusUnit) stopAnd(ctx context.Context, wait, script string) (State, Output, error) {
+	if err := d.stop(ctx); err != nil {
+		return State{}, Output{}, err
+	}
+	return d.stateAfter(ctx, wait, script)
+}
+
+func (d *dbusUnit) resetFailedAnd(ctx context.Context, script string) (Output, error) {
+	d.resetFailed(ctx)
+	_, out, err := readAlongside(ctx, d.conn, "", script)
+	return out, err
+}
+
 // start is daemon-reload, reset-failed, start (waiting for the job: for
 // Type=simple, "done" only means the process was started), then the state.
 // Any failure of the start is systemd's refusal (a *startRefused).

@@ -31,6 +31,8 @@ type Conn struct {
 	sftpGen    int
 	closed     bool
 	reconnects atomic.Int64
+	sessions   atomic.Int64 // sessions opened (each costs the host a process and PAM's session)
+	shellCmds  atomic.Int64 // commands sent to the persistent shell (round trips)
 	shMu       sync.Mutex
 	sh         *shell
 	dialMu     sync.Mutex
@@ -359,4 +361,11 @@ func (c *Conn) DialTCP(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, &UnreachableError{Addr: c.t.addr, Err: err}
 	}
 	return nc, err
+}
+
+// newSession opens a session on cl, counted: the persistent shell exists so that a point's commands
+// open none (a test counts them).
+func (c *Conn) newSession(cl *ssh.Client) (*ssh.Session, error) {
+	c.sessions.Add(1)
+	return cl.NewSession()
 }

@@ -399,6 +399,9 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 		return r, nil
 	}
 	from := in.lineCount()
+	if w, ok := in.proc.(exitWaiter); ok {
+		return in.stopWaiting(ctx, w, st, from, t0, progress)
+	}
 	if err := in.proc.sendStop(ctx); err != nil {
 		return StopResult{Final: st}, err
 	}
@@ -426,6 +429,65 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 	r := stopOutcome(st, in.snapshot(from))
 	r.Duration = since()
 	in.proc.afterStop(ctx)
+	return r, nil
+}
+
+// exitWaiter is a serverProc that waits for its process's end on its host: the stop loop then sees
+// the end within moments of it, where a loop sleeping between polls would see it up to a sleep
+// later, and the stop itself, the waits and the reads share round trips.
+type exitWaiter interface {
+	// waitPoll sends the stop first when send, waits on the host until the process pid ends (pid 0:
+	// no process to wait for) or upTo passes, then polls.
+	waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, []string, error)
+	// finish is afterStop, and reads the lines logged since the last poll.
+	finish(ctx context.Context) []string
+}
+
+// stopWaitStep bounds one wait on the host during a stop: the persistent shell it holds is shared
+// with the host's other slots (their polls wait behind it), and progress is reported between waits.
+const stopWaitStep = 250 * time.Millisecond
+
+// stopWaiting is Stop's loop over an exitWaiter: the stop sent, each round trip waits on the host
+// for the main process (or briefly, when it has none) and reads the state and the journal.
+func (in *instance) stopWaiting(ctx context.Context, w exitWaiter, st State, from int, t0 time.Time, progress func(State)) (StopResult, error) {
+	since := func() time.Duration { return in.clock.Now().Sub(t0) }
+	send := true
+	// With no main process (it exited, the unit's other processes still stopping) there is nothing
+	// to wait for on the host: the wait backs off from 10 ms to 200 ms, as polls did.
+	idle := 10 * time.Millisecond
+	for {
+		upTo := stopWaitStep
+		if st.MainPID <= 0 {
+			upTo, idle = idle, min(2*idle, 200*time.Millisecond)
+		}
+		in.pollMu.Lock()
+		next, lines, err := w.waitPoll(ctx, send, st.MainPID, upTo)
+		in.appendLines(lines)
+		in.pollMu.Unlock()
+		if err != nil {
+			if send {
+				return StopResult{Final: st}, err
+			}
+			return StopResult{Final: next, Duration: since()}, err
+		}
+		send, st = false, next
+		if progress != nil {
+			progress(st)
+		}
+		if !st.Running() {
+			break
+		}
+		if ctx.Err() != nil {
+			return StopResult{Final: st, Duration: since()}, ctx.Err()
+		}
+	}
+	// The last lines of a stop (systemd's "Failed with result") may trail the state by a moment:
+	// read with the reset-failed.
+	in.pollMu.Lock()
+	in.appendLines(w.finish(ctx))
+	in.pollMu.Unlock()
+	r := stopOutcome(st, in.snapshot(from))
+	r.Duration = since()
 	return r, nil
 }
 

@@ -4,14 +4,18 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/specsweep/specsweep/internal/testhost"
 )
 
 // TestLocalResolvesRelativeCommands: the local driver takes a command relative to the working
 // directory or a bare name from $PATH (resolved once, in hostctl, not by its caller); a name not in
 // $PATH is the point's bad_args.
 func TestLocalResolvesRelativeCommands(t *testing.T) {
+	port := testhost.FreePort(t)
 	dir := t.TempDir()
 	script := "#!/bin/sh\nexec sleep 30\n"
 	if err := os.WriteFile(filepath.Join(dir, "fake-server"), []byte(script), 0o755); err != nil {
@@ -21,7 +25,7 @@ func TestLocalResolvesRelativeCommands(t *testing.T) {
 	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
 	for _, cmd := range []string{"./fake-server", "fake-server"} {
 		l := NewLocal(LocalOptions{Name: "here"})
-		in, err := l.Start(t.Context(), Launch{Argv: []string{cmd, "--port", "30123"}, Port: 30123})
+		in, err := l.Start(t.Context(), Launch{Argv: []string{cmd, "--port", strconv.Itoa(port)}, Port: port})
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
 		}
@@ -32,7 +36,7 @@ func TestLocalResolvesRelativeCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := NewLocal(LocalOptions{}).Start(t.Context(), Launch{Argv: []string{"no-such-server-xyz", "--port", "30123"}, Port: 30123})
+	_, err := NewLocal(LocalOptions{}).Start(t.Context(), Launch{Argv: []string{"no-such-server-xyz", "--port", strconv.Itoa(port)}, Port: port})
 	if f, ok := AsFailure(err); !ok || f.Class != ClassLaunchFailed || !strings.Contains(f.Detail, "not found in PATH") {
 		t.Fatalf("missing command: %v, want launch_failed", err)
 	}
@@ -46,13 +50,13 @@ func TestLocalResolvesRelativeCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := NewLocal(LocalOptions{Name: "spec-dir", Dir: sub})
-	if _, err := l.Start(t.Context(), Launch{Argv: []string{"bin/server", "--port", "30123"}, Port: 30123}); err != nil {
+	if _, err := l.Start(t.Context(), Launch{Argv: []string{"bin/server", "--port", strconv.Itoa(port)}, Port: port}); err != nil {
 		t.Fatalf("bin/server under the spec's folder: %v", err)
 	}
 	if err := l.Restore(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewLocal(LocalOptions{Name: "elsewhere", Dir: t.TempDir()}).Start(t.Context(), Launch{Argv: []string{"./fake-server", "--port", "30123"}, Port: 30123})
+	_, err = NewLocal(LocalOptions{Name: "elsewhere", Dir: t.TempDir()}).Start(t.Context(), Launch{Argv: []string{"./fake-server", "--port", strconv.Itoa(port)}, Port: port})
 	if f, ok := AsFailure(err); !ok || f.Class != ClassLaunchFailed || !strings.Contains(f.Detail, "no such file or directory") {
 		t.Fatalf("./fake-server beside another spec: %v, want launch_failed naming the OS error", err)
 	}
@@ -62,13 +66,14 @@ func TestLocalResolvesRelativeCommands(t *testing.T) {
 // file 0600 (also one an earlier version left 0644), a directory it creates 0700; a symlink in
 // its place is refused, not followed.
 func TestLocalLogDirIsPrivate(t *testing.T) {
+	port := testhost.FreePort(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "fake-server"), []byte("#!/bin/sh\necho token=abc\nexec sleep 30\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	start := func(logFile string) error {
 		l := NewLocal(LocalOptions{Name: "here", LogFile: logFile})
-		_, err := l.Start(t.Context(), Launch{Argv: []string{filepath.Join(dir, "fake-server"), "--port", "30123"}, Port: 30123})
+		_, err := l.Start(t.Context(), Launch{Argv: []string{filepath.Join(dir, "fake-server"), "--port", strconv.Itoa(port)}, Port: port})
 		if err == nil {
 			t.Cleanup(func() { _ = l.Restore(context.Background()) })
 		}

@@ -408,7 +408,7 @@ func TestLocalChildDiesWithSpecsweep(t *testing.T) {
 	}
 	sim := testhost.SimBinary(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLocalParent$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "HOSTCTL_HELPER=1", "HOSTCTL_SIM="+sim)
+	cmd.Env = append(os.Environ(), "HOSTCTL_HELPER=1", "HOSTCTL_SIM="+sim, "HOSTCTL_PORT="+strconv.Itoa(testhost.FreePort(t)))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -451,8 +451,9 @@ func TestHelperLocalParent(t *testing.T) {
 	for k, v := range fastEnv {
 		e[k] = v
 	}
+	port, _ := strconv.Atoi(os.Getenv("HOSTCTL_PORT"))
 	in, err := l.Start(context.Background(), Launch{Argv: []string{os.Getenv("HOSTCTL_SIM"), "--model-path", "/models/Qwen3.5-122B-A10B",
-		"--tp-size", "4", "--port", "30077"}, Env: e, Port: 30077})
+		"--tp-size", "4", "--port", strconv.Itoa(port)}, Env: e, Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +476,7 @@ func TestLocalGPUBusy(t *testing.T) {
 	t.Setenv("SGLANGSIM_STATE_DIR", filepath.Join(dir, "gpus"))
 	t.Setenv("SGLANGSIM_GPUS", "8")
 	// An orphan holds GPU 2: a tp 4 point (GPUs 0-3) is gpu_busy naming it.
-	orphan := exec.Command(sim, "--model-path", "/models/Qwen3.6-27B", "--tp-size", "1", "--port", "31998")
+	orphan := exec.Command(sim, "--model-path", "/models/Qwen3.6-27B", "--tp-size", "1", "--port", strconv.Itoa(testhost.FreePort(t)))
 	orphan.Env = append(os.Environ(), "CUDA_VISIBLE_DEVICES=2", "SGLANGSIM_LOAD_SECONDS=600")
 	if err := orphan.Start(); err != nil {
 		t.Fatal(err)

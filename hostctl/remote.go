@@ -167,13 +167,45 @@ func (r *Remote) markerStale(ctx context.Context, st State) (bool, error) {
 	return false, err
 }
 
+// preStart reads, once and in one round trip, the unit's state and the GPUs (gpuScript's output
+// and exit status) for a start: the marker, the stop check and the GPU wait's first look use them.
+// A server stopped since makes the GPUs' stale. Read where the state was read before (after the
+// marker file), so that a sudo asking for a password is still the marker read's error.
+type preStart struct {
+	read      bool
+	st        State
+	gpus      string
+	gpuCode   int
+	gpusStale bool
+}
+
+// state is the unit's state (pre nil: read now, alone).
+func (p *preStart) state(ctx context.Context, r *Remote) (State, error) {
+	if p == nil {
+		return r.UnitState(ctx)
+	}
+	if !p.read {
+		st, out, err := r.unit.stateAnd(ctx, gpuScript)
+		if err != nil {
+			return State{}, fmt.Errorf("reading the state of %s and the GPUs: %w", r.o.Unit, err)
+		}
+		p.read, p.st, p.gpus, p.gpuCode = true, st, string(out.Stdout), out.Code
+	}
+	return p.st, nil
+}
+
 // ensureMarker records the unit's pre-sweep state on the host, once.
 func (r *Remote) ensureMarker(ctx context.Context) (Marker, error) {
+	return r.ensureMarkerFrom(ctx, nil)
+}
+
+// ensureMarkerFrom is ensureMarker with the unit's state read already (pre; nil: read it).
+func (r *Remote) ensureMarkerFrom(ctx context.Context, pre *preStart) (Marker, error) {
 	b, err := r.conn.ReadFile(ctx, MarkerPath(r.o.Unit))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return Marker{}, err
 	}
-	st, serr := r.UnitState(ctx)
+	st, serr := pre.state(ctx, r)
 	if serr != nil {
 		return Marker{}, serr
 	}
@@ -213,12 +245,20 @@ func (r *Remote) ensureMarker(ctx context.Context) (Marker, error) {
 // stopRunning stops the unit if it runs (the previous point, or the
 // operator's server), waiting for the stop to finish.
 func (r *Remote) stopRunning(ctx context.Context, l Launch) (StopResult, error) {
-	st, err := r.UnitState(ctx)
+	return r.stopRunningFrom(ctx, l, nil)
+}
+
+// stopRunningFrom is stopRunning with the unit's state read already (pre; nil: read it).
+func (r *Remote) stopRunningFrom(ctx context.Context, l Launch, pre *preStart) (StopResult, error) {
+	st, err := pre.state(ctx, r)
 	if err != nil {
 		return StopResult{}, err
 	}
 	if !st.Running() {
 		return StopResult{Already: true, Final: st}, nil
+	}
+	if pre != nil {
+		pre.gpusStale = true
 	}
 	in := r.newInstance(st.InvocationID, l, r.o.Clock.Now(), true)
 	res, err := in.Stop(ctx, nil)
@@ -242,13 +282,26 @@ func (r *Remote) stopLeftover(ctx context.Context) error {
 
 // gpuFree waits (bounded) until no compute process holds a GPU the launch runs on; a host
 // without nvidia-smi has nothing to wait for.
-func (r *Remote) gpuFree(ctx context.Context, l Launch) error {
+func (r *Remote) gpuFree(ctx context.Context, l Launch) error { return r.gpuFreeFrom(ctx, l, nil) }
+
+// gpuScript prints the GPUs' compute processes, or no-nvidia-smi.
+var gpuScript = "command -v nvidia-smi >/dev/null 2>&1 || { echo no-nvidia-smi; exit 0; }; " + gpuQuery
+
+// gpuFreeFrom is gpuFree taking its first look from pre (read before a start) when nothing was
+// stopped since and the query succeeded there.
+func (r *Remote) gpuFreeFrom(ctx context.Context, l Launch, pre *preStart) error {
+	first := pre != nil && pre.read && !pre.gpusStale && pre.gpuCode == 0
 	return waitGPUs(ctx, r.o.Clock, func(ctx context.Context) (string, bool, error) {
-		out, err := r.run(ctx, "command -v nvidia-smi >/dev/null 2>&1 || { echo no-nvidia-smi; exit 0; }; "+gpuQuery, 30*time.Second)
-		if err != nil {
-			return "", false, err
+		var s string
+		if first {
+			first, s = false, pre.gpus
+		} else {
+			out, err := r.run(ctx, gpuScript, 30*time.Second)
+			if err != nil {
+				return "", false, err
+			}
+			s = string(out.Stdout)
 		}
-		s := string(out.Stdout)
 		return s, strings.TrimSpace(s) == "no-nvidia-smi", nil
 	}, gpuSet(l), cmp.Or(l.GPUWait, r.o.GPUWait), gpuPoll)
 }
@@ -269,14 +322,20 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 			return nil, &Failure{Class: ClassBadArgs, Detail: "invalid launch: " + err.Error(), Err: err}
 		}
 	}
-	if err := r.prepare(ctx); err != nil {
+	// The host's own unit's state and GPUs are read once, in one round trip (preStart); a slot's
+	// unit may be made by prepare, and its first start stops the operator's server: read apart.
+	var pre *preStart
+	if r.parent == nil {
+		pre = &preStart{}
+	}
+	if err := r.prepareFrom(ctx, pre); err != nil {
 		return nil, wrapUnreachable(err)
 	}
-	prev, err := r.stopRunning(ctx, l)
+	prev, err := r.stopRunningFrom(ctx, l, pre)
 	if err != nil {
 		return nil, wrapUnreachable(err)
 	}
-	if err := r.gpuFree(ctx, l); err != nil {
+	if err := r.gpuFreeFrom(ctx, l, pre); err != nil {
 		return nil, wrapUnreachable(err)
 	}
 	// The launch's files (the server reads them at start); SFTP creates their missing directories.
@@ -347,19 +406,23 @@ func (r *Remote) startUnit(ctx context.Context, l Launch, prevID string, dropIn 
 	return in, nil
 }
 
-// prepare readies the unit for a start: a slot's unit made from the operator's (ensureSlot); the
-// operator's unit marked for its restore, with the servers of an earlier packed sweep's slots
-// stopped.
-func (r *Remote) prepare(ctx context.Context) error {
+// prepareFrom readies the unit for a start: a slot's unit made from the operator's (ensureSlot);
+// the operator's unit marked for its restore (its state from pre, nil: read it), with the servers
+// of an earlier packed sweep's slots stopped (which makes pre's GPUs stale).
+func (r *Remote) prepareFrom(ctx context.Context, pre *preStart) error {
 	if r.parent != nil {
 		return r.ensureSlot(ctx)
 	}
-	if _, err := r.ensureMarker(ctx); err != nil {
+	if _, err := r.ensureMarkerFrom(ctx, pre); err != nil {
 		return err
 	}
 	r.prepMu.Lock()
 	defer r.prepMu.Unlock()
-	return r.stopLeftoverSlots(ctx)
+	stopped, err := r.stopLeftoverSlots(ctx)
+	if stopped && pre != nil {
+		pre.gpusStale = true
+	}
+	return err
 }
 
 func wrapUnreachable(err error) error {

@@ -299,3 +299,51 @@ func operatorHost(t *testing.T) (*testhost.Host, *Remote, context.Context) {
 	t.Cleanup(cancel)
 	return h, dialTestHost(t, h), ctx
 }
+
+// TestPrivateWriteOpensNoSession: a private file (the environment file, 0600) is written through
+// the persistent shell, its bytes as the shell's input: byte for byte (binary, no final newline, a
+// line like a here-document's end), created 0600, and no SSH session opened for it (each cost a
+// point's start a session of its own: sshd, PAM and a login shell, seconds on a loaded host).
+func TestPrivateWriteOpensNoSession(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{})[0]
+	r := dialTestHost(t, h)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := r.run(ctx, "true", 10*time.Second); err != nil { // the persistent shell, opened once
+		t.Fatal(err)
+	}
+	data := []byte("A=1\nEOF\n@@specsweep-end\n'\"$x`id`\\\n")
+	for i := range 70000 {
+		data = append(data, byte(i*7))
+	}
+	data = append(data, "no newline"...)
+	const p = "/etc/systemd/system/sglang.service.d/priv test.env"
+	before := r.conn.sessions.Load()
+	if err := r.conn.WriteFileAtomic(ctx, p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.conn.sessions.Load() - before; n != 0 {
+		t.Errorf("a private write opened %d SSH session(s), want none", n)
+	}
+	got, err := os.ReadFile(filepath.Join(h.Root, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Errorf("written %d bytes, read back %d, different", len(data), len(got))
+	}
+	fi, err := os.Stat(filepath.Join(h.Root, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	// The shell still answers in step after the here-document.
+	if out, err := r.run(ctx, "echo still", 10*time.Second); err != nil || strings.TrimSpace(string(out.Stdout)) != "still" {
+		t.Errorf("the shell after a write: %q %v", out.Stdout, err)
+	}
+}

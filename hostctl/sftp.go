@@ -37,7 +37,7 @@ func (c *Conn) sftpClient(ctx context.Context) (*sftp.Client, int, error) {
 		sc, err = sftp.NewClient(cl)
 	} else {
 		var s *ssh.Session
-		s, err = cl.NewSession()
+		s, err = c.newSession(cl)
 		if err == nil {
 			var w io.WriteCloser
 			var r io.Reader
@@ -150,7 +150,8 @@ func (c *Conn) WriteFileAtomic(ctx context.Context, p string, data []byte, mode 
 func (c *Conn) writePrivateFile(ctx context.Context, p string, data []byte, mode os.FileMode) error {
 	script := `umask 077 && mkdir -p -- "$(dirname -- "$1")" && t=$(mktemp -- "$(dirname -- "$1")/.$(basename -- "$1").tmp-XXXXXX") && ` +
 		`{ cat >"$t" && chmod ` + strconv.FormatUint(uint64(mode.Perm()), 8) + ` -- "$t" && sync -- "$t" && mv -f -- "$t" "$1" || { rm -f -- "$t"; exit 1; }; }`
-	if _, err := c.Run(ctx, Cmd{Args: []string{"sh", "-c", script, "sh", p}, Sudo: true, Stdin: data, Timeout: 30 * time.Second}); err != nil {
+	// In the persistent shell (as root), the data as its input: no session of its own.
+	if _, err := c.RunShellInput(ctx, "set -- "+ShellQuote(p)+"; "+script, data, 30*time.Second, 1<<16); err != nil {
 		return fmt.Errorf("writing %s (mode %o): %w", p, mode.Perm(), err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,9 +33,17 @@ type shell struct {
 // non-root login) and returns its output, stdout and stderr each bounded by
 // maxOut bytes, like Run. Any trouble with the shell falls back to Run.
 func (c *Conn) RunShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (Output, error) {
+	return c.RunShellInput(ctx, script, nil, timeout, maxOut)
+}
+
+// RunShellInput is RunShell with stdin for the script (nil: /dev/null). The bytes reach it through
+// the shell's own input, as a here-document (base64), never through an argument that other users
+// of the host could read in /proc: a new session for them would cost as much as the rest of a
+// point's start on a loaded host (sshd, PAM and the login shell for each).
+func (c *Conn) RunShellInput(ctx context.Context, script string, stdin []byte, timeout time.Duration, maxOut int) (Output, error) {
 	c.shMu.Lock()
 	defer c.shMu.Unlock()
-	out, sent, err := c.runShell(ctx, script, timeout, maxOut)
+	out, sent, err := c.runShell(ctx, script, stdin, timeout, maxOut)
 	if err == nil || ctx.Err() != nil {
 		return out, err
 	}
@@ -50,10 +59,10 @@ func (c *Conn) RunShell(ctx context.Context, script string, timeout time.Duratio
 		// The command may have run: never run it twice. The connection (or the shell) broke.
 		return out, &UnreachableError{Addr: c.t.addr, Err: fmt.Errorf("remote shell: %w", err)}
 	}
-	return c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: timeout, MaxOutput: maxOut})
+	return c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Stdin: stdin, Timeout: timeout, MaxOutput: maxOut})
 }
 
-func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duration, maxOut int) (out Output, sent bool, err error) {
+func (c *Conn) runShell(ctx context.Context, script string, stdin []byte, timeout time.Duration, maxOut int) (out Output, sent bool, err error) {
 	cl, gen, err := c.Client(ctx)
 	if err != nil {
 		return Output{}, sent, err
@@ -63,7 +72,7 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 		c.sh = nil
 	}
 	if c.sh == nil {
-		s, err := cl.NewSession()
+		s, err := c.newSession(cl)
 		if err != nil {
 			return Output{}, sent, err
 		}
@@ -91,16 +100,29 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	marker := "@@specsweep-end-" + hex.EncodeToString(nonce[:])
-	// stderr goes to a temp file printed after stdout, between markers.
-	line := "e=$(mktemp); " + Cmd{Args: []string{"sh", "-c", script}, Timeout: timeout}.CommandLine("root") +
-		" </dev/null 2>\"$e\"; r=$?; printf '\\n" + marker + "-stderr\\n'; head -c " + strconv.Itoa(maxOut) +
-		" \"$e\"; rm -f \"$e\"; printf '\\n" + marker + " %s\\n' $r\n"
+	// stderr goes to a temp file printed after stdout, between markers. Stdin is a here-document
+	// after the line (the marker is random: no base64 line is it).
+	in, doc := " </dev/null", ""
+	if stdin != nil {
+		in = ""
+		doc = wrapBase64(stdin) + marker + "-in\n"
+	}
+	cmd := Cmd{Args: []string{"sh", "-c", script}, Timeout: timeout}.CommandLine("root")
+	if stdin != nil {
+		cmd = "base64 -d <<'" + marker + "-in' | " + cmd
+	}
+	// The stderr file is the shell's own, made once (removed when it exits) and emptied by a
+	// builtin: each command then costs the host two processes (timeout, sh) besides its own, where
+	// mktemp, head and rm made five (each several milliseconds on a loaded host).
+	line := "[ -n \"$e\" ] || { e=$(mktemp) && trap 'rm -f \"$e\"' EXIT; }; : >\"$e\"; " + cmd + in + " 2>\"$e\"; r=$?; printf '\\n" +
+		marker + "-stderr\\n'; [ -s \"$e\" ] && head -c " + strconv.Itoa(maxOut) + " \"$e\"; printf '\\n" + marker + " %s\\n' $r\n" + doc
 	// The session is closed when ctx ends, or when the command's end has not come within its timeout
 	// (run on the host) and 10 s for the network: a bound of network I/O, on the real clock.
 	sctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
 	defer cancel()
 	stop := context.AfterFunc(sctx, func() { sh.sess.Close() })
 	defer stop()
+	c.shellCmds.Add(1)
 	if _, err := io.WriteString(sh.stdin, line); err != nil {
 		return Output{}, false, err
 	}
@@ -137,4 +159,20 @@ func (c *Conn) runShell(ctx context.Context, script string, timeout time.Duratio
 			full, truncated = true, true
 		}
 	}
+}
+
+// wrapBase64 is b in base64, in lines of 76 characters, each ending in a newline.
+func wrapBase64(b []byte) string {
+	enc := base64.StdEncoding.EncodeToString(b)
+	var sb strings.Builder
+	for len(enc) > 76 {
+		sb.WriteString(enc[:76])
+		sb.WriteByte('\n')
+		enc = enc[76:]
+	}
+	if enc != "" {
+		sb.WriteString(enc)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
 }

@@ -84,26 +84,29 @@ func (r *Remote) slotMarkers(ctx context.Context) ([]int, error) {
 
 // stopLeftoverSlots stops the servers of the slots an earlier sweep left running (a kill -9 of
 // specsweep leaves them, on GPUs this sweep will want), once per connection of the host.
-func (r *Remote) stopLeftoverSlots(ctx context.Context) error {
+func (r *Remote) stopLeftoverSlots(ctx context.Context) (stopped bool, err error) {
 	if r.slotsSwept {
-		return nil
+		return false, nil
 	}
 	ks, err := r.slotMarkers(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, k := range ks {
 		s := r.Slot(k)
 		res, err := s.stopRunning(ctx, Launch{}.withDefaults())
 		if err != nil {
-			return fmt.Errorf("stopping %s left by an earlier sweep: %w", s.o.Unit, err)
+			return stopped, fmt.Errorf("stopping %s left by an earlier sweep: %w", s.o.Unit, err)
 		}
-		if !res.Already && r.o.Event != nil {
-			r.o.Event("stopped_leftover", fmt.Sprintf("%s of an earlier sweep was still running: stopped in %v", s.o.Unit, res.Duration.Round(time.Millisecond)))
+		if !res.Already {
+			stopped = true
+			if r.o.Event != nil {
+				r.o.Event("stopped_leftover", fmt.Sprintf("%s of an earlier sweep was still running: stopped in %v", s.o.Unit, res.Duration.Round(time.Millisecond)))
+			}
 		}
 	}
 	r.slotsSwept = true
-	return nil
+	return stopped, nil
 }
 
 // prepareSlots readies the host for its slots, once: the operator's marker written, the servers
@@ -118,7 +121,7 @@ func (r *Remote) prepareSlots(ctx context.Context) ([]byte, os.FileMode, error) 
 	if _, err := r.ensureMarker(ctx); err != nil {
 		return nil, 0, err
 	}
-	if err := r.stopLeftoverSlots(ctx); err != nil {
+	if _, err := r.stopLeftoverSlots(ctx); err != nil {
 		return nil, 0, err
 	}
 	if _, err := r.stopRunning(ctx, Launch{}.withDefaults()); err != nil {

@@ -30,6 +30,15 @@ type unitControl interface {
 	start(ctx context.Context) (State, error)
 	// stop queues a stop of the unit and returns (the caller follows it).
 	stop(ctx context.Context) error
+	// stateAfter runs wait (a bounded wait on the host: a script, or "") and
+	// then reads the state and runs script as stateAnd does; stopAnd queues the
+	// unit's stop first. One round trip with systemctl: a stop costs no
+	// separate command, and the state is read the moment the wait ends.
+	stateAfter(ctx context.Context, wait, script string) (st State, out Output, err error)
+	stopAnd(ctx context.Context, wait, script string) (st State, out Output, err error)
+	// resetFailedAnd is resetFailed, then script (a read: the journal) in the
+	// persistent shell, in one round trip where the transport allows.
+	resetFailedAnd(ctx context.Context, script string) (Output, error)
 	// resetFailed forgets a failed state (errors ignored: the unit may not be failed).
 	resetFailed(ctx context.Context)
 	// reload is daemon-reload.
@@ -94,6 +103,26 @@ func (u *systemctlUnit) start(ctx context.Context) (State, error) {
 func (u *systemctlUnit) stop(ctx context.Context) error {
 	_, err := u.run(ctx, "systemctl stop --no-block -- "+ShellQuote(u.unit), 15*time.Second)
 	return err
+}
+
+func (u *systemctlUnit) stateAfter(ctx context.Context, wait, script string) (State, Output, error) {
+	show, out, err := readAlongside(ctx, u.conn, wait+showCmd(u.unit)+"; ", script)
+	if err != nil {
+		return State{}, Output{}, err
+	}
+	return parseShow(show, u.conn.o.Clock.Now()), out, nil
+}
+
+// stopAnd: a failed systemctl stop ends the script before the separator, an error as stop's. Sent
+// again on a fresh connection by readAlongside when the first broke: queuing a stop twice is
+// harmless.
+func (u *systemctlUnit) stopAnd(ctx context.Context, wait, script string) (State, Output, error) {
+	return u.stateAfter(ctx, "systemctl stop --no-block -- "+ShellQuote(u.unit)+" || exit; "+wait, script)
+}
+
+func (u *systemctlUnit) resetFailedAnd(ctx context.Context, script string) (Output, error) {
+	_, out, err := readAlongside(ctx, u.conn, "systemctl reset-failed -- "+ShellQuote(u.unit)+" 2>/dev/null; ", script)
+	return out, err
 }
 
 func (u *systemctlUnit) resetFailed(ctx context.Context) {

@@ -6,6 +6,7 @@ package hostctl
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -76,7 +77,7 @@ func (p *unitProc) follow(ctx context.Context, wake func()) func() {
 	if err != nil {
 		return func() {}
 	}
-	s, err := cl.NewSession()
+	s, err := p.conn.newSession(cl)
 	if err != nil {
 		return func() {}
 	}
@@ -115,6 +116,52 @@ func (p *unitProc) follow(ctx context.Context, wake func()) func() {
 		}
 	}()
 	return func() { stdin.Close(); s.Close() }
+}
+
+var _ exitWaiter = (*unitProc)(nil)
+
+// waitPoll: see exitWaiter. The wait is on the host: tail --pid checks the process every 10 ms,
+// bounded by timeout (its exit status is no matter); without a process, a sleep of upTo.
+func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, []string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	secs := strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64)
+	wait := "sleep " + secs + "; "
+	if pid > 0 {
+		wait = "timeout " + secs + " tail --pid=" + strconv.Itoa(pid) + " -s 0.01 -f /dev/null </dev/null >/dev/null 2>&1; "
+	}
+	read := journalRead(journalMatch(p.unitName, p.id, p.execPID), p.cursor)
+	var st State
+	var out Output
+	var err error
+	if send {
+		if st, out, err = p.unit.stopAnd(ctx, wait, read); err != nil {
+			return State{}, nil, fmt.Errorf("stopping %s: %w", p.unitName, err)
+		}
+	} else if st, out, err = p.unit.stateAfter(ctx, wait, read); err != nil {
+		return State{}, nil, fmt.Errorf("following the stop of %s: %w", p.unitName, err)
+	}
+	return st, p.take(out), nil
+}
+
+// finish: see exitWaiter.
+func (p *unitProc) finish(ctx context.Context) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out, err := p.unit.resetFailedAnd(ctx, journalRead(journalMatch(p.unitName, p.id, p.execPID), p.cursor))
+	if err != nil {
+		return nil
+	}
+	return p.take(out)
+}
+
+// take parses a journal read and moves the cursor past it.
+func (p *unitProc) take(out Output) []string {
+	lines, c := parseJournal(out.Stdout, out.Truncated)
+	if c != "" {
+		p.cursor = c
+	}
+	return lines
 }
 
 // sendStop queues the unit's stop.

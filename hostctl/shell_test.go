@@ -1,0 +1,98 @@
+package hostctl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
+
+// TestPersistentShell: the persistent shell keeps stdout, stderr and the exit status of each
+// command apart, bounds stderr, passes stdin through, stays in step across commands, and opens
+// no session after its own.
+func TestPersistentShell(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{})[0]
+	r := dialTestHost(t, h)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c := r.conn
+	out, err := c.RunShell(ctx, "echo out; echo err >&2", 10*time.Second, 1<<10)
+	if err != nil || string(out.Stdout) != "out\n" || string(out.Stderr) != "err\n" {
+		t.Errorf("stdout %q stderr %q err %v", out.Stdout, out.Stderr, err)
+	}
+	sessions := c.sessions.Load()
+	out, err = c.RunShell(ctx, "echo partial; echo why >&2; exit 3", 10*time.Second, 1<<10)
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Out.Code != 3 || string(out.Stdout) != "partial\n" || string(out.Stderr) != "why\n" {
+		t.Errorf("exit 3: %+v %v", out, err)
+	}
+	out, err = c.RunShell(ctx, "head -c 5000 /dev/zero | tr '\\0' x >&2", 10*time.Second, 100)
+	if err != nil || len(out.Stderr) > 100 || !out.Truncated {
+		t.Errorf("stderr of 5000 bytes kept to 100: %d bytes, truncated %v, %v", len(out.Stderr), out.Truncated, err)
+	}
+	out, err = c.RunShell(ctx, "true", 10*time.Second, 1<<10)
+	if err != nil || len(out.Stdout) != 0 || len(out.Stderr) != 0 {
+		t.Errorf("true: stderr of an earlier command left: %+v %v", out, err)
+	}
+	in := bytes.Repeat([]byte("line\n"), 3000)
+	out, err = c.RunShellInput(ctx, "wc -c", in, 10*time.Second, 1<<10)
+	if err != nil || strings.TrimSpace(string(out.Stdout)) != "15000" {
+		t.Errorf("stdin of 15000 bytes: %q %v", out.Stdout, err)
+	}
+	for i := range 20 {
+		want := strings.Repeat("y", i)
+		out, err := c.RunShell(ctx, "printf %s "+ShellQuote(want), 10*time.Second, 1<<10)
+		if err != nil || string(out.Stdout) != want {
+			t.Fatalf("command %d out of step: %q %v", i, out.Stdout, err)
+		}
+	}
+	if n := c.sessions.Load() - sessions; n != 0 {
+		t.Errorf("%d sessions opened by commands in the persistent shell", n)
+	}
+}
+
+// TestStartRoundTrips: a point's Start on a host whose previous point was stopped is three
+// commands in the persistent shell (the unit's state with the GPUs, the environment file, the
+// start) and no session: the state was read twice and the GPUs apart, and the environment file
+// took a session of its own.
+func TestStartRoundTrips(t *testing.T) {
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+	r := dialTestHost(t, h)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	l := launch(driver{simBin: testhost.SimPath}, map[string]string{"A": "1"})
+	for i := range 2 {
+		sessions, cmds := r.conn.sessions.Load(), r.conn.shellCmds.Load()
+		in, err := r.Start(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if n := r.conn.sessions.Load() - sessions; n != 0 {
+				t.Errorf("Start opened %d session(s), want none", n)
+			}
+			if n := r.conn.shellCmds.Load() - cmds; n != 3 {
+				t.Errorf("Start ran %d commands in the shell, want 3", n)
+			}
+		}
+		if _, err := in.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := in.Stop(ctx, nil); err != nil || !res.Clean {
+			t.Fatalf("stop: %+v %v", res, err)
+		}
+	}
+	if err := r.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
