@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
 )
 
 // The integration tests run the real sglangsim binary, built once here, on 127.0.0.1 only.
@@ -36,7 +38,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := m.Run()
+	// The default ports held for the run (testhost.GuardDefaultPorts): a test on 30000 fails here.
+	done := testhost.GuardDefaultPorts()
+	code := done(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
