@@ -287,13 +287,7 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // systemd hands the process exactly that argv (read back from
 // /proc/PID/cmdline), long lines with continuations included.
 func TestExecStartQuotingOnRealSystemd(t *testing.T) {
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{})[0]
-	r := dialTestHost(t, h)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	h, r, ctx := bootOne(t, testhost.Options{})
 	nasty := []string{"50%", "%n%i%%", "$HOME", "${X}", "$$", `back\slash`, `\\double`, `"quoted"`, "it's", ";", "a;b", "tab\there",
 		"\x01ctl", "ünïcode ✓", "", " lead", "trail ", "--flag=va lue", "*", "~", "`id`", "$(id)", "\\;"}
 	long := strings.Repeat("L", 3000)
@@ -331,13 +325,7 @@ func TestExecStartQuotingOnRealSystemd(t *testing.T) {
 // TestFollowerLeavesNothing: the journal follower and the death watcher of
 // WaitReady end with it; no remote process lingers.
 func TestFollowerLeavesNothing(t *testing.T) {
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{})[0]
-	r := dialTestHost(t, h)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	h, r, ctx := bootOne(t, testhost.Options{})
 	in, err := r.Start(ctx, benchLaunch(nil))
 	if err != nil {
 		t.Fatal(err)

@@ -291,10 +291,17 @@ func TestStaleMarker(t *testing.T) {
 // operatorHost boots a host whose operator unit runs, and connects to it.
 func operatorHost(t *testing.T) (*testhost.Host, *Remote, context.Context) {
 	t.Helper()
+	return bootOne(t, testhost.Options{Env: fastEnv, UnitEnabled: true})
+}
+
+// bootOne boots one test host with opts (skipping where test hosts cannot run) and connects to
+// it; the context ends with the test, after a minute at most.
+func bootOne(t *testing.T, opts testhost.Options) (*testhost.Host, *Remote, context.Context) {
+	t.Helper()
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
-	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, UnitEnabled: true})[0]
+	h := testhost.Boot(t, 1, opts)[0]
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
 	return h, dialTestHost(t, h), ctx
@@ -305,13 +312,7 @@ func operatorHost(t *testing.T) (*testhost.Host, *Remote, context.Context) {
 // line like a here-document's end), created 0600, and no SSH session opened for it (each cost a
 // point's start a session of its own: sshd, PAM and a login shell, seconds on a loaded host).
 func TestPrivateWriteOpensNoSession(t *testing.T) {
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{})[0]
-	r := dialTestHost(t, h)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	h, r, ctx := bootOne(t, testhost.Options{})
 	if _, err := r.run(ctx, "true", 10*time.Second); err != nil { // the persistent shell, opened once
 		t.Fatal(err)
 	}

@@ -15,13 +15,7 @@ import (
 // command apart, bounds stderr, passes stdin through, stays in step across commands, and opens
 // no session after its own.
 func TestPersistentShell(t *testing.T) {
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{})[0]
-	r := dialTestHost(t, h)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	_, r, ctx := bootOne(t, testhost.Options{})
 	c := r.conn
 	out, err := c.RunShell(ctx, "echo out; echo err >&2", 10*time.Second, 1<<10)
 	if err != nil || string(out.Stdout) != "out\n" || string(out.Stderr) != "err\n" {
