@@ -215,13 +215,9 @@ func fitChain(s *Sweep, pts []*Point) (*AdaptiveFit, float64) {
 				continue
 			}
 			switch {
-			case sweep.NoiseMeasured(top.cell.TokS, x.cell.TokS):
+			case x.cell.TokS.N > 1 && top.cell.TokS.N > 1:
 				if sweep.NoiseOf(top.cell.TokS, x.cell.TokS) != sweep.NoiseClear {
-					what := "ranges overlap"
-					if x.cell.TokS.N < 2 || top.cell.TokS.N < 2 {
-						what = "confidence intervals overlap"
-					}
-					slot.Why[x.steps] = fmt.Sprintf("within noise of the best (%.1f vs %.1f tok/s, %s)", x.cell.TokS.Median, top.cell.TokS.Median, what)
+					slot.Why[x.steps] = fmt.Sprintf("within noise of the best (%.1f vs %.1f tok/s, ranges overlap)", x.cell.TokS.Median, top.cell.TokS.Median)
 				}
 			case x.cell.TokS.Median >= top.cell.TokS.Median*(1-PlateauTolerance):
 				slot.Why[x.steps] = fmt.Sprintf("within %g%% of the best (%.1f vs %.1f tok/s; one repeat: noise not measured)",

@@ -124,3 +124,33 @@ func TestFitAdaptiveRefuses(t *testing.T) {
 		t.Errorf("dp attention: %v", err)
 	}
 }
+
+// TestFitAndPlateauIgnoreIntervals: the confidence intervals every level now carries decide the
+// noise verdict (sweep.NoiseOf) but not which steps a fitted slot may switch among nor where the
+// plateau starts: with one repeat those keep the 2% rule. Wide intervals (±10%) would make every
+// step a candidate; CI: the verification's fitted server no longer switched back at c=1.
+func TestFitAndPlateauIgnoreIntervals(t *testing.T) {
+	s := fallingSweep(1, "EAGLE3")
+	for _, p := range s.Points {
+		for _, c := range p.Cells {
+			m := c.TokS.Median
+			c.TokS.CI = &sweep.Bounds{Low: 0.9 * m, High: 1.1 * m}
+		}
+	}
+	fit, err := FitAdaptive(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sl := range fit.Slots {
+		got = append(got, strings.Trim(jsonOf(t, sl.Steps), "[]"))
+	}
+	if want := []string{"5,7", "3", "0"}; !slices.Equal(got, want) {
+		t.Errorf("slots %v, want %v (the 2%% rule, not the intervals)", got, want)
+	}
+	for _, b := range BestPerLevel(s) {
+		if b.Concurrency == 1 && (b.Plateau == nil || b.Plateau.Point.NumSteps != 5) {
+			t.Errorf("c=1 plateau %+v, want steps 5 (within 2%% of steps 7)", b.Plateau)
+		}
+	}
+}

@@ -57,7 +57,7 @@ func plateau(best *Cell, cells []*Cell) *Cell {
 			continue
 		}
 		asGood := c.TokS.Median >= best.TokS.Median*(1-PlateauTolerance)
-		if sweep.NoiseMeasured(best.TokS, c.TokS) {
+		if c.TokS.N > 1 && best.TokS.N > 1 {
 			asGood = sweep.NoiseOf(best.TokS, c.TokS) != NoiseClear
 		}
 		if asGood {
