@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,14 +22,11 @@ import (
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
+// freePort is a free loopback address for a daemon or a local server (testhost.FreePort: below the
+// ephemeral range, so no outgoing connection takes it meanwhile).
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testhost.FreePort(t)))
 }
 
 // smallSpec is a sweep of `steps` EAGLE-3 points plus a baseline on the given hosts.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,8 +139,14 @@ workload:
 	if ph := fittedPoint.Phases[1]; ph.Concurrency != 64 || !to(ph, 0) {
 		t.Errorf("the fitted server's c=64 phase did not switch to steps 0: %+v", ph.Switches)
 	}
-	if ph := fittedPoint.Phases[2]; !to(ph, 7) {
-		t.Errorf("the fitted server's last c=1 phase did not switch back to steps 7: %+v", ph.Switches)
+	// Back to 7 after the 0: in the last c=1 phase, or already in the c=64 phase's drain (its
+	// requests end one by one, the batch falls below the slot of 4, and the phase's log window runs
+	// to its last request's end; CI saw it there on a loaded machine).
+	later := append(slices.Clone(fittedPoint.Phases[1].Switches), fittedPoint.Phases[2].Switches...)
+	if i := slices.IndexFunc(later, func(sw store.StepSwitch) bool { return sw.To == 0 }); i < 0 ||
+		!slices.ContainsFunc(later[i:], func(sw store.StepSwitch) bool { return sw.To == 7 }) {
+		t.Errorf("the fitted server did not switch back to steps 7 after steps 0: c=64 phase %+v, last c=1 phase %+v",
+			fittedPoint.Phases[1].Switches, fittedPoint.Phases[2].Switches)
 	}
 	checks := report.AdaptiveChecks(s)
 	if len(checks) != 2 {

@@ -2,6 +2,7 @@ package testhost
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,25 +24,33 @@ func FreePort(t testing.TB) int {
 // FreePorts is the first of n consecutive loopback TCP ports nothing listened on a moment ago: a
 // local host that packs (spec `pack: true`) runs its slot k's server on the spec's server.port
 // plus k, one slot per GPU, so a packing spec of g GPUs needs FreePorts(t, g).
+//
+// The ports come from below the kernel's range of ports for connections' own (source) ends
+// (ephemeralLow), never from it: a port the kernel hands out for :0 is from that range, and on a
+// machine busy with other tests an outgoing connection (a load client's, ssh's) may take it as its
+// source port before the test's server binds it (CI: a packed point failed so). Nor is it one of
+// DefaultPorts. Where it starts is random, so that test processes side by side rarely try the same.
 func FreePorts(t testing.TB, n int) int {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("FreePorts(%d): want at least one port", n)
 	}
-	for range 100 {
-		first, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo, hi := 10000, ephemeralLow()
+	if hi-lo < 100*n {
+		t.Fatalf("FreePorts(%d): the ports below the ephemeral range (%d) are too few", n, hi)
+	}
+	for range 500 {
+		base := lo + rand.IntN(hi-lo-n)
+		if base <= 8377 && 8377 < base+n || base <= defaults.Port && defaults.Port < base+n {
+			continue
 		}
-		base := first.Addr().(*net.TCPAddr).Port
-		held := []net.Listener{first}
-		for k := 1; k < n && len(held) == k; k++ {
-			if base+k > 65535 {
+		var held []net.Listener
+		for k := range n {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+k)))
+			if err != nil {
 				break
 			}
-			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+k))); err == nil {
-				held = append(held, l)
-			}
+			held = append(held, l)
 		}
 		for _, l := range held {
 			l.Close()
@@ -50,8 +59,22 @@ func FreePorts(t testing.TB, n int) int {
 			return base
 		}
 	}
-	t.Fatalf("no %d consecutive free loopback ports in 100 tries", n)
+	t.Fatalf("no %d consecutive free loopback ports below %d in 500 tries", n, hi)
 	return 0
+}
+
+// ephemeralLow is the first port the kernel gives a connection's own end
+// (/proc/sys/net/ipv4/ip_local_port_range; Linux's default 32768 where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if lo, err := strconv.Atoi(f[0]); err == nil && lo > 1024 {
+				return lo
+			}
+		}
+	}
+	return 32768
 }
 
 // DefaultPorts are the ports a test's server would listen on, on this machine's loopback, when it

@@ -95,3 +95,21 @@ func TestDescends(t *testing.T) {
 		t.Errorf("descends: self %t, init %t, parent %t; want true, false, false", descends(os.Getpid()), descends(1), descends(os.Getppid()))
 	}
 }
+
+// TestFreePortsAreBelowTheEphemeralRange: a test server's port is never one the kernel may give an
+// outgoing connection as its own end meanwhile (CI: a packed point's server found its port taken),
+// nor a default port.
+func TestFreePortsAreBelowTheEphemeralRange(t *testing.T) {
+	lo := ephemeralLow()
+	for range 50 {
+		base := FreePorts(t, 8)
+		if base < 1024 || base+8 > lo {
+			t.Fatalf("FreePorts(8) = %d..%d, want below the ephemeral range (from %d)", base, base+7, lo)
+		}
+		for _, p := range DefaultPorts {
+			if base <= p && p < base+8 {
+				t.Fatalf("FreePorts(8) = %d..%d holds the default port %d", base, base+7, p)
+			}
+		}
+	}
+}
