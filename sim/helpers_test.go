@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -93,21 +92,11 @@ type proc struct {
 	start  time.Time
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startSim runs the binary on a free port of 127.0.0.1. env holds
 // SGLANGSIM_* overrides; the defaults make start-up fast.
 func startSim(t *testing.T, env map[string]string, args ...string) *proc {
 	t.Helper()
-	port := freePort(t)
+	port := testhost.FreePort(t)
 	p := &proc{t: t, port: port, base: fmt.Sprintf("http://127.0.0.1:%d", port), stdout: &syncBuf{}, stderr: &syncBuf{},
 		truth: filepath.Join(t.TempDir(), "truth.jsonl"), done: make(chan struct{})}
 	full := append([]string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp", "4", "--host", "127.0.0.1", "--port", fmt.Sprint(port)}, args...)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/specsweep/specsweep/internal/testhost"
 )
 
 // startNode starts node rank of an nnodes launch whose rendezvous is on 127.0.0.1:distPort, each
@@ -63,7 +65,7 @@ func postStatus(p *proc, path string) int {
 // node 0 fail the stream and exit.
 func TestMultiNodeServeThenNodeOneDies(t *testing.T) {
 	t.Parallel()
-	dist := freePort(t)
+	dist := testhost.FreePort(t)
 	r0 := startNode(t, 0, 2, dist, map[string]string{"NCCL_DEBUG": "INFO"})
 	r1 := startNode(t, 1, 2, dist, map[string]string{"NCCL_DEBUG": "INFO", "SGLANGSIM_NCCL_NET": "Socket"}, "--enable-metrics")
 	r0.waitReady()
@@ -116,7 +118,7 @@ func TestMultiNodeServeThenNodeOneDies(t *testing.T) {
 // Node 0 gone: the other node's scheduler sees its connection drop and the node ends too.
 func TestMultiNodeNodeZeroDies(t *testing.T) {
 	t.Parallel()
-	dist := freePort(t)
+	dist := testhost.FreePort(t)
 	r0 := startNode(t, 0, 2, dist, nil)
 	r1 := startNode(t, 1, 2, dist, nil)
 	r0.waitReady()
@@ -136,7 +138,7 @@ func TestMultiNodeMissingNode(t *testing.T) {
 	t.Parallel()
 	t.Run("node 2 of 3 missing", func(t *testing.T) {
 		t.Parallel()
-		dist := freePort(t)
+		dist := testhost.FreePort(t)
 		r0 := startNode(t, 0, 3, dist, nil, "--tp", "3", "--dist-timeout", "100")
 		r1 := startNode(t, 1, 3, dist, nil, "--tp", "3", "--dist-timeout", "100")
 		r0.waitGone("torch.distributed.DistStoreError: Timed out after 101 seconds waiting for clients. 2/3 clients joined.",
@@ -152,13 +154,13 @@ func TestMultiNodeMissingNode(t *testing.T) {
 	})
 	t.Run("node 0 missing", func(t *testing.T) {
 		t.Parallel()
-		dist := freePort(t)
+		dist := testhost.FreePort(t)
 		r1 := startNode(t, 1, 2, dist, nil, "--dist-timeout", "30")
 		r1.waitGone(fmt.Sprintf("torch.distributed.DistNetworkError: The client socket has timed out after 30s while trying to connect to (127.0.0.1, %d).", dist))
 	})
 	t.Run("never-join", func(t *testing.T) {
 		t.Parallel()
-		dist := freePort(t)
+		dist := testhost.FreePort(t)
 		r0 := startNode(t, 0, 2, dist, nil, "--dist-timeout", "30")
 		r1 := startNode(t, 1, 2, dist, map[string]string{"SGLANGSIM_FAIL": "never-join"}, "--dist-timeout", "30")
 		r0.waitGone("Timed out after 31 seconds waiting for clients. 2/4 clients joined.")
@@ -172,7 +174,7 @@ func TestMultiNodeMissingNode(t *testing.T) {
 // SGLANGSIM_FAIL=nccl-init-error on node 1: it fails creating its communicator, node 0 follows.
 func TestMultiNodeNCCLInitError(t *testing.T) {
 	t.Parallel()
-	dist := freePort(t)
+	dist := testhost.FreePort(t)
 	r0 := startNode(t, 0, 2, dist, nil)
 	r1 := startNode(t, 1, 2, dist, map[string]string{"SGLANGSIM_FAIL": "nccl-init-error"})
 	r1.waitGone(" TP2] Scheduler hit an exception: Traceback", "unhandled system error (run with NCCL_DEBUG=INFO for details)",
@@ -199,7 +201,7 @@ func TestMultiNodeArgErrorBinary(t *testing.T) {
 // node 0 sees the connection drop and ends too.
 func TestMultiNodeNodeCrash(t *testing.T) {
 	t.Parallel()
-	dist := freePort(t)
+	dist := testhost.FreePort(t)
 	r0 := startNode(t, 0, 2, dist, nil)
 	r1 := startNode(t, 1, 2, dist, map[string]string{"SGLANGSIM_FAIL": "node-crash:5"})
 	r1.waitGone(" TP2] Scheduler hit an exception: Traceback", "an illegal memory access was encountered",

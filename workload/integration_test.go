@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/workload"
 )
 
@@ -282,7 +283,7 @@ func TestBadURL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	dead := "http://127.0.0.1:" + itoa(freePort(t))
+	dead := "http://127.0.0.1:" + itoa(testhost.FreePort(t))
 	for _, u := range []string{"", "ftp://127.0.0.1:1", "127.0.0.1:30000", "http://"} {
 		if _, err := workload.Run(t.Context(), workload.Config{URL: u, Concurrency: 1, Requests: 1, InputTokens: 1,
 			OutputTokens: 1}); err == nil || !strings.Contains(err.Error(), "bad server URL") {

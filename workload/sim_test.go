@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -62,16 +61,6 @@ type simProc struct {
 	done  chan struct{}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startSim starts sglangsim and waits until /health answers 200; it is killed (by pid) at cleanup.
 func startSim(t testing.TB, o simOpts) *simProc {
 	t.Helper()
@@ -80,7 +69,7 @@ func startSim(t testing.TB, o simOpts) *simProc {
 	}
 	dir := t.TempDir()
 	for attempt := 0; ; attempt++ {
-		port := freePort(t)
+		port := testhost.FreePort(t)
 		p := &simProc{URL: "http://127.0.0.1:" + strconv.Itoa(port), Truth: filepath.Join(dir, "truth.jsonl"),
 			Log: filepath.Join(dir, fmt.Sprintf("sim%d.log", attempt)), done: make(chan struct{})}
 		args := []string{"--model-path", "/models/Qwen3.5-122B-A10B", "--tp-size", "4", "--host", "127.0.0.1", "--port", strconv.Itoa(port),
