@@ -50,10 +50,7 @@ func TestFitAdaptive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, sl := range fit.Slots {
-		got = append(got, strings.Trim(jsonOf(t, sl.Steps), "[]"))
-	}
+	got := slotSteps(t, fit)
 	if want := []string{"5,7", "3", "0"}; !slices.Equal(got, want) {
 		t.Errorf("slots %v, want %v", got, want)
 	}
@@ -90,6 +87,15 @@ func TestFitAdaptive(t *testing.T) {
 			t.Errorf("server args %q lack %q", argv, want)
 		}
 	}
+}
+
+// slotSteps are each slot's candidate steps, "5,7".
+func slotSteps(t *testing.T, fit *AdaptiveFit) []string {
+	var out []string
+	for _, sl := range fit.Slots {
+		out = append(out, strings.Trim(jsonOf(t, sl.Steps), "[]"))
+	}
+	return out
 }
 
 func jsonOf(t *testing.T, v any) string {
@@ -141,10 +147,7 @@ func TestFitAndPlateauIgnoreIntervals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, sl := range fit.Slots {
-		got = append(got, strings.Trim(jsonOf(t, sl.Steps), "[]"))
-	}
+	got := slotSteps(t, fit)
 	if want := []string{"5,7", "3", "0"}; !slices.Equal(got, want) {
 		t.Errorf("slots %v, want %v (the 2%% rule, not the intervals)", got, want)
 	}

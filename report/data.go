@@ -41,8 +41,10 @@ type Sweep struct {
 	SpecText string
 	// PhasePlan is the spec's workload.phases (none: levels).
 	PhasePlan []sweep.Phase
-	// Precision is the spec's workload.precision (nil: levels of a fixed count).
-	Precision *sweep.Precision
+	// Precision is the spec's workload.precision (nil: levels of a fixed count); MaxRequests its
+	// levels' cap (workload.requests).
+	Precision   *sweep.Precision
+	MaxRequests int
 	// Sources are the prompt sources every level was measured on (sweep.Workload.Sources), whose
 	// weighted mix is each cell's figure; those of the runs read, equally weighted, where the spec
 	// does not tell.
@@ -252,7 +254,7 @@ func load(ctx context.Context, db *store.DB, sw store.Sweep) (*Sweep, error) {
 	if spec := s.Spec(); spec != nil {
 		s.Sources = spec.Workload.Sources()
 		s.PhasePlan = spec.Workload.Phases
-		s.Precision = spec.Workload.Precision
+		s.Precision, s.MaxRequests = spec.Workload.Precision, spec.Workload.Requests
 	}
 	if len(s.PhasePlan) > 0 {
 		if err := setPhases(ctx, db, s.ID, byID); err != nil {

@@ -452,7 +452,7 @@ func resultsTable(s *Sweep) Table {
 		t.Note += " packed: the point ran on a packed host (pack: true) on its own GPUs, beside that many other points at some moment of its run (their load may have touched its figures); - : not packed."
 	}
 	if s.Precision != nil {
-		t.Note += " ±: the half-width of the level's confidence interval of output tok/s (" + s.Precision.Words(s.MaxRequests()) +
+		t.Note += " ±: the half-width of the level's confidence interval of output tok/s (" + s.Precision.Words(s.MaxRequests) +
 			"); * marks a level that ran to the cap before reaching the target."
 	}
 	if len(s.Pruned()) > 0 {

@@ -19,11 +19,3 @@ func IntervalWords(c *Cell) string {
 	}
 	return s
 }
-
-// MaxRequests is the spec's cap of requests a level (workload.requests), 0 when the spec is unknown.
-func (s *Sweep) MaxRequests() int {
-	if spec := s.Spec(); spec != nil {
-		return spec.Workload.Requests
-	}
-	return 0
-}

@@ -72,7 +72,7 @@ func printResults(ctx context.Context, w io.Writer, st *store.DB, sweepID int64,
 	}
 	if s.Precision != nil {
 		fmt.Fprintf(w, "±: the half-width of the level's confidence interval of output tok/s (%s); *: the level ran to the cap before reaching it.\n",
-			s.Precision.Words(s.MaxRequests()))
+			s.Precision.Words(s.MaxRequests))
 	}
 	if checked {
 		fmt.Fprintln(w, "CHECK: the lossless output check against the baseline of the same tp (ref: that baseline; MISMATCH: does not answer as it does; -: not checked).")
