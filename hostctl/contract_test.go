@@ -193,11 +193,16 @@ func TestContract(t *testing.T) {
 				}
 			}
 			h := d.host(t)
-			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-			defer cancel()
+			// Each check has its own deadline: one shared by the driver's dozen checks ran out in
+			// its last (a Slurm run's checks took 190 s of a loaded CI machine's time).
+			subCtx := func(t *testing.T) context.Context {
+				ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+				t.Cleanup(cancel)
+				return ctx
+			}
 			stop := func(t *testing.T, in Instance) StopResult {
 				t.Helper()
-				res, err := in.Stop(ctx, nil)
+				res, err := in.Stop(subCtx(t), nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -205,6 +210,7 @@ func TestContract(t *testing.T) {
 			}
 
 			t.Run("start_ready_stop", func(t *testing.T) {
+				ctx := subCtx(t)
 				in, err := h.Start(ctx, launch(d, nil))
 				if err != nil {
 					t.Fatal(err)
@@ -253,6 +259,7 @@ func TestContract(t *testing.T) {
 			})
 
 			t.Run("files", func(t *testing.T) {
+				ctx := subCtx(t)
 				// The server's command reads both files, then execs the server: it starts only if
 				// the driver wrote them where the server runs, and its first line shows what it read.
 				// The second file's directory does not exist yet, and its path needs quoting.
@@ -286,6 +293,7 @@ func TestContract(t *testing.T) {
 			})
 
 			t.Run("file_not_writable", func(t *testing.T) {
+				ctx := subCtx(t)
 				// A directory that is a regular file on every machine: the host refuses the write,
 				// which is the point's launch_failed naming the path, not host trouble.
 				const p = "/etc/passwd/adaptive.json"
@@ -308,6 +316,7 @@ func TestContract(t *testing.T) {
 			})
 
 			t.Run("restart_sees_only_its_own_lines", func(t *testing.T) {
+				ctx := subCtx(t)
 				in1, err := h.Start(ctx, launch(d, nil))
 				if err != nil {
 					t.Fatal(err)
@@ -347,6 +356,7 @@ func TestContract(t *testing.T) {
 				{"crash_during_start", map[string]string{"SGLANGSIM_FAIL": "exit-during-start"}, nil, ClassCrashDuringStart, "Initialization failed"},
 			} {
 				t.Run(c.name, func(t *testing.T) {
+					ctx := subCtx(t)
 					in, err := h.Start(ctx, launch(d, c.env, c.args...))
 					if why, ok := d.refusedAtStart[c.name]; ok {
 						t.Logf("%s classifies it at Start: %s", d.name, why)
@@ -368,6 +378,7 @@ func TestContract(t *testing.T) {
 			}
 
 			t.Run("crash_during_load", func(t *testing.T) {
+				ctx := subCtx(t)
 				in, err := h.Start(ctx, launch(d, map[string]string{"SGLANGSIM_FAIL": "crash-during-load:2"}))
 				if err != nil {
 					t.Fatal(err)
@@ -398,6 +409,7 @@ func TestContract(t *testing.T) {
 			})
 
 			t.Run("ready_timeout", func(t *testing.T) {
+				ctx := subCtx(t)
 				l := launch(d, map[string]string{"SGLANGSIM_LOAD_SECONDS": "1000"})
 				l.ReadyTimeout = 1500 * time.Millisecond
 				in, err := h.Start(ctx, l)
@@ -410,6 +422,7 @@ func TestContract(t *testing.T) {
 			})
 
 			t.Run("hang_before_ready_is_ready_timeout", func(t *testing.T) {
+				ctx := subCtx(t)
 				// The scheduler hangs at the first generation: /health turned 200, but the
 				// one-token generation never answers.
 				l := launch(d, map[string]string{"SGLANGSIM_FAIL": "hang-after:0"})
@@ -424,6 +437,7 @@ func TestContract(t *testing.T) {
 			})
 
 			t.Run("slow_drain_is_a_clean_stop", func(t *testing.T) {
+				ctx := subCtx(t)
 				l := launch(d, map[string]string{"SGLANGSIM_FAIL": "slow-drain:20"}) // 1 s drain
 				l.StopTimeout = 10 * time.Second
 				in, err := h.Start(ctx, l)
@@ -440,6 +454,7 @@ func TestContract(t *testing.T) {
 			})
 
 			t.Run("stop_timeout_sigkill", func(t *testing.T) {
+				ctx := subCtx(t)
 				l := launch(d, map[string]string{"SGLANGSIM_FAIL": "ignore-sigterm"})
 				l.StopTimeout = time.Second
 				in, err := h.Start(ctx, l)
