@@ -251,3 +251,68 @@ func BenchmarkIntervalAdd(b *testing.B) {
 		i++
 	}
 }
+
+// A Precision's level is planned from its pilot (Stein's two stages): a noisy pilot sets the
+// window the level needs, later intervals that look narrow before it do not stop the level, and
+// the final interval's width is the pilot's spread scaled to the window, within the target. A stop
+// at the first narrow-looking interval (the rule before) stopped this level at the first check
+// after its noise ended.
+func TestPrecisionStopsWhereThePilotPlanned(t *testing.T) {
+	const e2e = 100 * time.Millisecond
+	a := newIntervalAcc(MetricTTFT, 1)
+	p := Precision{Metric: MetricTTFT, Target: 0.02, Confidence: 0.95}.normalized(1, 1_000_000)
+	rng := rand.New(rand.NewPCG(5, 6))
+	// One request every 10 ms, each lasting one E2E: TTFT 100 ms +- 40% for the first 4 s (the
+	// pilot), then exactly 100 ms.
+	var end time.Duration
+	add := func() {
+		end += 10 * time.Millisecond
+		ttft := 100 * time.Millisecond
+		if end <= 4*time.Second {
+			ttft = time.Duration(float64(ttft) * (1 + 0.4*rng.NormFloat64()))
+		}
+		a.add(end-e2e, end, 10, ttft, e2e)
+	}
+	for end < 4*time.Second+3*e2e {
+		add()
+	}
+	// The pilot needs intervalBatches*pilotBatchE2Es mean E2Es of window: 4 s.
+	if _, ok := a.decide(end, 1000, p); ok || a.pilot == nil {
+		t.Fatalf("the pilot: stopped %v, pilot %+v", ok, a.pilot)
+	}
+	pilot := *a.pilot
+	// ±40% over ~400 requests: the relative standard error near 2%, twice what the target allows.
+	if pilot.relSE < 0.012 || pilot.size < 390 || a.planSize < 2*pilot.size {
+		t.Fatalf("pilot %+v, plan %.0f requests", pilot, a.planSize)
+	}
+	stopped, narrowEarly := false, false
+	for !stopped {
+		add()
+		at, ok := a.decide(end, 1000, p)
+		iv := a.interval(at, p.Confidence)
+		if ok {
+			stopped = true
+			if got := a.windowSize(iv); got < a.planSize {
+				t.Errorf("stopped at %.0f requests, planned %.0f", got, a.planSize)
+			}
+			final := a.planned(iv)
+			want := pilot.t * pilot.relSE * math.Sqrt(pilot.size/a.windowSize(iv))
+			if math.Abs(final.RelHalfWidth-want) > 1e-12 || final.RelHalfWidth > p.Target {
+				t.Errorf("final ±%.4f, want the pilot's spread scaled: ±%.4f within %v", final.RelHalfWidth, want, p.Target)
+			}
+			continue
+		}
+		if iv != nil && iv.RelHalfWidth <= p.Target {
+			narrowEarly = true // where the rule before stopped
+		}
+		if end > 10*time.Minute {
+			t.Fatalf("never stopped; plan %.0f requests", a.planSize)
+		}
+	}
+	if !narrowEarly {
+		t.Error("no interval before the plan was within the target: the test shows nothing")
+	}
+	if *a.pilot != pilot {
+		t.Errorf("the pilot changed: %+v, then %+v", pilot, *a.pilot)
+	}
+}

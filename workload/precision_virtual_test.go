@@ -96,7 +96,7 @@ func TestPrecisionCoverageInVirtualTime(t *testing.T) {
 		if !stopped {
 			t.Fatalf("run %d never reached ±%g%% in %d requests", i, 100*target, pr.MaxRequests)
 		}
-		iv := acc.intervalE2E(stopAt, conf, stopE2E)
+		iv := acc.planned(acc.intervalE2E(stopAt, conf, stopE2E))
 		if iv == nil {
 			t.Fatalf("run %d: no final interval at %v", i, stopAt)
 		}
@@ -119,9 +119,11 @@ func TestPrecisionCoverageInVirtualTime(t *testing.T) {
 	}
 	t.Logf("covered %d of %d at %v (truth %.1f tok/s); reached %d; mean window %.1f s; bias %+.2f%%, rms deviation %.2f%%, claimed standard error %.2f%%",
 		covered, runs, conf, truth, reached, mean, 100*bias, 100*math.Sqrt(sq), 100*math.Sqrt(claimed))
-	// Deterministic (virtual time, fixed seeds): 145 as measured; below 140 the rule got worse.
-	if covered < 140 {
-		t.Errorf("stopped levels: the intervals covered the long-run rate in %d of %d runs at confidence %v (145 measured; want at least 140)", covered, runs, conf)
+	// Deterministic (virtual time, fixed seeds): 168 as measured, near the fixed windows' 172 (the
+	// stopping rule costs the interval little of its coverage). Stopping at the first interval within
+	// the target covered 145, and a pilot of batches of 2 E2Es 158: below 164 the rule got worse.
+	if covered < 164 {
+		t.Errorf("stopped levels: the intervals covered the long-run rate in %d of %d runs at confidence %v (168 measured; want at least 164)", covered, runs, conf)
 	}
 	if reached != runs {
 		t.Errorf("%d of %d final intervals are wider than the target the decision saw met", runs-reached, runs)
