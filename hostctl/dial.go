@@ -34,7 +34,8 @@ type Conn struct {
 	sessions   atomic.Int64 // sessions opened (each costs the host a process and PAM's session)
 	shellCmds  atomic.Int64 // commands sent to the persistent shell (round trips)
 	shMu       sync.Mutex
-	sh         *shell
+	sh         *shell // root's: `sudo -n sh` for a non-root login
+	ush        *shell // the login user's, for a non-root login (Slurm's commands); root's serves root
 	dialMu     sync.Mutex
 	closeAgent func()
 }

@@ -91,6 +91,33 @@ func TestNonRootLoginWithSudo(t *testing.T) {
 	if string(before) != string(after) {
 		t.Fatal("unit changed")
 	}
+	// The login user's persistent shell (Slurm's commands) is the user's, not root's, and apart
+	// from root's: each keeps its own, and neither opens a session per command.
+	who := func(user bool) string {
+		t.Helper()
+		run := func() (Output, error) { return r.conn.RunShell(ctx, "id -un", 10*time.Second, 1<<10) }
+		if user {
+			run = func() (Output, error) { return r.conn.RunUserShell(ctx, "id -un", nil, 10*time.Second, 1<<10) }
+		}
+		out, err := run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out.Stdout))
+	}
+	who(true)
+	sessions := r.conn.sessions.Load()
+	for range 3 {
+		if u, root := who(true), who(false); u != "deploy" || root != "root" {
+			t.Fatalf("the user's shell runs as %q, root's as %q", u, root)
+		}
+	}
+	if out, err := r.conn.RunUserShell(ctx, "wc -c", []byte("12345"), 10*time.Second, 1<<10); err != nil || strings.TrimSpace(string(out.Stdout)) != "5" {
+		t.Errorf("stdin through the user's shell: %q %v", out.Stdout, err)
+	}
+	if n := r.conn.sessions.Load() - sessions; n != 0 {
+		t.Errorf("%d sessions opened by commands in the persistent shells", n)
+	}
 	// The D-Bus transport refuses non-root logins (systemd would ask polkit).
 	if _, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: true, SSH: SSHOptions{Address: h.Addr, User: "deploy",
 		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}}); err == nil || !strings.Contains(err.Error(), "root login") {

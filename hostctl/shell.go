@@ -41,9 +41,23 @@ func (c *Conn) RunShell(ctx context.Context, script string, timeout time.Duratio
 // of the host could read in /proc: a new session for them would cost as much as the rest of a
 // point's start on a loaded host (sshd, PAM and the login shell for each).
 func (c *Conn) RunShellInput(ctx context.Context, script string, stdin []byte, timeout time.Duration, maxOut int) (Output, error) {
+	return c.runInShell(ctx, true, script, stdin, timeout, maxOut)
+}
+
+// RunUserShell is RunShellInput as the login user, not root: a persistent shell of its own for a
+// non-root login (where Slurm's commands run as the user who submits).
+func (c *Conn) RunUserShell(ctx context.Context, script string, stdin []byte, timeout time.Duration, maxOut int) (Output, error) {
+	return c.runInShell(ctx, c.t.user == "root", script, stdin, timeout, maxOut)
+}
+
+func (c *Conn) runInShell(ctx context.Context, root bool, script string, stdin []byte, timeout time.Duration, maxOut int) (Output, error) {
 	c.shMu.Lock()
 	defer c.shMu.Unlock()
-	out, sent, err := c.runShell(ctx, script, stdin, timeout, maxOut)
+	slot := &c.sh
+	if !root {
+		slot = &c.ush
+	}
+	out, sent, err := c.runShell(ctx, slot, root, script, stdin, timeout, maxOut)
 	if err == nil || ctx.Err() != nil {
 		return out, err
 	}
@@ -51,27 +65,27 @@ func (c *Conn) RunShellInput(ctx context.Context, script string, stdin []byte, t
 	if errors.As(err, &ee) {
 		return out, err
 	}
-	if c.sh != nil {
-		c.sh.sess.Close()
-		c.sh = nil
+	if *slot != nil {
+		(*slot).sess.Close()
+		*slot = nil
 	}
 	if sent {
 		// The command may have run: never run it twice. The connection (or the shell) broke.
 		return out, &UnreachableError{Addr: c.t.addr, Err: fmt.Errorf("remote shell: %w", err)}
 	}
-	return c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Stdin: stdin, Timeout: timeout, MaxOutput: maxOut})
+	return c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: root, Stdin: stdin, Timeout: timeout, MaxOutput: maxOut})
 }
 
-func (c *Conn) runShell(ctx context.Context, script string, stdin []byte, timeout time.Duration, maxOut int) (out Output, sent bool, err error) {
+func (c *Conn) runShell(ctx context.Context, slot **shell, root bool, script string, stdin []byte, timeout time.Duration, maxOut int) (out Output, sent bool, err error) {
 	cl, gen, err := c.Client(ctx)
 	if err != nil {
 		return Output{}, sent, err
 	}
-	if c.sh != nil && c.sh.gen != gen {
-		c.sh.sess.Close()
-		c.sh = nil
+	if *slot != nil && (*slot).gen != gen {
+		(*slot).sess.Close()
+		*slot = nil
 	}
-	if c.sh == nil {
+	if *slot == nil {
 		s, err := c.newSession(cl)
 		if err != nil {
 			return Output{}, sent, err
@@ -87,16 +101,16 @@ func (c *Conn) runShell(ctx context.Context, script string, stdin []byte, timeou
 			return Output{}, sent, err
 		}
 		cmd := "exec sh"
-		if c.t.user != "root" {
+		if root && c.t.user != "root" {
 			cmd = "exec sudo -n sh"
 		}
 		if err := s.Start(cmd); err != nil {
 			s.Close()
 			return Output{}, sent, err
 		}
-		c.sh = &shell{sess: s, stdin: w, out: bufio.NewReaderSize(r, 64<<10), gen: gen}
+		*slot = &shell{sess: s, stdin: w, out: bufio.NewReaderSize(r, 64<<10), gen: gen}
 	}
-	sh := c.sh
+	sh := *slot
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	marker := "@@specsweep-end-" + hex.EncodeToString(nonce[:])
