@@ -94,8 +94,10 @@ func TestSlurmSweepSpansNodes(t *testing.T) {
 		t.Errorf("%d tp 4 points done on one node without ranks, want 2", n)
 	}
 
-	// Killed with -9 during a two-node job, resumed; killed again, restored.
-	g := spec("e2e-slurm-nodes-kill", "{method: [baseline], tp: [8, 4]}", false)
+	// Killed with -9 during a two-node job, resumed; killed again, restored. The levels are long: a
+	// two-node job of short levels ends within a second or two of its start (persistent shells on the
+	// login node), before the test has seen a rank on each node.
+	g := spec("e2e-slurm-nodes-kill", "{method: [baseline], tp: [8, 4]}", true)
 	killDuringJob := func(name string) {
 		cmd, out := startSpecsweep(t, "run", "--db", g.db, g.spec)
 		waitFor(t, 2*time.Minute, "a rank on each node", func() bool { return simOn(c.Nodes[0]) && simOn(c.Nodes[1]) })
@@ -117,7 +119,7 @@ func TestSlurmSweepSpansNodes(t *testing.T) {
 		waitFor(t, time.Minute, "no server on any node", func() bool { return !simOn(c.Nodes[0]) && !simOn(c.Nodes[1]) })
 	}
 	check("after the resumed sweep")
-	g = spec("e2e-slurm-nodes-restore", "{method: [baseline], tp: [8, 4]}", false)
+	g = spec("e2e-slurm-nodes-restore", "{method: [baseline], tp: [8, 4]}", true)
 	killDuringJob("e2e-slurm-nodes-restore")
 	if rs := specsweep(t, 2*time.Minute, "restore", "--db", g.db, g.spec); rs.code != 0 {
 		t.Fatalf("restore:\n%s", rs)
