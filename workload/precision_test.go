@@ -46,7 +46,7 @@ func TestStudentTQuantile(t *testing.T) {
 // confidence fraction.
 func TestFillIntervalArithmetic(t *testing.T) {
 	batches := []float64{9, 11, 10, 12, 8, 10, 9, 11, 10, 10} // mean 10, sample variance 12/9
-	iv := fillInterval(&Interval{Mean: 10, Confidence: 0.95}, batches)
+	iv := fillInterval(&Interval{Mean: 10, Confidence: 0.95}, batches, studentT(len(batches)-1, 0.975))
 	half := 2.262157 * math.Sqrt(12.0/9) / math.Sqrt(10)
 	if iv == nil || math.Abs(iv.Low-(10-half)) > 1e-5 || math.Abs(iv.High-(10+half)) > 1e-5 ||
 		math.Abs(iv.RelHalfWidth-half/10) > 1e-6 || iv.Batches != 10 {
@@ -61,7 +61,7 @@ func TestFillIntervalArithmetic(t *testing.T) {
 		for j := range b {
 			b[j] = 100 + 7*rng.NormFloat64()
 		}
-		iv := fillInterval(&Interval{Mean: mean(b), Confidence: conf}, b)
+		iv := fillInterval(&Interval{Mean: mean(b), Confidence: conf}, b, studentT(len(b)-1, (1+conf)/2))
 		if iv.Low <= 100 && 100 <= iv.High {
 			covered++
 		}
@@ -213,16 +213,37 @@ func FuzzInterval(f *testing.F) {
 	f.Fuzz(func(t *testing.T, metric uint8, data []byte, end int64, conf float64) {
 		m := []string{MetricOutputTokS, MetricTTFT, MetricTPOT}[int(metric)%3]
 		a := newIntervalAcc(m, int(metric)/3)
+		if !(conf >= 0.5 && conf <= 0.999) {
+			conf = 0.95
+		}
+		// The same completions through a Precision's checks (decide), each after a completion: a
+		// stopped level's final interval is finite, ordered and within the target.
+		p := Precision{Metric: m, Target: 0.05, Confidence: conf}.normalized(1, 1000)
 		var at time.Duration
+		var stopAt time.Duration
+		var stopE2E time.Duration
+		stopped, done := false, 0
 		for len(data) >= 4 {
 			gap := time.Duration(data[0]) * time.Duration(data[1]) * time.Millisecond
 			span := time.Duration(data[2]) * 7 * time.Millisecond
 			at += gap
 			a.add(at-span, at, int64(data[3])-8, span/3, span)
+			done++
+			if !stopped {
+				if s, ok := a.decide(at, done, p); ok {
+					stopped, stopAt, stopE2E = true, s, a.meanE2E()
+				}
+			}
 			data = data[4:]
 		}
-		if !(conf >= 0.5 && conf <= 0.999) {
-			conf = 0.95
+		if stopped {
+			iv := a.planned(a.intervalE2E(stopAt, conf, stopE2E))
+			if iv == nil {
+				t.Fatalf("stopped at %v with no interval", stopAt)
+			}
+			if math.IsNaN(iv.RelHalfWidth) || iv.RelHalfWidth > p.Target*(1+1e-9) || iv.Low > iv.Mean || iv.High < iv.Mean {
+				t.Fatalf("stopped level's interval %+v, target %v", iv, p.Target)
+			}
 		}
 		iv := a.interval(time.Duration(end), conf)
 		if iv == nil {
