@@ -16,13 +16,13 @@ import (
 
 // TestApplyOnALocalHost: apply on a local host (the machine of `make run`) leaves the server running
 // after specsweep exits, doctor names it, and restore --applied ends it. The state directory is the
-// test's own (XDG_STATE_HOME), and the server is killed at the end whatever happens.
+// test's own (stateHome, the XDG_STATE_HOME of every specsweep it starts), and the server is killed
+// at the end whatever happens.
 func TestApplyOnALocalHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
-	state := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", state)
+	state := stateHome(t)
 	record := filepath.Join(state, "specsweep", "here", "applied.json")
 	t.Cleanup(func() {
 		var a struct {
