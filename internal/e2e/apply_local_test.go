@@ -57,6 +57,9 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	if r.code != 0 || !strings.Contains(r.stdout, "Applied ") {
 		t.Fatalf("apply on a local host:\n%s", r)
 	}
+	if _, err := os.Stat(record); err != nil {
+		t.Errorf("the applied record is not in the test's state directory: %v", err)
+	}
 	// specsweep has exited; the applied server still answers.
 	port := onFreePortOf(t, f.spec)
 	waitFor(t, 10*time.Second, "the applied server's /health after specsweep exited", func() bool { return healthOK(port) })
