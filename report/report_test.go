@@ -7,10 +7,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	_ "github.com/mattn/go-sqlite3"
@@ -28,12 +29,14 @@ import (
 	"github.com/specsweep/specsweep/workload"
 )
 
-// Two real sweeps on sglangsim, recorded once by TestMain: sweepA (baseline, EAGLE-3 steps 1, 2
-// and 4, a method that runs out of memory; 2 repeats) and sweepB (baseline and EAGLE-3 steps 2
-// and 3 with another profile; 1 repeat), in one database.
+// Two real sweeps on sglangsim, recorded once, by the first test that wants them (recorded):
+// sweepA (baseline, EAGLE-3 steps 1, 2 and 4, a method that runs out of memory; 2 repeats) and
+// sweepB (baseline and EAGLE-3 steps 2 and 3 with another profile; 1 repeat), in one database.
 var (
-	dbFile   string
-	setupErr error
+	recordDir  string // TestMain's scratch directory: the binaries and the database
+	recordOnce sync.Once
+	dbFile     string
+	setupErr   error
 )
 
 const specA = `version: 1
@@ -78,18 +81,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	recordDir = dir
 	// The recorded sweeps' servers and every test's run on a free port: the default ports are held.
 	done := testhost.GuardDefaultPorts()
-	if !testing.Short() {
-		setupErr = recordSweeps(dir)
-	}
 	code := done(m.Run())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// recordSweeps builds specsweep and sglangsim and runs both sweeps for real into one database.
-func recordSweeps(dir string) error {
+// recordSweeps builds specsweep and sglangsim and runs both sweeps for real into one database. It
+// runs in the test t (the first to call recorded), for testhost.FreePort's sake.
+func recordSweeps(t *testing.T, dir string) error {
 	for _, b := range []string{"specsweep", "sglangsim"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/specsweep/specsweep/cmd/"+b).CombinedOutput()
 		if err != nil {
@@ -99,11 +101,9 @@ func recordSweeps(dir string) error {
 	dbFile = filepath.Join(dir, "sweeps.db")
 	for i, spec := range []string{specA, specB} {
 		f := filepath.Join(dir, fmt.Sprintf("spec%d.yaml", i))
-		// A port free now: another test process may hold any fixed one on this loopback.
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
+		// A port free now (testhost.FreePort: below the ephemeral range, so no outgoing connection
+		// takes it meanwhile): another test process may hold any fixed one on this loopback.
+		port := testhost.FreePort(t)
 		if err := os.WriteFile(f, []byte(fmt.Sprintf(spec, filepath.Join(dir, "sglangsim"), port)), 0o644); err != nil {
 			return err
 		}
@@ -115,21 +115,16 @@ func recordSweeps(dir string) error {
 	return nil
 }
 
-// freePort is a loopback TCP port nothing listens on now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 func recorded(t *testing.T) (*store.DB, *sql.DB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a recorded sweep (runs sglangsim)")
 	}
+	recordOnce.Do(func() {
+		// recordSweeps may end this test (testhost.FreePort's t.Fatal): the later tests fail on this.
+		setupErr = errors.New("the recording stopped in an earlier test")
+		setupErr = recordSweeps(t, recordDir)
+	})
 	if setupErr != nil {
 		t.Fatalf("recording the sweeps: %v", setupErr)
 	}

@@ -16,13 +16,13 @@ import (
 
 // TestApplyOnALocalHost: apply on a local host (the machine of `make run`) leaves the server running
 // after specsweep exits, doctor names it, and restore --applied ends it. The state directory is the
-// test's own (XDG_STATE_HOME), and the server is killed at the end whatever happens.
+// test's own (stateHome, the XDG_STATE_HOME of every specsweep it starts), and the server is killed
+// at the end whatever happens.
 func TestApplyOnALocalHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
-	state := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", state)
+	state := stateHome(t)
 	record := filepath.Join(state, "specsweep", "here", "applied.json")
 	t.Cleanup(func() {
 		var a struct {
@@ -56,6 +56,9 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	r := specsweep(t, 2*time.Minute, "apply", "--db", f.db, "--host", "here", "--tolerance", "0.5", "e2e-apply-local")
 	if r.code != 0 || !strings.Contains(r.stdout, "Applied ") {
 		t.Fatalf("apply on a local host:\n%s", r)
+	}
+	if _, err := os.Stat(record); err != nil {
+		t.Errorf("the applied record is not in the test's state directory: %v", err)
 	}
 	// specsweep has exited; the applied server still answers.
 	port := onFreePortOf(t, f.spec)

@@ -3,11 +3,11 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,7 +109,7 @@ func BenchmarkSweep(b *testing.B) {
 				b.Fatal(err)
 			}
 			t0 := time.Now()
-			out, err := exec.Command(specsweepBin(b), "run", "--db", db, spec).CombinedOutput()
+			out, err := specsweepCmd(context.Background(), b, "run", "--db", db, spec).CombinedOutput()
 			wall[i] = time.Since(t0)
 			if err != nil {
 				b.Fatalf("sweep on %d hosts: %v\n%s", n, err, tail(string(out), 30))
@@ -216,7 +216,7 @@ func BenchmarkDaemonSoak(b *testing.B) {
 		db := filepath.Join(dir, "soak.db")
 		addr := freePort(b)
 		// The test hosts' keys live in their scratch directories, outside ~/.ssh.
-		cmd := exec.Command(specsweepBin(b), "daemon", "--db", db, "--listen", addr, "--allow-any-key-path")
+		cmd := specsweepCmd(context.Background(), b, "daemon", "--db", db, "--listen", addr, "--allow-any-key-path")
 		var logs bytes.Buffer
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {

@@ -136,12 +136,41 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// stateHomes holds each test's XDG_STATE_HOME (stateHome), by its testing.TB.
+var stateHomes sync.Map
+
+// stateHome is the test's own XDG_STATE_HOME, a t.TempDir() made on first use and shared by every
+// specsweep the test starts (a subtest has its own): the local driver keeps a host's applied
+// configuration in STATE/specsweep/HOST/ (`apply`, `doctor`'s applied line, `restore --applied`),
+// so no test reads or leaves state in the user's ~/.local/state/specsweep, nor in another test's.
+func stateHome(t testing.TB) string {
+	t.Helper()
+	if d, ok := stateHomes.Load(t); ok {
+		return d.(string)
+	}
+	d, loaded := stateHomes.LoadOrStore(t, t.TempDir())
+	if !loaded {
+		t.Cleanup(func() { stateHomes.Delete(t) })
+	}
+	return d.(string)
+}
+
+// specsweepCmd is one invocation of the binary, the one place the tests make one: the test
+// process's environment with the test's own XDG_STATE_HOME (stateHome). specsweep reads no
+// configuration from XDG_CONFIG_HOME, so that is left as it is.
+func specsweepCmd(ctx context.Context, t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, specsweepBin(t), args...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+stateHome(t)) // the last of a duplicate key wins
+	return cmd
+}
+
 // specsweep runs the binary to its end (bounded by timeout).
 func specsweep(t testing.TB, timeout time.Duration, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, specsweepBin(t), args...)
+	cmd := specsweepCmd(ctx, t, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -160,7 +189,7 @@ func specsweep(t testing.TB, timeout time.Duration, args ...string) result {
 // startSpecsweep starts the binary in the background; the caller signals or waits.
 func startSpecsweep(t testing.TB, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(specsweepBin(t), args...)
+	cmd := specsweepCmd(context.Background(), t, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

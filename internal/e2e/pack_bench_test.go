@@ -1,11 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -52,7 +52,7 @@ workload: {concurrency: [1, 8], requests: 16, warmup_requests: 2, input_tokens: 
 				b.Fatal(err)
 			}
 			t0 := time.Now()
-			out, err := exec.Command(specsweepBin(b), "run", "--db", db, spec).CombinedOutput()
+			out, err := specsweepCmd(context.Background(), b, "run", "--db", db, spec).CombinedOutput()
 			wall[i] = time.Since(t0)
 			if err != nil {
 				b.Fatalf("sweep (pack %t): %v\n%s", pack, err, tail(string(out), 30))

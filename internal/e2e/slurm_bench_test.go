@@ -3,10 +3,10 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -60,7 +60,7 @@ func runSlurmBenchSweep(b *testing.B, what, spec string, hosts []*testhost.Host)
 		b.Fatal(err)
 	}
 	t0 := time.Now()
-	out, err := exec.Command(specsweepBin(b), "run", "--db", db, specPath).CombinedOutput()
+	out, err := specsweepCmd(context.Background(), b, "run", "--db", db, specPath).CombinedOutput()
 	s := slurmBenchSweep{wall: time.Since(t0), db: db}
 	if err != nil {
 		b.Fatalf("sweep %s: %v\n%s", what, err, tail(string(out), 30))
