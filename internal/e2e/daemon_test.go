@@ -192,6 +192,7 @@ func pointIntervals(t *testing.T, db string) []interval {
 // and /metrics answer; cancel stops a sweep and restores units; SIGKILL of the daemon mid-sweep and
 // a restart finish the sweep with every run exactly once; SIGTERM exits cleanly.
 func TestDaemonOnRealHosts(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	hosts := testhost.Boot(t, 3, testhost.Options{})
 	a, b, c := hosts[0], hosts[1], hosts[2]
 	db := filepath.Join(t.TempDir(), "daemon.db")

@@ -23,6 +23,7 @@ import (
 // levels); the tokens per streamed step on the oldest, whose log lines have no accept length.
 // EAGLE is the algorithm every release knows.
 func TestSweepOnEveryAcceptLengthSource(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	eras := testhost.SimEras(t)
 	// 0.4.4, 0.5.3.post2 and 0.5.4 are the Decode-line shapes between: "accept len" with
 	// "largest-len" and no "cuda graph", "accept rate" while the line still starts "Decode batch.",

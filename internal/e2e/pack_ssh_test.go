@@ -93,6 +93,7 @@ func checkOperatorBack(t *testing.T, h *testhost.Host) {
 }
 
 func TestPackedOnARealHost(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

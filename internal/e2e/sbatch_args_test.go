@@ -20,6 +20,7 @@ import (
 // field scontrol shows but ids and times), or the same refusal. Jobs are submitted held and never
 // run. The options sweep says sbatch ignores in a script leave the job as an empty script makes it.
 func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 1)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()

@@ -60,6 +60,7 @@ func slurmCluster(t testing.TB, nodes int) *testhost.Cluster {
 // TestSweepOnASlurmCluster: 8 points as jobs on 2 nodes of 4 GPUs, up to 3 in flight: every point
 // done, on both nodes, some at once; provenance names the job and the node; nothing left queued.
 func TestSweepOnASlurmCluster(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	f := writeSpec(t, slurmSpec("e2e-slurm", c, 3, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2, 4]}", ""))
 	d := specsweep(t, time.Minute, "doctor", f.spec)
@@ -147,6 +148,7 @@ func TestSlurmFailuresAreClassified(t *testing.T) {
 // the point is host trouble, not a server failure; it is tried again and ends done on the node that
 // is left, every run recorded once.
 func TestSlurmNodeLostRetriesThePoint(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	// Long levels (many requests), so the loss lands in the middle of one.
 	text := strings.Replace(slurmSpec("e2e-slurm-lost", c, 1, "{method: [baseline, eagle3], num_steps: [1], topk: [1], tp: [4]}", ""),
@@ -193,6 +195,7 @@ func TestSlurmNodeLostRetriesThePoint(t *testing.T) {
 // cancels them before it submits any (no point ever has two jobs) and finishes with every run once;
 // after another kill, `specsweep restore` cancels what is left.
 func TestSlurmKillAndResumeAndRestore(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	f := writeSpec(t, slurmSpec("e2e-slurm-kill", c, 2, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2, 4]}", ""))
 	queued := func() string {

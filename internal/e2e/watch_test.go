@@ -18,6 +18,7 @@ import (
 // reported, draft acceptance at 0.3 of what it was); the next watch exits 1 with a regression event
 // naming the measure and the engine versions, and `watch --check` says the same.
 func TestWatchOnATestHost(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end on a test host")
 	}
