@@ -1,0 +1,50 @@
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/specsweep/specsweep/workload"
+)
+
+// cpuTime is this process's user+system CPU time so far (getrusage RUSAGE_SELF): the simulator
+// runs in a child process, so only the load generator (and the test binary's idle goroutines) count.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkClientPerToken runs the real load generator (Run, closed loop) against sglangsim in a
+// child process over loopback, 128 in / 256 out, at c=16 and c=64, and reports this process's CPU
+// time per output token (cpu-ns/token). Its syscalls per token are counted
+// outside, by bench/client.sh (strace on the whole process). An op is one level of 4c requests.
+func BenchmarkClientPerToken(b *testing.B) {
+	for _, c := range []int{16, 64} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			sim := startSim(b, simOpts{scale: "0.05", args: []string{"--max-running-requests", "256"}})
+			cfg := workload.Config{URL: sim.URL, Concurrency: c, Requests: 4 * c, InputTokens: 128, OutputTokens: 256,
+				StallTimeout: time.Minute}
+			var tokens int64
+			var cpu time.Duration
+			for b.Loop() {
+				before := cpuTime(b)
+				res, err := workload.Run(context.Background(), cfg)
+				cpu += cpuTime(b) - before
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Failed > 0 {
+					b.Fatalf("%d requests failed", res.Failed)
+				}
+				tokens += res.TotalOutputTokens
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(tokens), "cpu-ns/token")
+		})
+	}
+}
