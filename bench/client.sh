@@ -1,20 +1,23 @@
 #!/bin/bash
-# The load generator's cost per output token against sglangsim over loopback: CPU time (user+sys,
-# /usr/bin/time) and system calls (perf stat's count of raw_syscalls:sys_enter over every thread;
-# strace -f slows the client enough that more events share a read, and counts too few) of the whole client process, at
-# c=16 and c=64, 128 in / 256 out, closed loop. Each figure is the difference between a level of
-# 10c requests and one of 2c requests, divided by the difference in output tokens, so the process's
-# start-up, the first connections and (for Python) the interpreter's imports are taken out.
+# The load generator's cost per output token against sglangsim over loopback: CPU time (perf
+# stat's task-clock, every thread) and system calls (its count of raw_syscalls:sys_enter; strace -f
+# slows the client enough that more events share a read, and counts too few) of the whole client
+# process, at c=16 and c=64, 128 in / 256 out, closed loop. Each figure is the difference between
+# a level of 8c requests and one of 2c requests, divided by the difference in output tokens, so
+# the process's start-up, the first connections and (for Python) the imports are taken out.
 # With -before COMMIT the same runs measure that commit's client (built from git archive), and with
 # -bench-serving 'CMD' a bench_serving command (anything that takes bench_serving's flags, e.g.
 # '/usr/bin/python3 /tmp/bs/run_bs.py'; docs/benchmarks.md says how it was set up), interleaved
-# with ours, -backends naming its backends. Prints a Markdown table; asserts nothing.
+# with ours, -backends naming its backends (run with OPENBLAS_NUM_THREADS=1: numpy's idle BLAS
+# threads only add start-up noise). The server must be slower than every client (the default time
+# scale 0.2 is): a client that falls behind reads many events per system call and its figures
+# fall with it. Prints a Markdown table; asserts nothing.
 # Usage: bench/client.sh [-before COMMIT] [-bench-serving CMD] [-backends sglang,...] [-scale S]
 #        [-rounds N] [-concurrency 16,64]
 set -eu
 cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:--tags=libsqlite3}"
-before="" bs="" backends="sglang" scale="0.05" rounds=1 levels="16,64" in=128 out=256
+before="" bs="" backends="sglang" scale="0.2" rounds=1 levels="16,64" in=128 out=256
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-before) before=$2; shift 2 ;;
@@ -26,7 +29,7 @@ while [ $# -gt 0 ]; do
 	*) echo "usage: $0 [-before COMMIT] [-bench-serving CMD] [-backends LIST] [-scale S] [-rounds N] [-concurrency LIST]" >&2; exit 2 ;;
 	esac
 done
-for tool in perf /usr/bin/time curl; do
+for tool in perf curl; do
 	command -v "$tool" >/dev/null || { echo "client.sh: needs $tool" >&2; exit 1; }
 done
 tmp=$(mktemp -d)
@@ -78,31 +81,28 @@ client() {
 		;;
 	esac
 }
-# cpu NAME C N: user+sys seconds of one level. calls NAME C N: its system calls, every thread.
-# Both run in $tmp (bench_serving writes a results file into its working directory).
-cpu() {
+# measure NAME C N: "CPU-seconds syscalls" of one level, every thread of the client. It runs in
+# $tmp (bench_serving writes a results file into its working directory).
+measure() {
 	# shellcheck disable=SC2046
-	/usr/bin/time -f '%U %S' -o "$tmp/time" $(client "$@") >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; return 1; }
-	awk '{ printf "%.3f", $1 + $2 }' "$tmp/time"
-}
-calls() {
-	# shellcheck disable=SC2046
-	perf stat -x, -e raw_syscalls:sys_enter -o "$tmp/perf" $(client "$@") >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; return 1; }
-	awk -F, '$3 == "raw_syscalls:sys_enter" { print $1 }' "$tmp/perf"
+	OPENBLAS_NUM_THREADS=1 perf stat -x, -e task-clock,raw_syscalls:sys_enter -o "$tmp/perf" $(client "$@") \
+		>"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err" >&2; return 1; }
+	awk -F, '$3 == "task-clock" { cpu = $1 / 1000 } $3 == "raw_syscalls:sys_enter" { n = $1 }
+		END { printf "%.3f %d", cpu, n }' "$tmp/perf"
 }
 
 cd "$tmp"
-echo "| client | concurrency | round | CPU us / output token | syscalls / output token | CPU s (2c, 10c requests) | syscalls (2c, 10c) |"
+echo "| client | concurrency | round | CPU us / output token | syscalls / output token | CPU s (2c, 8c requests) | syscalls (2c, 8c) |"
 echo "|---|---|---|---|---|---|---|"
 for c in ${levels//,/ }; do
-	n1=$((2 * c)) n2=$((10 * c))
+	n1=$((2 * c)) n2=$((8 * c))
 	tokens=$(((n2 - n1) * out))
 	for r in $(seq "$rounds"); do
 		for name in $clients; do
-			c1=$(cpu "$name" "$c" "$n1") c2=$(cpu "$name" "$c" "$n2")
-			s1=$(calls "$name" "$c" "$n1") s2=$(calls "$name" "$c" "$n2")
-			awk -v n="$name" -v c="$c" -v r="$r" -v c1="$c1" -v c2="$c2" -v s1="$s1" -v s2="$s2" -v t="$tokens" \
-				'BEGIN { printf "| %s | %d | %d | %.2f | %.2f | %s, %s | %s, %s |\n", n, c, r, (c2-c1)*1e6/t, (s2-s1)/t, c1, c2, s1, s2 }'
+			m1=$(measure "$name" "$c" "$n1") m2=$(measure "$name" "$c" "$n2")
+			awk -v n="$name" -v c="$c" -v r="$r" -v m1="$m1" -v m2="$m2" -v t="$tokens" 'BEGIN {
+				split(m1, a, " "); split(m2, b, " ")
+				printf "| %s | %d | %d | %.2f | %.2f | %s, %s | %s, %s |\n", n, c, r, (b[1]-a[1])*1e6/t, (b[2]-a[2])/t, a[1], b[1], a[2], b[2] }'
 		done
 	done
 done
