@@ -23,7 +23,7 @@ func cpuTime(tb testing.TB) time.Duration {
 // BenchmarkClientPerToken runs the real load generator (Run, closed loop) against sglangsim in a
 // child process over loopback, 128 in / 256 out, at c=16 and c=64, and reports this process's CPU
 // time per output token (cpu-ns/token). Its syscalls per token are counted
-// outside, by bench/client.sh (strace on the whole process). An op is one level of 4c requests.
+// outside, by bench/client.sh (perf stat on the whole process). An op is one level of 4c requests.
 func BenchmarkClientPerToken(b *testing.B) {
 	for _, c := range []int{16, 64} {
 		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
