@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/specsweep/specsweep/internal/testhost"
 )
 
 // The dashboard's credential and the other servers of the machine (issue 23, item 1): a browser
@@ -53,7 +56,8 @@ type recorder struct {
 
 func newRecorder(t *testing.T) *recorder {
 	rc := &recorder{done: make(chan struct{}, 16)}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port from below the ephemeral range, as every server of the package's tests (testhost.FreePort).
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(testhost.FreePort(t))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 // running; an apply killed with -9 and `restore --applied` give the operator's unit back
 // byte-identical, running as before.
 func TestApplyOnATestHost(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end on a test host")
 	}

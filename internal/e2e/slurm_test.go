@@ -111,6 +111,7 @@ func TestSweepOnASlurmCluster(t *testing.T) {
 // bad_args, one out of memory is oom, one crashing under load is crash_during_load, each with the
 // job's output as evidence; the sound points beside them are done.
 func TestSlurmFailuresAreClassified(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	f := writeSpec(t, slurmSpec("e2e-slurm-fail", c, 4, "{method: [baseline, badargs, oom, crashy], num_steps: [1], topk: [1], tp: [2]}", ""))
 	// The methods are appended below the matrix's: the spec's methods section is rewritten.
@@ -281,6 +282,7 @@ func TestSlurmPendingJobIsNotASlowStart(t *testing.T) {
 // TestSlurmFromTheLoginNode: specsweep on the login node itself (a cluster without an address): the
 // Slurm commands run there, as the user running specsweep.
 func TestSlurmFromTheLoginNode(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	bin, err := os.ReadFile(specsweepBin(t))
 	if err != nil {

@@ -95,6 +95,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 
 // TestSweepOnTwoHosts: placement by tp, both hosts used, figures recorded, units restored.
 func TestSweepOnTwoHosts(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	hosts := testhost.Boot(t, 2, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{2, 4}, ""))
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
@@ -124,6 +125,7 @@ func TestSweepOnTwoHosts(t *testing.T) {
 // TestFailureClassesContinueTheSweep: each failure the simulator can produce is classified, its
 // evidence kept, and the sweep goes on to the end.
 func TestFailureClassesContinueTheSweep(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	hosts := testhost.Boot(t, 1, testhost.Options{})
 	f := writeSpec(t, fmt.Sprintf(`version: 1
 name: e2e-failures
@@ -193,6 +195,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 // hosts, runs it again each time, and checks that in the end every run exists exactly once, the
 // database is intact and the units are restored.
 func TestKill9AnywhereThenResume(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	hosts := testhost.Boot(t, 2, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{4, 4}, ""))
 	killRuns(t, f, 300*time.Millisecond, 1500*time.Millisecond, 0, 3*time.Second)
@@ -242,6 +245,7 @@ func killRuns(t *testing.T, f sweepFiles, afters ...time.Duration) {
 // TestSIGTERMStopsCleanly: SIGTERM stops the load, restores the units, puts the running points
 // back to pending and exits 0 within seconds; running again finishes the sweep.
 func TestSIGTERMStopsCleanly(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	hosts := testhost.Boot(t, 1, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{4}, ""))
 	cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
@@ -277,6 +281,7 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 // TestHostLostMidSweep: a host whose network goes away while it runs a point is marked down, its
 // point goes back to pending, the other host goes on, and the lost host is used again once back.
 func TestHostLostMidSweep(t *testing.T) {
+	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	hosts := testhost.Boot(t, 2, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{4, 4}, ""))
 	cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
