@@ -104,7 +104,7 @@ func slurmDriver(t *testing.T) driver {
 		refusedAtStart: map[string]string{
 			"bad_args_bad_value": "the job's --gres=gpu:N is read from --tp-size, so a value that is not a number is refused before sbatch",
 		},
-		// scancel's SIGTERM, then Slurm's KillWait (5 s on the test cluster), then SIGKILL: the
+		// scancel's SIGTERM, then Slurm's KillWait (15 s on the test cluster), then SIGKILL: the
 		// job's output ends with slurmstepd's cancel line.
 		stopTimeoutEvidence: "CANCELLED AT",
 		host: func(t *testing.T) Host {

@@ -1360,12 +1360,20 @@ func (j *jobInstance) Stop(ctx context.Context, progress func(State)) (StopResul
 		return StopResult{Duration: clock.Now().Sub(t0), Clean: true}, nil
 	}
 	res, err := in.Stop(ctx, progress)
-	// A SIGKILL is Slurm's only once KillWait passed: SGLang ends its own SIGTERM path with a SIGKILL
-	// of itself, which the job's ExitCode (0:9) shows the same way.
-	if kw := j.slot.s.killWait(ctx); err == nil && res.SIGKILL && kw > 0 && res.Duration >= kw {
+	// A SIGKILL is Slurm's only once its kill wait passed: SGLang ends its own SIGTERM path with a
+	// SIGKILL of itself, which the job's ExitCode (0:9) shows the same way.
+	if kw := j.slot.s.killWait(ctx); err == nil && res.SIGKILL && kw > 0 && res.Duration >= slurmKillAfter(kw) {
 		res.Class, res.Clean = ClassStopTimeoutSIGKILL, false
 	}
 	return res, err
+}
+
+// slurmKillAfter is how long after a stop began a SIGKILL is Slurm's, for the cluster's KillWait:
+// slurmd waits at least 5 s whatever KillWait says, and Slurm counts these in whole seconds, so its
+// SIGKILL can land up to a second before the stop has lasted that long (14.9 s measured with
+// KillWait=15 on the test cluster, once the stop's scancel was a round trip away): docs/slurm.md.
+func slurmKillAfter(killWait time.Duration) time.Duration {
+	return max(killWait, 5*time.Second) - time.Second
 }
 
 func (j *jobInstance) HTTPClient() *http.Client {

@@ -287,3 +287,21 @@ func TestSlurmSweepsOfPrefixNamesAreKeptApart(t *testing.T) {
 		t.Errorf("after a.b's restore the queue holds %v: want the hand-made %s and bob's %s only", q, hand, bob)
 	}
 }
+
+// A SIGKILL is Slurm's (a stop timeout) from a second before max(KillWait, 5 s): slurmd's minimum,
+// and Slurm's whole seconds (a stop of 14.9 s with KillWait=15 ended in Slurm's SIGKILL).
+func TestSlurmKillAfter(t *testing.T) {
+	for _, c := range []struct{ kw, want time.Duration }{
+		{15 * time.Second, 14 * time.Second},
+		{30 * time.Second, 29 * time.Second},
+		{2 * time.Second, 4 * time.Second},
+		{5 * time.Second, 4 * time.Second},
+	} {
+		if got := slurmKillAfter(c.kw); got != c.want {
+			t.Errorf("KillWait %v: a SIGKILL is Slurm's after %v, want %v", c.kw, got, c.want)
+		}
+	}
+	if 14900*time.Millisecond < slurmKillAfter(15*time.Second) {
+		t.Error("the 14.9 s stop measured with KillWait=15 is not a stop timeout")
+	}
+}
