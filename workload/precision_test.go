@@ -219,9 +219,7 @@ func FuzzInterval(f *testing.F) {
 		// The same completions through a Precision's checks (decide), each after a completion: a
 		// stopped level's final interval is finite, ordered and within the target.
 		p := Precision{Metric: m, Target: 0.05, Confidence: conf}.normalized(1, 1000)
-		var at time.Duration
-		var stopAt time.Duration
-		var stopE2E time.Duration
+		var at, stopAt, stopE2E time.Duration
 		stopped, done := false, 0
 		for len(data) >= 4 {
 			gap := time.Duration(data[0]) * time.Duration(data[1]) * time.Millisecond
