@@ -95,11 +95,13 @@ func TestNonRootLoginWithSudo(t *testing.T) {
 	// from root's: each keeps its own, and neither opens a session per command.
 	who := func(user bool) string {
 		t.Helper()
-		run := func() (Output, error) { return r.conn.RunShell(ctx, "id -un", 10*time.Second, 1<<10) }
+		var out Output
+		var err error
 		if user {
-			run = func() (Output, error) { return r.conn.RunUserShell(ctx, "id -un", nil, 10*time.Second, 1<<10) }
+			out, err = r.conn.RunUserShell(ctx, "id -un", nil, 10*time.Second, 1<<10)
+		} else {
+			out, err = r.conn.RunShell(ctx, "id -un", 10*time.Second, 1<<10)
 		}
-		out, err := run()
 		if err != nil {
 			t.Fatal(err)
 		}
