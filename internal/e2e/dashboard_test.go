@@ -269,13 +269,16 @@ func TestDashboardInABrowser(t *testing.T) {
 	select {
 	case tid := <-opened:
 		var cancel context.CancelFunc
-		reportTab, cancel = chromedp.NewContext(ctx, chromedp.WithTargetID(tid))
+		// Bounded: an attach to the new tab that Chromium never answers hung this test until the
+		// package's 60-minute timeout (CI, 2026-12-06).
+		reportTab, cancel = chromedp.NewContext(within(t, ctx, 3*time.Minute), chromedp.WithTargetID(tid))
 		defer cancel()
 	case <-time.After(time.Minute):
 		t.Fatal("the report link opened no tab")
 	}
 	waitFor(t, time.Minute, "the report in its tab", func() bool {
-		n, err := chromedp.Run(reportTab, chromedp.Evaluate[int](`document.querySelectorAll('svg').length`))
+		// Each try bounded, so that a stuck attach is tried again rather than waited on.
+		n, err := chromedp.Run(within(t, reportTab, 15*time.Second), chromedp.Evaluate[int](`document.querySelectorAll('svg').length`))
 		return err == nil && n > 0
 	})
 	reportURL, err := chromedp.Run(reportTab, chromedp.Evaluate[string](`location.href`))
