@@ -215,6 +215,7 @@ func (a *applyHost) apply(t *testing.T, ctx context.Context, name string) {
 // then a new apply and a rollback, or an unapply, a sweep on the applied host (the point without
 // the applied environment, the applied server back after the sweep's restore), and the refusals.
 func TestApplyOnARealHost(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	for _, tr := range []struct {
 		name string
 		dbus bool

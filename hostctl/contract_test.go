@@ -187,6 +187,9 @@ func wantFailure(t *testing.T, err error, class Class, evidence string) *Failure
 func TestContract(t *testing.T) {
 	for _, d := range contractDrivers(t) {
 		t.Run(d.name, func(t *testing.T) {
+			// The drivers share nothing (each its own test host, cluster or free ports) and mostly
+			// wait on their servers: they run side by side (docs/development.md, "Tests").
+			t.Parallel()
 			if d.name != "local" {
 				if msg := testhost.Requirements(); msg != "" {
 					t.Skip(msg)
@@ -484,6 +487,7 @@ func TestContract(t *testing.T) {
 }
 
 func TestRemoteOnly(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -652,6 +656,7 @@ func TestRemoteOnly(t *testing.T) {
 }
 
 func TestHostKeys(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -733,6 +738,7 @@ func TestHostKeys(t *testing.T) {
 }
 
 func TestRestartLoop(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}

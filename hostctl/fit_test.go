@@ -56,6 +56,7 @@ func TestParseWeights(t *testing.T) {
 // TestDoctorWeighsTheModel: on a real host with simulated 80 GB GPUs and a model folder whose
 // safetensors index says 244 GB, doctor fails tp 1 and passes tp 4, before any GPU time is spent.
 func TestDoctorWeighsTheModel(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if testing.Short() {
 		t.Skip("boots a test host")
 	}

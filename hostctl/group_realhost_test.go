@@ -67,6 +67,7 @@ func unitActive(ctx context.Context, h *testhost.Host) string {
 // the stop leaves no rank running; a tp 4 point then runs on node a alone, another beside it on
 // node b (slot 1), and a tp 8 point waits for both; restore restores both.
 func TestGroupSpansTwoTestHosts(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	hosts, g := bootPair(t, 0)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -212,6 +213,7 @@ func TestGroupSpansTwoTestHosts(t *testing.T) {
 // never-join, set in node b's unit by the operator): the point fails crash_during_start after the
 // join timeout, far before torch's 10 minutes, and neither rank is left running.
 func TestGroupRankThatNeverJoinsOnTestHosts(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	hosts, g := bootPair(t, 29600)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()

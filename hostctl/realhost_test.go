@@ -48,6 +48,7 @@ func addUser(t *testing.T, ctx context.Context, h *testhost.Host, name, rule str
 }
 
 func TestNonRootLoginWithSudo(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -138,6 +139,7 @@ func TestNonRootLoginWithSudo(t *testing.T) {
 }
 
 func TestAgentAndProxyJump(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -218,6 +220,7 @@ func TestAgentAndProxyJump(t *testing.T) {
 }
 
 func TestCreateUnitAndGPUs(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -316,6 +319,7 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // systemd hands the process exactly that argv (read back from
 // /proc/PID/cmdline), long lines with continuations included.
 func TestExecStartQuotingOnRealSystemd(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	h, r, ctx := bootOne(t, testhost.Options{})
 	nasty := []string{"50%", "%n%i%%", "$HOME", "${X}", "$$", `back\slash`, `\\double`, `"quoted"`, "it's", ";", "a;b", "tab\there",
 		"\x01ctl", "ünïcode ✓", "", " lead", "trail ", "--flag=va lue", "*", "~", "`id`", "$(id)", "\\;"}
@@ -354,6 +358,7 @@ func TestExecStartQuotingOnRealSystemd(t *testing.T) {
 // TestFollowerLeavesNothing: the journal follower and the death watcher of
 // WaitReady end with it; no remote process lingers.
 func TestFollowerLeavesNothing(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	h, r, ctx := bootOne(t, testhost.Options{})
 	in, err := r.Start(ctx, benchLaunch(nil))
 	if err != nil {
@@ -382,6 +387,7 @@ func TestFollowerLeavesNothing(t *testing.T) {
 // ExecStartPre= check): a failure with systemd's words, never the previous
 // invocation's state.
 func TestStartRefusedBySystemd(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -529,6 +535,7 @@ func TestLocalGPUBusy(t *testing.T) {
 // TestDBusAfterReconnect: the D-Bus transport re-dials the bus when the SSH
 // connection under it was re-established.
 func TestDBusAfterReconnect(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}

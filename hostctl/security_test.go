@@ -33,6 +33,7 @@ func rotateHostKey(t *testing.T, ctx context.Context, h *testhost.Host) {
 // same connection or by a new process, is a changed key and refused, and
 // known_hosts keeps only the first key.
 func TestAcceptedHostKeyIsPinned(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -81,6 +82,7 @@ func TestAcceptedHostKeyIsPinned(t *testing.T) {
 // --api-key ${NAME} is substituted by systemd (the server requires the key
 // and readiness, which sends it, still works); restore removes the file.
 func TestSecretsStayOffTheUnit(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -169,6 +171,7 @@ func TestSecretsStayOffTheUnit(t *testing.T) {
 // and every later line is read once (a remote journal read cut at its size
 // cap used to lose the cursor and read the same range again).
 func TestLongLogLines(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	for _, d := range []driver{localDriver(t), sshDriver(t)} {
 		t.Run(d.name, func(t *testing.T) {
 			if d.name != "local" {
@@ -219,6 +222,7 @@ func TestLongLogLines(t *testing.T) {
 // TestForeignServerJournalFromEnd: stopping a server specsweep did not start
 // reads its journal from now on, not from the start of its invocation.
 func TestForeignServerJournalFromEnd(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	_, r, ctx := operatorHost(t)
 	var st State
 	var err error
@@ -254,6 +258,7 @@ func TestForeignServerJournalFromEnd(t *testing.T) {
 // without specsweep's drop-in (removed by hand, as the drop-in's note said)
 // is ignored: the unit runs again after the sweep's restore.
 func TestStaleMarker(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	h, r, ctx := operatorHost(t)
 	stale := Marker{Unit: "sglang.service", WasActive: false, DropIn: DropInPath("sglang.service"), CreatedAt: time.Now().Add(-48 * time.Hour)}
 	if err := h.WriteFile(MarkerPath("sglang.service"), stale.Encode(), 0o644); err != nil {
@@ -312,6 +317,7 @@ func bootOne(t *testing.T, opts testhost.Options) (*testhost.Host, *Remote, cont
 // line like a here-document's end), created 0600, and no SSH session opened for it (each cost a
 // point's start a session of its own: sshd, PAM and a login shell, seconds on a loaded host).
 func TestPrivateWriteOpensNoSession(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	h, r, ctx := bootOne(t, testhost.Options{})
 	if _, err := r.run(ctx, "true", 10*time.Second); err != nil { // the persistent shell, opened once
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // command apart, bounds stderr, passes stdin through, stays in step across commands, and opens
 // no session after its own.
 func TestPersistentShell(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	_, r, ctx := bootOne(t, testhost.Options{})
 	c := r.conn
 	out, err := c.RunShell(ctx, "echo out; echo err >&2", 10*time.Second, 1<<10)
@@ -57,6 +58,7 @@ func TestPersistentShell(t *testing.T) {
 // start) and no session: the state was read twice and the GPUs apart, and the environment file
 // took a session of its own.
 func TestStartRoundTrips(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}

@@ -72,6 +72,7 @@ func slotLaunch(k, first, tp int) Launch {
 // running before it starts one; the host's Restore removes every slot unit and starts the
 // operator's server again.
 func TestPackedSlotsOnARealHost(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
@@ -188,6 +189,7 @@ func TestPackedSlotsOnARealHost(t *testing.T) {
 // any file specsweep wrote, also after a slot file was left readable (an earlier version's);
 // the slot's server still gets the operator's settings from both drop-ins.
 func TestPackedSlotKeepsAPrivateDropInPrivate(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}

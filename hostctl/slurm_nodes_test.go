@@ -47,6 +47,7 @@ func TestJobScriptSpansNodes(t *testing.T) {
 // rank 1's server fails the job's point naming rank 1's node; ranks that never meet fail after the
 // join timeout; nothing is left queued.
 func TestSlurmJobSpansTwoNodes(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	c, login := bootSlurm(t, 2, testhost.Options{NoUnit: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()

@@ -140,6 +140,7 @@ func sleepLaunch(tag string) Launch {
 // of another user with `a`'s very name and comment. Doctor, the leftover cancel of `a`'s next run
 // and its restore see and cancel only `a`'s jobs; everything else stays queued.
 func TestSlurmSweepsOfPrefixNamesAreKeptApart(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	// One compute node of 4 GPUs and 6 one-GPU jobs at most: some run, the rest wait (PENDING).
 	c, ssh := bootSlurm(t, 1, testhost.Options{NoUnit: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)

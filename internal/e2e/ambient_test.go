@@ -168,6 +168,7 @@ func withoutBrowserHints(h http.Header) http.Header {
 }
 
 func TestDashboardCredentialNeverReachesAnotherPort(t *testing.T) {
+	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}

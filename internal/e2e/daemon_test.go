@@ -344,6 +344,7 @@ func TestDaemonOnRealHosts(t *testing.T) {
 }
 
 func TestDaemonTokenIsRequired(t *testing.T) {
+	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}
@@ -379,6 +380,7 @@ func TestDaemonTokenIsRequired(t *testing.T) {
 // TestRunRefusesASweepTheDaemonRuns: `specsweep run` of a spec whose sweep the daemon is running
 // must not resume it behind the daemon's back.
 func TestRunRefusesASweepTheDaemonRuns(t *testing.T) {
+	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}

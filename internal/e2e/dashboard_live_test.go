@@ -55,6 +55,7 @@ func screenshot(t testing.TB, ctx context.Context, name string) {
 // tables while it connects. The page's requests for the sweeps are held (the DevTools protocol's
 // Fetch domain) while the test reads the page, then let through.
 func TestDashboardSaysLoadingUntilTheSweepsArrive(t *testing.T) {
+	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -112,6 +113,7 @@ func TestDashboardSaysLoadingUntilTheSweepsArrive(t *testing.T) {
 // daemon serves after the daemon started (a daemon requeues the running sweeps it finds only when
 // it starts).
 func TestDashboardShowsASweepWhoseProcessDiedAsInterrupted(t *testing.T) {
+	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -216,6 +218,7 @@ func count(ctx context.Context, expr string) int {
 // growing as runs arrive without a reload; once done, the sweep's row in Finished links to its
 // results card, also as a link of its own (#sweep=ID).
 func TestDashboardLiveChartProvisionalBestAndHosts(t *testing.T) {
+	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}

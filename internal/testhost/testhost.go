@@ -90,6 +90,9 @@ type Host struct {
 	launcher  int         // the unshare process
 	done      chan struct{}
 	stopOnce  sync.Once
+	runMu     sync.Mutex
+	runConn   *ssh.Client // Run's shared connection, nil until its first command
+	cgroups   []string    // the host's own cgroups, one per hierarchy its systemd uses (cgroup.go)
 }
 
 // UnitPath is the operator unit's path inside the host.
@@ -547,7 +550,25 @@ func (h *Host) startSystemd() error {
 	}
 	script += "cd " + r + " && exec chroot " + r + " /bin/sh -c 'hostname " + h.Name +
 		" && cd / && exec /lib/systemd/systemd --system --unit=multi-user.target'"
-	cmd := exec.Command("ip", "netns", "exec", h.Name, "unshare", "--pid", "--fork", "--kill-child", "--mount",
+	// The host's systemd gets cgroups of its own and a cgroup namespace rooted in them (cgroup.go):
+	// the launcher joins them before unshare, and its child, PID 1, is born there.
+	parents, err := systemdCgroups()
+	if err != nil {
+		console.Close()
+		return err
+	}
+	h.cgroups, err = hostCgroups(parents, h.Name)
+	if err != nil {
+		console.Close()
+		return err
+	}
+	join := ""
+	for _, d := range h.cgroups {
+		join += "echo $$ > '" + filepath.Join(d, "cgroup.procs") + "' && "
+	}
+	// (Joined before ip netns exec, which mounts a /sys of its own without the cgroup mounts.)
+	cmd := exec.Command("sh", "-c", join+`exec "$@"`, "sh", "ip", "netns", "exec", h.Name,
+		"unshare", "--cgroup", "--pid", "--fork", "--kill-child", "--mount",
 		"--propagation", "private", "--uts", "sh", "-c", script)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = console, console
@@ -690,30 +711,110 @@ func (h *Host) SSHConfig() *ssh.ClientConfig {
 	}
 }
 
-// Run runs a shell command over a fresh SSH connection and returns its
-// combined output.
+// Run runs a shell command on the host over SSH and returns its combined output. Commands share
+// one SSH connection per host (a session each): a fresh connection per command cost sshd a process
+// and a key exchange every time, and tests that poll a host many times a second loaded the machine
+// and waited seconds per command once several tests ran side by side. A connection found broken
+// (sshd restarted, its processes killed) is replaced once; a session sshd refuses (its MaxSessions
+// per connection) runs on a connection of its own. ctx ends the command.
 func (h *Host) Run(ctx context.Context, command string) ([]byte, error) {
+	for retried := false; ; retried = true {
+		c, err := h.runClient(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s, err := c.NewSession()
+		var refused *ssh.OpenChannelError
+		switch {
+		case errors.As(err, &refused):
+			return h.runAlone(ctx, command)
+		case err != nil && !retried:
+			h.dropRunClient(c)
+			continue
+		case err != nil:
+			return nil, err
+		}
+		return runSession(ctx, s, command)
+	}
+}
+
+// runClient returns the host's shared SSH connection, dialling it if there is none.
+func (h *Host) runClient(ctx context.Context) (*ssh.Client, error) {
+	h.runMu.Lock()
+	defer h.runMu.Unlock()
+	if h.runConn != nil {
+		return h.runConn, nil
+	}
+	c, err := h.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.runConn = c
+	return c, nil
+}
+
+// dropRunClient closes c and forgets it, if it is still the shared connection.
+func (h *Host) dropRunClient(c *ssh.Client) {
+	h.runMu.Lock()
+	defer h.runMu.Unlock()
+	if h.runConn == c {
+		h.runConn = nil
+	}
+	c.Close()
+}
+
+// runAlone runs command over a connection of its own.
+func (h *Host) runAlone(ctx context.Context, command string) ([]byte, error) {
+	c, err := h.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	return runSession(ctx, s, command)
+}
+
+func (h *Host) dial(ctx context.Context) (*ssh.Client, error) {
 	d := net.Dialer{Timeout: 10 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", h.SSHAddr)
 	if err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
+	// The handshake within the dial's bound, and never past ctx's deadline.
+	dl := time.Now().Add(20 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d
 	}
+	_ = nc.SetDeadline(dl)
 	c, chans, reqs, err := ssh.NewClientConn(nc, h.SSHAddr, h.SSHConfig())
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	client := ssh.NewClient(c, chans, reqs)
-	defer client.Close()
-	s, err := client.NewSession()
-	if err != nil {
-		return nil, err
-	}
+	_ = nc.SetDeadline(time.Time{})
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// runSession runs command in s, closing s when ctx ends first.
+func runSession(ctx context.Context, s *ssh.Session, command string) ([]byte, error) {
 	defer s.Close()
-	return s.CombinedOutput(command)
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = s.Close()
+		case <-finished:
+		}
+	}()
+	out, err := s.CombinedOutput(command)
+	if err != nil && ctx.Err() != nil {
+		return out, fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	return out, err
 }
 
 func (h *Host) consoleTail() string {
@@ -730,6 +831,12 @@ func (h *Host) consoleTail() string {
 // teardown removes everything boot created, whatever state it reached.
 func (h *Host) teardown() {
 	h.stopOnce.Do(func() {
+		h.runMu.Lock()
+		if h.runConn != nil {
+			h.runConn.Close()
+			h.runConn = nil
+		}
+		h.runMu.Unlock()
 		if h.pid1 > 0 {
 			_ = syscall.Kill(h.pid1, syscall.SIGKILL)
 		}
@@ -738,6 +845,16 @@ func (h *Host) teardown() {
 			select {
 			case <-h.done:
 			case <-time.After(10 * time.Second):
+			}
+		}
+		for _, d := range h.cgroups {
+			// The namespace's processes die with its PID 1, not at once: a cgroup is removed once
+			// it is empty.
+			for range 50 {
+				if removeCgroup(d) == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
 		}
 		if h.Name != "" {
@@ -807,6 +924,17 @@ func reapStale() {
 		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
 		if pid, ok := linkPid(name); ok && !alive(pid) {
 			_ = exec.Command("ip", "link", "del", name).Run()
+		}
+	}
+	// Cgroups of hosts whose test process died.
+	if parents, err := systemdCgroups(); err == nil {
+		for _, m := range parents {
+			hosts, _ := filepath.Glob(filepath.Join(m, "sst-*"))
+			for _, d := range hosts {
+				if pid, ok := harnessPid(filepath.Base(d)); ok && !alive(pid) {
+					_ = removeCgroup(d)
+				}
+			}
 		}
 	}
 	sims, _ := filepath.Glob("/var/tmp/sst-sim-*")

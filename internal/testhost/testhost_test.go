@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,9 +48,13 @@ func TestBootTwoHosts(t *testing.T) {
 
 func TestTeardownLeavesNothing(t *testing.T) {
 	var name, root, veth string
+	var cgroups []string
 	t.Run("boot", func(t *testing.T) {
 		h := Boot(t, 1, Options{})[0]
-		name, root, veth = h.Name, h.Root, h.vethHost
+		name, root, veth, cgroups = h.Name, h.Root, h.vethHost, h.cgroups
+		if len(cgroups) == 0 {
+			t.Error("the host has no cgroup of its own")
+		}
 	})
 	if name == "" {
 		t.Skip("boot skipped")
@@ -64,6 +69,58 @@ func TestTeardownLeavesNothing(t *testing.T) {
 	if exec.Command("ip", "link", "show", veth).Run() == nil {
 		t.Errorf("veth %s left", veth)
 	}
+	for _, d := range cgroups {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("cgroup %s left", d)
+		}
+	}
+}
+
+// TestHostsHaveCgroupsOfTheirOwn: two hosts run a unit of the same name side by side; each unit's
+// process is in a cgroup under its own host's, the two are different, and stopping one host's unit
+// leaves the other's running. Before each host had its own cgroup namespace, both were
+// /system.slice/<unit> of the machine's one tree, and hosts booted side by side failed to start
+// units (status 219/CGROUP).
+func TestHostsHaveCgroupsOfTheirOwn(t *testing.T) {
+	if msg := Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	hosts := Boot(t, 2, Options{NoUnit: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var paths []string
+	for _, h := range hosts {
+		if out, err := h.Run(ctx, "systemd-run --unit=same-name sleep 600"); err != nil {
+			t.Fatalf("%s: %v %s", h.Name, err, out)
+		}
+		out, err := h.Run(ctx, "systemctl show -p MainPID --value same-name.service")
+		if err != nil {
+			t.Fatalf("%s: %v %s", h.Name, err, out)
+		}
+		pid, err := h.Nsenter(ctx, "sh", "-c", "cat /proc/"+strings.TrimSpace(string(out))+"/cgroup")
+		if err != nil {
+			t.Fatalf("%s: %v %s", h.Name, err, pid)
+		}
+		paths = append(paths, string(pid))
+		if len(h.cgroups) == 0 {
+			t.Fatalf("%s has no cgroup of its own", h.Name)
+		}
+		found := false
+		for _, d := range h.cgroups {
+			_, err := os.Stat(filepath.Join(d, "system.slice", "same-name.service"))
+			found = found || err == nil
+		}
+		if !found {
+			t.Errorf("%s: same-name.service is not under the host's cgroups %v", h.Name, h.cgroups)
+		}
+	}
+	if out, err := hosts[0].Run(ctx, "systemctl stop same-name.service"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if out, _ := hosts[1].Run(ctx, "systemctl is-active same-name.service"); strings.TrimSpace(string(out)) != "active" {
+		t.Errorf("the second host's unit is %q once the first host's stopped", strings.TrimSpace(string(out)))
+	}
+	t.Logf("cgroups inside each host: %q", paths)
 }
 
 func TestOperatorUnitIsOperatorStyle(t *testing.T) {
