@@ -177,7 +177,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	for i := range 7 {
 		tab, cancel := chromedp.NewContext(ctx)
 		defer cancel()
-		if err := chromedp.Do(within(t, tab, 30*time.Second),
+		// 90 s: a liveness bound (a tab without a connection never fills in); a tab took over 30 s
+		// beside the package's other parallel tests on a loaded machine.
+		if err := chromedp.Do(within(t, tab, 90*time.Second),
 			chromedp.Navigate(base+"/"),
 			chromedp.WaitVisible(chromedp.CSS(card+` table.hosts tbody tr[data-host]`)),
 		); err != nil {

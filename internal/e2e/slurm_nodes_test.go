@@ -117,7 +117,7 @@ func TestSlurmSweepSpansNodes(t *testing.T) {
 	g := spec("e2e-slurm-nodes-kill", "{method: [baseline], tp: [8, 4]}", true)
 	killDuringJob := func(name string) {
 		cmd, out := startSpecsweep(t, "run", "--db", g.db, g.spec)
-		waitFor(t, 2*time.Minute, "a rank on each node", func() bool { return simOn(c.Nodes[0]) && simOn(c.Nodes[1]) })
+		waitFor(t, 4*time.Minute, "a rank on each node", func() bool { return simOn(c.Nodes[0]) && simOn(c.Nodes[1]) })
 		signal(t, cmd, syscall.SIGKILL)
 		_ = cmd.Wait()
 		if !strings.Contains(queued(), "specsweep."+name+".") {
