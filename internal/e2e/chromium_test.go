@@ -8,17 +8,12 @@ import "testing"
 // tab beside two other browsers did not fill in within 90 s.
 func TestInChromium(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name string
-		run  func(*testing.T)
-	}{
+	runInTurn(t, []namedTest{
 		{"DashboardCredentialNeverReachesAnotherPort", testDashboardCredentialNeverReachesAnotherPort},
 		{"DashboardSaysLoadingUntilTheSweepsArrive", testDashboardSaysLoadingUntilTheSweepsArrive},
 		{"DashboardShowsASweepWhoseProcessDiedAsInterrupted", testDashboardShowsASweepWhoseProcessDiedAsInterrupted},
 		{"DashboardLiveChartProvisionalBestAndHosts", testDashboardLiveChartProvisionalBestAndHosts},
 		{"DashboardInABrowser", testDashboardInABrowser},
 		{"DashboardShowsWatchesAndRegressions", testDashboardShowsWatchesAndRegressions},
-	} {
-		t.Run(c.name, c.run)
-	}
+	})
 }
