@@ -33,6 +33,7 @@ func TestSweepOnEveryAcceptLengthSource(t *testing.T) {
 	for _, c := range []struct{ era, source string }{{eras[0], "stream"}, {"0.4.4", "decode_log"}, {"0.5.3.post2", "decode_log"},
 		{"0.5.4", "decode_log"}, {eras[len(eras)-2], "decode_log"}, {eras[len(eras)-1], "metrics"}} {
 		t.Run(c.era, func(t *testing.T) {
+			t.Parallel() // each release on a host of its own
 			hosts := testhost.Boot(t, 1, testhost.Options{})
 			h := hosts[0]
 			const truth = "/var/tmp/sglangsim-truth.jsonl"

@@ -100,105 +100,113 @@ func TestPackedOnARealHost(t *testing.T) {
 	if msg := testhost.Requirements(); msg != "" {
 		t.Skip(msg)
 	}
-	h := testhost.Boot(t, 1, testhost.Options{GPUs: 8, UnitEnabled: true})[0]
-	f := writeSpec(t, sshPackSpec("e2e-pack-ssh", h, "{method: [baseline, eagle3, crashy], num_steps: [1, 2], topk: [1], tp: [1, 2, 4]}", ""))
+	// Two parts on hosts of their own, side by side: a kill and resume of a whole sweep, and the
+	// shorter sweeps of gpu_busy, SIGTERM and restore.
+	t.Run("kill_and_resume", func(t *testing.T) {
+		t.Parallel()
+		h := testhost.Boot(t, 1, testhost.Options{GPUs: 8, UnitEnabled: true})[0]
+		f := writeSpec(t, sshPackSpec("e2e-pack-ssh", h, "{method: [baseline, eagle3, crashy], num_steps: [1, 2], topk: [1], tp: [1, 2, 4]}", ""))
 
-	// kill -9 mid-sweep: the slot units stay, some of them running.
-	cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
-	waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
-	waitFor(t, time.Minute, "a run to be recorded", func() bool { return countRows(f.db, "SELECT count(*) FROM runs") > 0 })
-	signal(t, cmd, syscall.SIGKILL)
-	_ = cmd.Wait()
-	t.Logf("killed:\n%s", tail(out.String(), 5))
-	// No process holds the sweep now: status and sweeps say so at once (the pid is gone on this
-	// host), with how to resume, and no ETA.
-	st := specsweep(t, time.Minute, "status", "--db", f.db, "e2e-pack-ssh")
-	if !strings.Contains(st.stdout, "interrupted: no process has held it since") || !strings.Contains(st.stdout, fmt.Sprintf("pid %d", cmd.Process.Pid)) ||
-		!strings.Contains(st.stdout, "specsweep run` command again") || !strings.Contains(st.stdout, "ETA -") {
-		t.Errorf("status after kill -9 of the run:\n%s", st)
-	}
-	if sw := specsweep(t, time.Minute, "sweeps", "--db", f.db, "--format", "csv"); !strings.Contains(sw.stdout, ",e2e-pack-ssh,interrupted,") {
-		t.Errorf("sweeps after kill -9 of the run:\n%s", sw)
-	}
-	if left := slotFiles(t, h); len(left) == 0 {
-		t.Fatal("no slot unit on the host after the kill")
-	}
-	d := specsweep(t, time.Minute, "doctor", f.spec)
-	if d.code != 1 || !strings.Contains(d.stdout, "specsweep-sglang-slot") {
-		t.Errorf("doctor should name the slot units left:\n%s", d)
-	}
+		// kill -9 mid-sweep: the slot units stay, some of them running.
+		cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
+		waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
+		waitFor(t, time.Minute, "a run to be recorded", func() bool { return countRows(f.db, "SELECT count(*) FROM runs") > 0 })
+		signal(t, cmd, syscall.SIGKILL)
+		_ = cmd.Wait()
+		t.Logf("killed:\n%s", tail(out.String(), 5))
+		// No process holds the sweep now: status and sweeps say so at once (the pid is gone on this
+		// host), with how to resume, and no ETA.
+		st := specsweep(t, time.Minute, "status", "--db", f.db, "e2e-pack-ssh")
+		if !strings.Contains(st.stdout, "interrupted: no process has held it since") || !strings.Contains(st.stdout, fmt.Sprintf("pid %d", cmd.Process.Pid)) ||
+			!strings.Contains(st.stdout, "specsweep run` command again") || !strings.Contains(st.stdout, "ETA -") {
+			t.Errorf("status after kill -9 of the run:\n%s", st)
+		}
+		if sw := specsweep(t, time.Minute, "sweeps", "--db", f.db, "--format", "csv"); !strings.Contains(sw.stdout, ",e2e-pack-ssh,interrupted,") {
+			t.Errorf("sweeps after kill -9 of the run:\n%s", sw)
+		}
+		if left := slotFiles(t, h); len(left) == 0 {
+			t.Fatal("no slot unit on the host after the kill")
+		}
+		d := specsweep(t, time.Minute, "doctor", f.spec)
+		if d.code != 1 || !strings.Contains(d.stdout, "specsweep-sglang-slot") {
+			t.Errorf("doctor should name the slot units left:\n%s", d)
+		}
 
-	// Resume: what the killed run's slots left running is stopped first; every point ends once.
-	resumed := float64(time.Now().UnixNano()) / 1e6
-	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
-	if r.code != 0 {
-		t.Fatalf("resume failed:\n%s", r)
-	}
-	db := openDB(t, f.db)
-	checkCrashBeside(t, db, 9, 6)
-	spans := since(hostSpans(t, h), resumed)
-	overlapped := sideBySide(t, spans)
-	tps := map[int]bool{}
-	for _, s := range spans {
-		tps[len(s.gpus)] = true
-	}
-	if !tps[1] || !tps[2] || !tps[4] {
-		t.Errorf("servers saw GPU sets of sizes %v, want 1, 2 and 4", tps)
-	}
-	checkOperatorBack(t, h)
-	t.Logf("%d servers after the resume, %d pairs side by side", len(spans), overlapped)
-
-	// gpu_busy: an orphan (started outside any unit) holds GPU 3. Two tp 4 points run packed: the
-	// one placed on GPUs 0-3 waits gpu_wait and fails gpu_busy naming it; the other, on 4-7, runs.
-	o, err := h.Run(t.Context(), "CUDA_VISIBLE_DEVICES=3 SGLANGSIM_LOAD_SECONDS=600 setsid "+testhost.SimPath+
-		" --model-path /models/Qwen3.6-27B --port 31999 </dev/null >/dev/null 2>&1 & echo $!")
-	if err != nil {
-		t.Fatal(err)
-	}
-	orphan := strings.TrimSpace(string(o))
-	defer h.Run(t.Context(), "kill -9 "+orphan)
-	waitFor(t, 20*time.Second, "nvidia-smi to list the orphan", func() bool {
-		out, _ := h.Run(t.Context(), "nvidia-smi --query-compute-apps=pid --format=csv,noheader")
-		return strings.Contains(string(out), orphan)
+		// Resume: what the killed run's slots left running is stopped first; every point ends once.
+		resumed := float64(time.Now().UnixNano()) / 1e6
+		r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
+		if r.code != 0 {
+			t.Fatalf("resume failed:\n%s", r)
+		}
+		db := openDB(t, f.db)
+		checkCrashBeside(t, db, 9, 6)
+		spans := since(hostSpans(t, h), resumed)
+		overlapped := sideBySide(t, spans)
+		tps := map[int]bool{}
+		for _, s := range spans {
+			tps[len(s.gpus)] = true
+		}
+		if !tps[1] || !tps[2] || !tps[4] {
+			t.Errorf("servers saw GPU sets of sizes %v, want 1, 2 and 4", tps)
+		}
+		checkOperatorBack(t, h)
+		t.Logf("%d servers after the resume, %d pairs side by side", len(spans), overlapped)
 	})
-	g := writeSpec(t, sshPackSpec("e2e-pack-busy", h, "{method: [baseline, eagle3], num_steps: [1], topk: [1], tp: [4]}", ""))
-	r = specsweep(t, 3*time.Minute, "run", "--db", g.db, g.spec)
-	gdb := openDB(t, g.db)
-	if n := scalar[int](t, gdb, "SELECT count(*) FROM point_summary WHERE state = 'done'"); n != 1 {
-		t.Errorf("%d points done, want the one on GPUs 4-7\n%s", n, r)
-	}
-	if ev := scalar[string](t, gdb, "SELECT coalesce(group_concat(failure_class || ': ' || failure_detail, ' | '), '') FROM point_summary WHERE state = 'failed'"); !strings.Contains(ev, "gpu_busy") || !strings.Contains(ev, "0,1,2,3") {
-		t.Errorf("want one point gpu_busy on GPUs 0,1,2,3: %q", ev)
-	}
-	if ev := scalar[string](t, gdb, "SELECT coalesce(group_concat(failure_detail, ' | '), '') FROM point_summary WHERE failure_class = 'gpu_busy'"); !strings.Contains(ev, "pid "+orphan+" holds") {
-		t.Errorf("the gpu_busy evidence does not name the orphan %s: %q", orphan, ev)
-	}
-	h.Run(t.Context(), "kill -9 "+orphan)
-	checkOperatorBack(t, h)
+	t.Run("busy_term_restore", func(t *testing.T) {
+		t.Parallel()
+		h := testhost.Boot(t, 1, testhost.Options{GPUs: 8, UnitEnabled: true})[0]
+		// gpu_busy: an orphan (started outside any unit) holds GPU 3. Two tp 4 points run packed: the
+		// one placed on GPUs 0-3 waits gpu_wait and fails gpu_busy naming it; the other, on 4-7, runs.
+		o, err := h.Run(t.Context(), "CUDA_VISIBLE_DEVICES=3 SGLANGSIM_LOAD_SECONDS=600 setsid "+testhost.SimPath+
+			" --model-path /models/Qwen3.6-27B --port 31999 </dev/null >/dev/null 2>&1 & echo $!")
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphan := strings.TrimSpace(string(o))
+		defer h.Run(t.Context(), "kill -9 "+orphan)
+		waitFor(t, 20*time.Second, "nvidia-smi to list the orphan", func() bool {
+			out, _ := h.Run(t.Context(), "nvidia-smi --query-compute-apps=pid --format=csv,noheader")
+			return strings.Contains(string(out), orphan)
+		})
+		g := writeSpec(t, sshPackSpec("e2e-pack-busy", h, "{method: [baseline, eagle3], num_steps: [1], topk: [1], tp: [4]}", ""))
+		r := specsweep(t, 3*time.Minute, "run", "--db", g.db, g.spec)
+		gdb := openDB(t, g.db)
+		if n := scalar[int](t, gdb, "SELECT count(*) FROM point_summary WHERE state = 'done'"); n != 1 {
+			t.Errorf("%d points done, want the one on GPUs 4-7\n%s", n, r)
+		}
+		if ev := scalar[string](t, gdb, "SELECT coalesce(group_concat(failure_class || ': ' || failure_detail, ' | '), '') FROM point_summary WHERE state = 'failed'"); !strings.Contains(ev, "gpu_busy") || !strings.Contains(ev, "0,1,2,3") {
+			t.Errorf("want one point gpu_busy on GPUs 0,1,2,3: %q", ev)
+		}
+		if ev := scalar[string](t, gdb, "SELECT coalesce(group_concat(failure_detail, ' | '), '') FROM point_summary WHERE failure_class = 'gpu_busy'"); !strings.Contains(ev, "pid "+orphan+" holds") {
+			t.Errorf("the gpu_busy evidence does not name the orphan %s: %q", orphan, ev)
+		}
+		h.Run(t.Context(), "kill -9 "+orphan)
+		checkOperatorBack(t, h)
 
-	// SIGTERM mid-sweep: the run stops its slots, removes their units, starts the operator's server
-	// again and exits 0.
-	tf := writeSpec(t, sshPackSpec("e2e-pack-term", h, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [1]}", ""))
-	cmd, out = startSpecsweep(t, "run", "--db", tf.db, tf.spec)
-	waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
-	signal(t, cmd, syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, tail(out.String(), 10))
-	}
-	checkOperatorBack(t, h)
+		// SIGTERM mid-sweep: the run stops its slots, removes their units, starts the operator's server
+		// again and exits 0.
+		tf := writeSpec(t, sshPackSpec("e2e-pack-term", h, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [1]}", ""))
+		cmd, out := startSpecsweep(t, "run", "--db", tf.db, tf.spec)
+		waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
+		signal(t, cmd, syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, tail(out.String(), 10))
+		}
+		checkOperatorBack(t, h)
 
-	// restore after a kill -9 removes every slot unit and starts the operator's server again.
-	rf := writeSpec(t, sshPackSpec("e2e-pack-restore", h, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [1]}", ""))
-	cmd, _ = startSpecsweep(t, "run", "--db", rf.db, rf.spec)
-	waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
-	signal(t, cmd, syscall.SIGKILL)
-	_ = cmd.Wait()
-	if r := specsweep(t, time.Minute, "cancel", "--db", rf.db, "e2e-pack-restore"); r.code != 0 {
-		t.Fatalf("cancel:\n%s", r)
-	}
-	rs := specsweep(t, 2*time.Minute, "restore", "--db", rf.db, rf.spec)
-	if rs.code != 0 || !strings.Contains(rs.stdout, "specsweep-sglang-slot") {
-		t.Errorf("restore should remove the slot units and say so:\n%s", rs)
-	}
-	checkOperatorBack(t, h)
+		// restore after a kill -9 removes every slot unit and starts the operator's server again.
+		rf := writeSpec(t, sshPackSpec("e2e-pack-restore", h, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [1]}", ""))
+		cmd, _ = startSpecsweep(t, "run", "--db", rf.db, rf.spec)
+		waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
+		signal(t, cmd, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if r := specsweep(t, time.Minute, "cancel", "--db", rf.db, "e2e-pack-restore"); r.code != 0 {
+			t.Fatalf("cancel:\n%s", r)
+		}
+		rs := specsweep(t, 2*time.Minute, "restore", "--db", rf.db, rf.spec)
+		if rs.code != 0 || !strings.Contains(rs.stdout, "specsweep-sglang-slot") {
+			t.Errorf("restore should remove the slot units and say so:\n%s", rs)
+		}
+		checkOperatorBack(t, h)
+	})
 }
