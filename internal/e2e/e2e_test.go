@@ -282,3 +282,21 @@ func signal(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 func openRO(path string) (*sql.DB, error) {
 	return sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
 }
+
+// untilOnHost runs a loop on h, in an SSH session of its own, until the shell condition cond holds
+// (checked every 50 ms on the host) or within passes, and sends nil when cond held, an error
+// otherwise. A test's own polls over SSH missed states that last a second or two (a rank of a
+// two-node point of short levels) once the machine was loaded: a command took seconds.
+func untilOnHost(ctx context.Context, h *testhost.Host, cond string, within time.Duration) <-chan error {
+	held := make(chan error, 1)
+	go func() {
+		script := fmt.Sprintf("end=$(($(date +%%s)+%d)); until %s; do [ $(date +%%s) -lt $end ] || exit 3; sleep 0.05; done",
+			int(within.Seconds()), cond)
+		out, err := h.Run(ctx, script)
+		if err != nil {
+			err = fmt.Errorf("waiting on %s for %q: %w %s", h.Name, cond, err, out)
+		}
+		held <- err
+	}()
+	return held
+}

@@ -24,6 +24,9 @@ func groupSpec(name string, hosts []*testhost.Host, matrix string) string {
 }
 
 // rankRuns reports whether a test host's sglang.service runs a rank of a point that spans nodes.
+// rankRunsCond is rankRuns as a shell condition on the host.
+const rankRunsCond = "systemctl is-active -q sglang.service && systemctl show -p ExecStart --value sglang.service | grep -q -- --node-rank"
+
 func rankRuns(ctx context.Context, h *testhost.Host) bool {
 	out, _ := h.Run(ctx, "systemctl is-active sglang.service; systemctl show -p ExecStart --value sglang.service")
 	s := string(out)
@@ -130,8 +133,11 @@ matrix: {method: [baseline], tp: [8, 4]}
 `
 	g := writeSpec(t, groupSpec("e2e-group-kill", hosts, small))
 	killRun := func() {
+		running := untilOnHost(ctx, hosts[1], rankRunsCond, 3*time.Minute)
 		cmd, out := startSpecsweep(t, "run", "--db", g.db, g.spec)
-		waitFor(t, 2*time.Minute, "rank 1 running", func() bool { return rankRuns(ctx, hosts[1]) })
+		if err := <-running; err != nil {
+			t.Fatalf("rank 1 never seen running: %v\n%s", err, tail(out.String(), 10))
+		}
 		signal(t, cmd, syscall.SIGKILL)
 		_ = cmd.Wait()
 		if !rankRuns(ctx, hosts[1]) {

@@ -116,8 +116,14 @@ func TestSlurmSweepSpansNodes(t *testing.T) {
 	// login node), before the test has seen a rank on each node.
 	g := spec("e2e-slurm-nodes-kill", "{method: [baseline], tp: [8, 4]}", true)
 	killDuringJob := func(name string) {
+		simRuns := "pgrep -f '^" + testhost.SimPath + " ' >/dev/null"
+		on0, on1 := untilOnHost(ctx, c.Nodes[0], simRuns, 4*time.Minute), untilOnHost(ctx, c.Nodes[1], simRuns, 4*time.Minute)
 		cmd, out := startSpecsweep(t, "run", "--db", g.db, g.spec)
-		waitFor(t, 4*time.Minute, "a rank on each node", func() bool { return simOn(c.Nodes[0]) && simOn(c.Nodes[1]) })
+		for _, on := range []<-chan error{on0, on1} {
+			if err := <-on; err != nil {
+				t.Fatalf("no rank on each node: %v\n%s", err, tail(out.String(), 10))
+			}
+		}
 		signal(t, cmd, syscall.SIGKILL)
 		_ = cmd.Wait()
 		if !strings.Contains(queued(), "specsweep."+name+".") {
