@@ -22,7 +22,9 @@ import (
 func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
 	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 1)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	// About 200 submissions and as many reads of the job: 5 minutes ran out beside the package's
+	// other parallel tests on a loaded machine (each of the last submissions then "failed silently").
+	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	defer cancel()
 	var ids []string
 	defer func() {
