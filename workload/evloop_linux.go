@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -119,7 +120,7 @@ func (l *evLoop) run() {
 	defer close(l.exited)
 	_ = l.rc.Read(func(fd uintptr) bool {
 		for {
-			n, err := unix.EpollWait(int(fd), l.evs, 0)
+			n, err := epollPoll(int(fd), l.evs)
 			if err == unix.EINTR {
 				continue
 			}
@@ -152,6 +153,26 @@ func (l *evLoop) batch(evs []unix.EpollEvent) {
 	}
 }
 
+// rawRead is read(2) without Go's syscall bookkeeping: the socket is non-blocking, so the call
+// is short, and entersyscall would wake the runtime's sysmon thread (a futex, then its
+// nanosleeps) on nearly every read of an otherwise idle process.
+func rawRead(fd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// epollPoll is epoll_wait(2) that does not wait (timeout 0), raw for rawRead's reason.
+func epollPoll(ep int, evs []unix.EpollEvent) (int, error) {
+	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(ep), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
 func evID(e unix.EpollEvent) uint64 { return uint64(uint32(e.Fd)) | uint64(uint32(e.Pad))<<32 }
 
 // serve reads s's socket until a short read (edge-triggered: all it holds) and parses what came.
@@ -159,7 +180,7 @@ func (l *evLoop) serve(s *loopStream, id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.id == id && !s.ended {
-		n, err := unix.Read(s.fd, l.buf)
+		n, err := rawRead(s.fd, l.buf)
 		if err == unix.EINTR {
 			continue
 		}
