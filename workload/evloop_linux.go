@@ -148,7 +148,7 @@ func (l *evLoop) batch(evs []unix.EpollEvent) {
 	for i, s := range l.todo {
 		if s != nil {
 			l.todo[i] = nil
-			l.serve(s, evID(evs[i]))
+			l.serve(s, evID(evs[i]), evs[i].Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0)
 		}
 	}
 }
@@ -175,8 +175,10 @@ func epollPoll(ep int, evs []unix.EpollEvent) (int, error) {
 
 func evID(e unix.EpollEvent) uint64 { return uint64(uint32(e.Fd)) | uint64(uint32(e.Pad))<<32 }
 
-// serve reads s's socket until a short read (edge-triggered: all it holds) and parses what came.
-func (l *evLoop) serve(s *loopStream, id uint64) {
+// serve reads s's socket until a short read (edge-triggered: all it holds) and parses what came;
+// when the event says the peer closed, until the end (the close came with the last bytes and
+// brings no edge of its own).
+func (l *evLoop) serve(s *loopStream, id uint64, hup bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.id == id && !s.ended {
@@ -207,7 +209,7 @@ func (l *evLoop) serve(s *loopStream, id uint64) {
 			}
 			return
 		}
-		if n < len(l.buf) {
+		if n < len(l.buf) && !hup {
 			return
 		}
 	}
@@ -250,6 +252,11 @@ func (l *evLoop) conn(ctx context.Context) (fd int, reused bool, err error) {
 		return fd, true, nil
 	}
 	l.mu.Unlock()
+	return l.dial1(ctx)
+}
+
+// dial1 opens a connection.
+func (l *evLoop) dial1(ctx context.Context) (fd int, reused bool, err error) {
 	c, err := l.dial(ctx, "tcp", l.addr)
 	if err != nil {
 		return -1, false, &net.OpError{Op: "dial", Net: "tcp", Err: err}
@@ -269,6 +276,22 @@ func (l *evLoop) conn(ctx context.Context) (fd int, reused bool, err error) {
 		return -1, false, fmt.Errorf("take the connection to %s from the netpoller: %w", l.addr, err)
 	}
 	return fd, false, nil // non-blocking: the copy shares the file's flags
+}
+
+// warm opens connections until n are idle (the measured requests then pay for no handshake).
+func (l *evLoop) warm(ctx context.Context, n int) {
+	l.mu.Lock()
+	n = min(n, l.maxIdle) - len(l.idle)
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if fd, _, err := l.dial1(ctx); err == nil {
+				l.keep(fd)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // keep returns a connection whose answer was read to its end for the next request.

@@ -17,4 +17,6 @@ func newEvLoop(*http.Client, *url.URL, string, int) (*evLoop, error) { return ni
 
 func (*evLoop) Close() {}
 
+func (*evLoop) warm(context.Context, int) {}
+
 func (w *worker) doLoop(context.Context, *conversation) (*outcome, bool) { return nil, false }
