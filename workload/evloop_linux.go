@@ -332,8 +332,9 @@ func (w *worker) send(ctx context.Context, c *conversation, fd int) error {
 	}
 }
 
-// write sends p on fd, waiting (poll, in slices so that ctx is heard) when the socket's buffer is
-// full. A request is a few kB: it almost always goes in one send.
+// write sends p on fd. A request is a few kB and almost always goes in one send; when the socket's
+// buffer is full (a long prompt, a slow server) the rest waits on Go's netpoller through a copy of
+// the descriptor registered for the time of this write, so no thread blocks.
 func write(ctx context.Context, fd int, p []byte) error {
 	for len(p) > 0 {
 		n, err := unix.SendmsgN(fd, p, nil, nil, unix.MSG_NOSIGNAL)
@@ -341,20 +342,52 @@ func write(ctx context.Context, fd int, p []byte) error {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
-			if _, err := unix.Poll(pfd, 100); err != nil && err != unix.EINTR {
-				return &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("poll", err)}
-			}
-			continue
+			return writeWait(ctx, fd, p)
 		case err != nil:
 			return &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)}
 		}
 		p = p[n:]
 	}
 	return nil
+}
+
+func writeWait(ctx context.Context, fd int, p []byte) error {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("wait to write the request: %w", err)
+	}
+	f := os.NewFile(uintptr(dup), "conn") // non-blocking: in the netpoller
+	defer f.Close()
+	stop := context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(time.Unix(1, 0)) })
+	defer stop()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("wait to write the request: %w", err)
+	}
+	var werr error
+	err = rc.Write(func(fd uintptr) bool {
+		for len(p) > 0 {
+			n, err := unix.SendmsgN(int(fd), p, nil, nil, unix.MSG_NOSIGNAL)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				return false
+			case err != nil:
+				werr = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", err)}
+				return true
+			}
+			p = p[n:]
+		}
+		return true
+	})
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("wait to write the request: %w", err)
+	}
+	return werr
 }
 
 // loopStream is a worker's request on the loop: the loop goroutine fills it while the worker

@@ -21,8 +21,12 @@ import (
 // rawServer is an HTTP/1.1 server over real loopback sockets written by hand, so that a test
 // decides how each answer's bytes are cut into writes (chunks split across reads, pauses, a close
 // mid-stream). answer writes the response of the n-th completion request (from 0) on c; it returns
-// false to close the connection.
+// false to close the connection. Each request is read after readDelay (a slow reader).
 func rawServer(t *testing.T, answer func(c net.Conn, n int) bool) (string, *atomic.Int64) {
+	return slowServer(t, 0, answer)
+}
+
+func slowServer(t *testing.T, readDelay time.Duration, answer func(c net.Conn, n int) bool) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -46,6 +50,7 @@ func rawServer(t *testing.T, answer func(c net.Conn, n int) bool) (string, *atom
 				c.(*net.TCPConn).SetNoDelay(true)
 				br := bufio.NewReader(c)
 				for {
+					time.Sleep(readDelay)
 					req, err := http.ReadRequest(br)
 					if err != nil {
 						return
@@ -269,5 +274,22 @@ func TestEvLoopStall(t *testing.T) {
 	if res.Failed != 1 || len(res.Errors) != 1 || res.Errors[0].Message != "stream broke after 1 chunks: no data for 300ms (stall timeout)" ||
 		time.Since(start) > 2*time.Second {
 		t.Fatalf("failed %d errors %+v after %v; want a stall after 1 chunk", res.Failed, res.Errors, time.Since(start))
+	}
+}
+
+// A server slow to read a long request (its socket's buffer fills): the rest of the request waits
+// for it, and the answer is read as usual.
+func TestEvLoopSlowReader(t *testing.T) {
+	base, _ := slowServer(t, 300*time.Millisecond, func(c net.Conn, n int) bool {
+		_, err := io.WriteString(c, streamHead+chunked(tokenEvent(0))+chunked(lastEvents(1))+"0\r\n\r\n")
+		return err == nil
+	})
+	res, err := Run(t.Context(), Config{URL: base, Model: "m", Concurrency: 2, Requests: 4, InputTokens: 1 << 20,
+		OutputTokens: 1, StallTimeout: 10 * time.Second, RequestTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Completed != 4 {
+		t.Fatalf("completed %d, errors %+v; want 4", res.Completed, res.Errors)
 	}
 }
