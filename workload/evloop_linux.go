@@ -259,7 +259,7 @@ func (l *evLoop) conn(ctx context.Context) (fd int, reused bool, err error) {
 func (l *evLoop) dial1(ctx context.Context) (fd int, reused bool, err error) {
 	c, err := l.dial(ctx, "tcp", l.addr)
 	if err != nil {
-		return -1, false, &net.OpError{Op: "dial", Net: "tcp", Err: err}
+		return -1, false, err // "dial tcp ADDR: ...", as net/http's request said it
 	}
 	defer c.Close() // takes the original descriptor out of Go's netpoller; the copy stays open
 	sc, ok := c.(syscall.Conn)

@@ -293,3 +293,22 @@ func TestEvLoopSlowReader(t *testing.T) {
 		t.Fatalf("completed %d, errors %+v; want 4", res.Completed, res.Errors)
 	}
 }
+
+// A server that refuses connections fails the requests with the dialler's words, as net/http did.
+func TestEvLoopRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	res, err := Run(t.Context(), Config{URL: "http://" + addr, Model: "m", Concurrency: 1, Requests: 2, InputTokens: 8,
+		OutputTokens: 1, StallTimeout: 10 * time.Second, RequestTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "dial tcp " + addr + ": connect: connection refused"
+	if res.Completed != 0 || len(res.Errors) == 0 || res.Errors[0].Message != want {
+		t.Fatalf("completed %d errors %+v; want %q", res.Completed, res.Errors, want)
+	}
+}

@@ -68,8 +68,8 @@ func (w *worker) do(ctx context.Context, c *conversation) *outcome {
 	return w.doHTTP(ctx, c)
 }
 
-// begin resets w for c's current request and returns where its answer's text goes (nil: nowhere).
-func (w *worker) begin(c *conversation) *[]byte {
+// begin resets w for c's current request.
+func (w *worker) begin(c *conversation) {
 	r := w.r
 	o := &w.out
 	*o = outcome{itls: o.itls[:0], turn: c.turn, turns: c.turns}
@@ -82,14 +82,13 @@ func (w *worker) begin(c *conversation) *[]byte {
 		w.answer = w.answer[:0]
 		w.st.answer = &w.answer
 	}
-	return w.st.answer
 }
 
 // doHTTP is do with net/http.
 func (w *worker) doHTTP(ctx context.Context, c *conversation) *outcome {
 	r := w.r
 	o := &w.out
-	answer := w.begin(c)
+	w.begin(c)
 	body, size := r.body(c)
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -139,7 +138,6 @@ func (w *worker) doHTTP(ctx context.Context, c *conversation) *outcome {
 	defer sb.stop()
 	w.sse.Reset(sb, nil, 0)
 	st := &w.st
-	st.answer = answer
 	for {
 		data, at, err := w.sse.Next()
 		if err != nil {
