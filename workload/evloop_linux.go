@@ -402,6 +402,9 @@ type loopStream struct {
 
 	maxHead int
 	hdr     []byte // the header block so far
+	hdrLine int    // headEndFrom's place in hdr
+	hdrScan int
+	interim int // 1xx responses before this one
 	head    respHead
 	inBody  bool
 	body    bodyReader
@@ -419,9 +422,13 @@ type loopStream struct {
 	started                   atomic.Bool // the headers arrived (the stall check's name for it)
 }
 
+// max1xxResponses is how many interim responses net/http's transport reads before the real one.
+const max1xxResponses = 5
+
 func (s *loopStream) reset(fd int, maxHead int) {
 	s.fd, s.id, s.maxHead = fd, 0, maxHead
 	s.hdr, s.errBody = s.hdr[:0], s.errBody[:0]
+	s.hdrLine, s.hdrScan, s.interim = 0, 0, 0
 	s.head, s.inBody, s.body, s.at, s.got, s.ended = respHead{}, false, bodyReader{line: s.body.line[:0]}, time.Time{}, false, false
 	s.err, s.what, s.redirect, s.reusable, s.clean = nil, "", false, false, false
 	s.started.Store(false)
@@ -457,7 +464,8 @@ func (s *loopStream) feed(p []byte) {
 	if !s.inBody {
 		s.hdr = append(s.hdr, p...)
 		for {
-			n := headEnd(s.hdr)
+			n, line, scan := headEndFrom(s.hdr, s.hdrLine, s.hdrScan)
+			s.hdrLine, s.hdrScan = line, scan
 			if n < 0 {
 				if len(s.hdr) > s.maxHead {
 					s.end(fmt.Errorf("server response headers exceeded %d bytes; aborting", s.maxHead), "")
@@ -475,7 +483,14 @@ func (s *loopStream) feed(p []byte) {
 			}
 			rest := s.hdr[n:]
 			if h.status >= 100 && h.status < 200 && h.status != 101 {
-				s.hdr = append(s.hdr[:0], rest...) // an interim response: the real one follows
+				// an interim response: the real one follows (at most 5 of them, as net/http reads;
+				// a server sending them without end would hold the stream until its timeout)
+				if s.interim++; s.interim > max1xxResponses {
+					s.end(errors.New("net/http: too many 1xx informational responses"), "")
+					return
+				}
+				s.hdr = append(s.hdr[:0], rest...)
+				s.hdrLine, s.hdrScan = 0, 0
 				continue
 			}
 			if h.status >= 300 && h.status < 400 || h.status == 101 {

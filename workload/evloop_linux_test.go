@@ -312,3 +312,51 @@ func TestEvLoopRefused(t *testing.T) {
 		t.Fatalf("completed %d errors %+v; want %q", res.Completed, res.Errors, want)
 	}
 }
+
+// A header block trickling in a byte per read up to the bound is scanned once, not once per read:
+// the loop's goroutine reads every stream of the level.
+func TestLoopStreamHeaderTrickle(t *testing.T) {
+	const maxHead = 256 << 10
+	s := &loopStream{}
+	s.reset(-1, maxHead)
+	block := []byte("HTTP/1.1 200 OK\r\n" + strings.Repeat("A: b\r\n", maxHead/6+2))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range block {
+			if s.feed(block[i : i+1]); s.ended {
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a header block read a byte at a time took over 5s")
+	}
+	if !s.ended || s.err == nil || !strings.Contains(s.err.Error(), "headers exceeded") {
+		t.Fatalf("ended %v err %v; want headers exceeded", s.ended, s.err)
+	}
+}
+
+// A server sending interim (1xx) responses without end fails the request as net/http does, after
+// 5 of them, instead of holding it until its timeout.
+func TestEvLoopTooMany1xx(t *testing.T) {
+	base, _ := rawServer(t, func(c net.Conn, n int) bool {
+		for range 1000 {
+			if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+				return false
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return false
+	})
+	res, err := Run(t.Context(), Config{URL: base, Model: "m", Concurrency: 1, Requests: 1, InputTokens: 8,
+		OutputTokens: 1, StallTimeout: 10 * time.Second, RequestTimeout: time.Minute, MaxConsecutiveFailures: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 1 || len(res.Errors) != 1 || res.Errors[0].Message != "net/http: too many 1xx informational responses" {
+		t.Fatalf("failed %d errors %+v; want too many 1xx", res.Failed, res.Errors)
+	}
+}

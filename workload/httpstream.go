@@ -26,18 +26,32 @@ var errMalformedHTTP = errors.New("malformed HTTP response")
 // headEnd returns the length of the header block at the start of b, its blank line included, or
 // -1 when b does not hold it all yet. Lines may end with "\r\n" or "\n", as net/http accepts.
 func headEnd(b []byte) int {
-	for i := 0; ; {
-		j := bytes.IndexByte(b[i:], '\n')
+	n, _, _ := headEndFrom(b, 0, 0)
+	return n
+}
+
+// headEndFrom is headEnd resumed where an earlier call on a shorter b stopped: line is where the
+// last line it saw starts and scan how far that line is known to hold no '\n' (0, 0 at first; the
+// values it returned with -1 afterwards). A header block arriving a byte per read is then scanned
+// once, not once per read (quadratic, on the goroutine that reads every stream of the level).
+func headEndFrom(b []byte, line, scan int) (n, nline, nscan int) {
+	for {
+		if line > 0 && scan == line { // at the start of a line after the first: is it blank?
+			switch {
+			case line < len(b) && b[line] == '\n':
+				return line + 1, 0, 0
+			case line+1 < len(b) && b[line] == '\r' && b[line+1] == '\n':
+				return line + 2, 0, 0
+			case line >= len(b) || line+1 == len(b) && b[line] == '\r':
+				return -1, line, line // not known yet
+			}
+		}
+		j := bytes.IndexByte(b[scan:], '\n')
 		if j < 0 {
-			return -1
+			return -1, line, len(b)
 		}
-		i += j + 1
-		switch {
-		case i < len(b) && b[i] == '\n':
-			return i + 1
-		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
-			return i + 2
-		}
+		line = scan + j + 1
+		scan = line
 	}
 }
 

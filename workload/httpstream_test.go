@@ -138,3 +138,24 @@ func FuzzChunked(f *testing.F) {
 		}
 	})
 }
+
+// headEndFrom resumed after every cut finds what headEnd finds in the whole block.
+func TestHeadEndFromCut(t *testing.T) {
+	for _, in := range []string{"HTTP/1.1 200 OK\r\nA: b\r\n\r\nrest", "HTTP/1.1 200 OK\nA: b\n\nrest", "HTTP/1.1 200 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nA: b\r\n\rX: y\r\n\r\n", "\nHTTP/1.1 200 OK\n\n", "HTTP/1.1 200 OK\r\nA: b\r\n"} {
+		want := headEnd([]byte(in))
+		for i := 0; i <= len(in); i++ {
+			for j := i; j <= len(in); j++ {
+				line, scan, got := 0, 0, -1
+				for _, end := range []int{i, j, len(in)} {
+					if got, line, scan = headEndFrom([]byte(in[:end]), line, scan); got >= 0 {
+						break
+					}
+				}
+				if got != want {
+					t.Fatalf("%q cut at %d and %d: %d; whole %d", in, i, j, got, want)
+				}
+			}
+		}
+	}
+}
