@@ -569,6 +569,10 @@ func (w *worker) doLoop(ctx context.Context, c *conversation) (o *outcome, ok bo
 	s := w.ls
 	stall := r.cfg.StallTimeout
 	o.start = time.Now()
+	// a server that reads no request (its socket's buffer full) stalls it before any answer, as
+	// net/http's request counts it; once sent, the wait below takes over
+	headers := time.AfterFunc(stall, func() { cancel(errHeaderStall) })
+	defer headers.Stop()
 	for attempt := 0; ; attempt++ {
 		fd, reused, err := l.conn(rctx)
 		if err != nil {
@@ -584,6 +588,7 @@ func (w *worker) doLoop(ctx context.Context, c *conversation) (o *outcome, ok bo
 			}
 			return w.fail(rctx, err, ""), true
 		}
+		headers.Stop()
 		if err := l.register(s); err != nil {
 			unix.Close(fd)
 			return w.fail(rctx, err, ""), true

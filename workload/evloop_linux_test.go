@@ -360,3 +360,51 @@ func TestEvLoopTooMany1xx(t *testing.T) {
 		t.Fatalf("failed %d errors %+v; want too many 1xx", res.Failed, res.Errors)
 	}
 }
+
+// A server that reads no request fails it on the stall timeout, as net/http's request did, not
+// after the request's timeout (the request waits for the socket's buffer).
+func TestEvLoopSendStall(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				go func() { <-done; c.Close() }()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if strings.HasSuffix(req.URL.Path, "/completions") {
+						<-done // reads no more: the request's rest fills the socket's buffers
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+				}
+			})
+		}
+	})
+	start := time.Now()
+	res, err := Run(t.Context(), Config{URL: "http://" + ln.Addr().String(), Model: "m", Concurrency: 1, Requests: 1,
+		InputTokens: 1 << 20, OutputTokens: 1, StallTimeout: 300 * time.Millisecond, RequestTimeout: time.Minute,
+		MaxConsecutiveFailures: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 1 || len(res.Errors) != 1 || res.Errors[0].Message != "no response headers within 300ms (stall timeout)" ||
+		time.Since(start) > 5*time.Second {
+		t.Fatalf("failed %d errors %+v after %v; want a header stall within 300ms", res.Failed, res.Errors, time.Since(start))
+	}
+}
