@@ -428,6 +428,9 @@ const max1xxResponses = 5
 func (s *loopStream) reset(fd int, maxHead int) {
 	s.fd, s.id, s.maxHead = fd, 0, maxHead
 	s.hdr, s.errBody = s.hdr[:0], s.errBody[:0]
+	if cap(s.hdr) > 64<<10 {
+		s.hdr = nil // a header block of up to maxHead (10 MB) is not held for the worker's later requests
+	}
 	s.hdrLine, s.hdrScan, s.interim = 0, 0, 0
 	s.head, s.inBody, s.body, s.at, s.got, s.ended = respHead{}, false, bodyReader{line: s.body.line[:0]}, time.Time{}, false, false
 	s.err, s.what, s.redirect, s.reusable, s.clean = nil, "", false, false, false

@@ -337,6 +337,9 @@ func TestLoopStreamHeaderTrickle(t *testing.T) {
 	if !s.ended || s.err == nil || !strings.Contains(s.err.Error(), "headers exceeded") {
 		t.Fatalf("ended %v err %v; want headers exceeded", s.ended, s.err)
 	}
+	if s.reset(-1, maxHead); cap(s.hdr) > 64<<10 {
+		t.Fatalf("the next request holds the %d bytes of the last one's header block", cap(s.hdr))
+	}
 }
 
 // A server sending interim (1xx) responses without end fails the request as net/http does, after
