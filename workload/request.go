@@ -18,7 +18,12 @@ type worker struct {
 	r     *runner
 	sse   *SSEReader
 	chunk Chunk
+	st    streamState
 	out   outcome
+	// ls is the worker's stream on the runner's event loop (nil until it first uses one), req its
+	// request's bytes.
+	ls  *loopStream
+	req []byte
 	// conv is the conversation the worker sends in a closed loop; answer the text streamed by
 	// the last request whose conversation goes on.
 	conv    conversation
@@ -52,22 +57,39 @@ var (
 const maxITLPerRequest = 1 << 16
 
 // do sends c's current request and reads the whole stream, keeping the answer's text in w.answer
-// when a turn follows.
+// when a turn follows: on the runner's event loop when it has one (a plain-HTTP server on Linux),
+// else, or for a response the loop does not take (a redirect), with net/http.
 func (w *worker) do(ctx context.Context, c *conversation) *outcome {
+	if w.r.loop != nil {
+		if o, ok := w.doLoop(ctx, c); ok {
+			return o
+		}
+	}
+	return w.doHTTP(ctx, c)
+}
+
+// begin resets w for c's current request.
+func (w *worker) begin(c *conversation) {
 	r := w.r
 	o := &w.out
 	*o = outcome{itls: o.itls[:0], turn: c.turn, turns: c.turns}
-	body, size := r.body(c)
-	var answer *[]byte
-	if c.follows() {
-		w.answer = w.answer[:0]
-		answer = &w.answer
-	}
-
 	w.timeout = r.cfg.RequestTimeout
 	if w.timeout == 0 {
 		w.timeout = DefaultTimeoutBase + time.Duration(c.maxTokens)*DefaultTimeoutPerToken
 	}
+	w.st = streamState{maxTokens: c.maxTokens}
+	if c.follows() {
+		w.answer = w.answer[:0]
+		w.st.answer = &w.answer
+	}
+}
+
+// doHTTP is do with net/http.
+func (w *worker) doHTTP(ctx context.Context, c *conversation) *outcome {
+	r := w.r
+	o := &w.out
+	w.begin(c)
+	body, size := r.body(c)
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	deadline := time.AfterFunc(w.timeout, func() { cancel(errRequestTimeout) })
@@ -115,80 +137,98 @@ func (w *worker) do(ctx context.Context, c *conversation) *outcome {
 	sb := &stallBody{rc: resp.Body, d: r.cfg.StallTimeout, cancel: cancel}
 	defer sb.stop()
 	w.sse.Reset(sb, nil, 0)
-	var (
-		ch                 = &w.chunk
-		first, done, final bool
-		last               time.Time
-	)
+	st := &w.st
 	for {
 		data, at, err := w.sse.Next()
 		if err != nil {
-			if err == io.EOF {
-				break
-			}
-			if done {
-				break // the answer is complete; what follows does not matter
+			if err == io.EOF || st.done {
+				break // after [DONE] what follows does not matter
 			}
 			return w.fail(rctx, err, fmt.Sprintf("stream broke after %d chunks", o.chunks))
 		}
-		if r.cfg.Activity != nil {
-			r.cfg.Activity.Store(at.UnixNano())
-		}
-		if done {
-			continue // drain to EOF so the connection is reused
-		}
-		if err := parseChunk(data, ch, answer); err != nil {
-			o.end = at
-			o.errMsg = "malformed stream data: " + err.Error()
+		if w.event(data, at) {
 			return o
 		}
-		if answer != nil && len(w.answer) > answerLimit(c.maxTokens) {
-			o.end = at
-			o.errMsg = fmt.Sprintf("an answer of more than %d bytes for max_tokens %d (the limit for an answer "+
-				"a later turn carries)", answerLimit(c.maxTokens), c.maxTokens)
-			return o
-		}
-		if ch.Done {
-			done, o.e2e = true, at.Sub(o.start)
-			continue
-		}
-		if ch.Error {
-			o.end = at
-			o.errMsg = "error in stream: " + errorText(ch.ErrorMsg)
-			return o
-		}
-		if o.id == "" && len(ch.ID) > 0 && r.save != nil {
-			o.id = string(ch.ID)
-		}
-		if ch.Content > 0 {
-			if !first {
-				first, o.ttft = true, at.Sub(o.start)
-			} else if len(o.itls) < maxITLPerRequest {
-				o.itls = append(o.itls, at.Sub(last))
-			}
-			last = at
-			o.chunks++
-		}
-		if ch.Usage {
-			o.usage, o.prompt, o.completion = true, ch.PromptTokens, ch.CompletionTokens
-		}
-		if ch.Finish {
-			final = true
-		}
-		o.e2e = at.Sub(o.start)
 	}
+	return w.finish(c)
+}
+
+// streamState is what reading one response's events needs between two of them.
+type streamState struct {
+	answer             *[]byte // where the answer's text goes when a turn follows; nil: nowhere
+	maxTokens          int
+	first, done, final bool
+	last               time.Time
+}
+
+// event takes one event of w's stream (data arrived at at) into w.out; it returns true when the
+// request ended on it (w.out says why). After [DONE] events are only drained, so that the
+// connection is reused.
+func (w *worker) event(data []byte, at time.Time) bool {
+	r, o, st, ch := w.r, &w.out, &w.st, &w.chunk
+	if r.cfg.Activity != nil {
+		r.cfg.Activity.Store(at.UnixNano())
+	}
+	if st.done {
+		return false
+	}
+	if err := parseChunk(data, ch, st.answer); err != nil {
+		o.end = at
+		o.errMsg = "malformed stream data: " + err.Error()
+		return true
+	}
+	if st.answer != nil && len(*st.answer) > answerLimit(st.maxTokens) {
+		o.end = at
+		o.errMsg = fmt.Sprintf("an answer of more than %d bytes for max_tokens %d (the limit for an answer "+
+			"a later turn carries)", answerLimit(st.maxTokens), st.maxTokens)
+		return true
+	}
+	if ch.Done {
+		st.done, o.e2e = true, at.Sub(o.start)
+		return false
+	}
+	if ch.Error {
+		o.end = at
+		o.errMsg = "error in stream: " + errorText(ch.ErrorMsg)
+		return true
+	}
+	if o.id == "" && len(ch.ID) > 0 && r.save != nil {
+		o.id = string(ch.ID)
+	}
+	if ch.Content > 0 {
+		if !st.first {
+			st.first, o.ttft = true, at.Sub(o.start)
+		} else if len(o.itls) < maxITLPerRequest {
+			o.itls = append(o.itls, at.Sub(st.last))
+		}
+		st.last = at
+		o.chunks++
+	}
+	if ch.Usage {
+		o.usage, o.prompt, o.completion = true, ch.PromptTokens, ch.CompletionTokens
+	}
+	if ch.Finish {
+		st.final = true
+	}
+	o.e2e = at.Sub(o.start)
+	return false
+}
+
+// finish completes w.out once the stream ended cleanly.
+func (w *worker) finish(c *conversation) *outcome {
+	o, st := &w.out, &w.st
 	o.end = o.start.Add(o.e2e)
 	switch {
-	case !done && !final:
+	case !st.done && !st.final:
 		o.errMsg = fmt.Sprintf("stream ended after %d chunks without [DONE] or a finish_reason", o.chunks)
 		return o
-	case !first:
+	case !st.first:
 		o.errMsg = "stream carried no token"
 		return o
 	}
 	if !o.usage {
 		o.completion = int64(o.chunks)
-		o.prompt = r.promptWords(c)
+		o.prompt = w.r.promptWords(c)
 	}
 	o.ok = true
 	return o

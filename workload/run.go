@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ type runner struct {
 	base          string
 	path          string // /v1/chat/completions or /v1/completions
 	client        *http.Client
-	model         []byte // JSON string
+	loop          *evLoop // reads the streams when it can (nil: net/http does)
+	model         []byte  // JSON string
 	parts         bodyParts
 	set           *SetDataset // the prompts, when they are a prompt set's
 
@@ -97,6 +99,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r.path = "/v1/chat/completions"
 	if cfg.API == APICompletions {
 		r.path = "/v1/completions"
+	}
+	if u, err := url.Parse(r.base + r.path); err == nil {
+		if r.loop, err = newEvLoop(r.client, u, cfg.APIKey, max(cfg.Concurrency, 1)+16); err != nil {
+			return nil, fmt.Errorf("start the load generator's reader: %w", err)
+		}
+		if r.loop != nil {
+			defer r.loop.Close()
+		}
 	}
 	if cfg.Model == "" {
 		if r.cfg.Model, err = r.firstModel(ctx); err != nil {

@@ -48,6 +48,10 @@ func (r *runner) warmConnections(ctx context.Context, n int) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
+	if r.loop != nil { // the streams go on the event loop's own connections
+		r.loop.warm(ctx, n)
+		return
+	}
 	var held, done sync.WaitGroup
 	held.Add(n)
 	for range n {

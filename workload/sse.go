@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// errWouldBlock is returned by a stream reader that has no byte for now but more may come (the
+// event loop's, evloop_linux.go); SSEReader.Next passes it on and keeps its state.
+var errWouldBlock = errors.New("no data yet")
+
 // ErrEventTooLarge is returned when one server-sent event (or one line) exceeds the reader's limit.
 var ErrEventTooLarge = errors.New("server-sent event too large")
 
@@ -201,6 +205,11 @@ func (s *SSEReader) fill() error {
 		if n > 0 {
 			s.stamp = s.now()
 			s.end += n
+		}
+		if err == errWouldBlock && n == 0 {
+			// the event loop's reader has nothing more for now: Next returns and is called again
+			// when bytes arrive, the partial line and event kept
+			return err
 		}
 		if err != nil {
 			s.eof = true

@@ -106,7 +106,10 @@ type Config struct {
 	MaxConsecutiveFailures int
 
 	// HTTPClient sends the requests; nil: NewHTTPClient(Concurrency). Reuse one across levels with
-	// the highest concurrency to keep connections warm.
+	// the highest concurrency to keep connections warm. On Linux, for a plain-HTTP server and a
+	// client whose transport is net/http's without a proxy, cookie jar or overall timeout (as
+	// NewHTTPClient's), the streams go instead on the level's event loop over connections it dials
+	// with the transport's DialContext (evloop_linux.go); the probes and a redirect keep the client.
 	HTTPClient *http.Client
 	// SaveRequests, when set, receives one JSON line per measured request (RequestRecord).
 	SaveRequests io.Writer
