@@ -62,6 +62,11 @@ func newEvLoop(client *http.Client, u *url.URL, apiKey string, maxIdle int) (*ev
 	if !ok || u.Scheme != "http" || t.Proxy != nil || client.Jar != nil || client.Timeout != 0 {
 		return nil, nil
 	}
+	if !headerValueOK(apiKey) {
+		// A key net/http refuses to send (a CR or LF would split the request's headers): the
+		// requests go through net/http, which says so, as before.
+		return nil, nil
+	}
 	dial := t.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -654,4 +659,15 @@ func (w *worker) doLoop(ctx context.Context, c *conversation) (o *outcome, ok bo
 		}
 		return o, true
 	}
+}
+
+// headerValueOK says whether v may be sent as a header's value as it is: no control byte but tab
+// (net/http refuses the same ones).
+func headerValueOK(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

@@ -121,6 +121,23 @@ func TestEvLoopTakesPlainHTTP(t *testing.T) {
 	}
 }
 
+// An API key with a CR or LF would split the request's headers if written as it is: such a key
+// keeps net/http, which refuses to send it.
+func TestEvLoopRefusesAKeyThatSplitsHeaders(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1/v1/completions")
+	for _, key := range []string{"k\r\nX-Injected: 1", "k\nX: 1", "k\x00"} {
+		if l, err := newEvLoop(NewHTTPClient(4), u, key, 4); l != nil || err != nil {
+			l.Close()
+			t.Errorf("newEvLoop with key %q = %v, %v; want net/http", key, l, err)
+		}
+	}
+	if l, err := newEvLoop(NewHTTPClient(4), u, "sk-abc\tdef", 4); l == nil || err != nil {
+		t.Errorf("a key with a tab: newEvLoop = %v, %v; want a loop", l, err)
+	} else {
+		l.Close()
+	}
+}
+
 // Many streams at once, each cut into pieces at random points with pauses (a chunk's size, data
 // and end split across reads), on kept-alive connections: every request completes with its tokens.
 func TestEvLoopManyCutStreams(t *testing.T) {
