@@ -383,8 +383,9 @@ func (r *Remote) startUnit(ctx context.Context, l Launch, prevID string, dropIn 
 			q := ShellQuote(id)
 			// journald reads a process's output stream apart from PID 1's own messages, so
 			// systemd's "Control process exited" may be in the journal before the line the
-			// process wrote last (CI saw it): wait up to 2 s for one of the process's lines.
-			wait := "for i in 1 2 3 4 5 6 7 8 9 10; do [ -n \"$(journalctl --no-pager -q -o cat -n 1 _SYSTEMD_INVOCATION_ID=" + q +
+			// process wrote last (CI saw it): wait up to 5 s for one of the process's lines (2 s
+			// were not enough on a loaded machine: TestStartRefusedBySystemd).
+			wait := "i=0; while [ $i -lt 25 ]; do i=$((i+1)); [ -n \"$(journalctl --no-pager -q -o cat -n 1 _SYSTEMD_INVOCATION_ID=" + q +
 				")\" ] && break; journalctl --sync 2>/dev/null; sleep 0.2; done; "
 			if jr, jerr := r.run(ctx, wait+"journalctl --no-pager -q -o cat -n 20 _SYSTEMD_INVOCATION_ID="+q+" + INVOCATION_ID="+q, 15*time.Second); jerr == nil {
 				ev = append(ev, strings.Split(strings.TrimSpace(string(jr.Stdout)), "\n")...)
