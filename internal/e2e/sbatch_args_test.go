@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,15 +27,18 @@ func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
 	// other parallel tests on a loaded machine (each of the last submissions then "failed silently").
 	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	defer cancel()
-	var ids []string
+	var (
+		mu  sync.Mutex
+		ids []string
+	)
 	defer func() {
 		if len(ids) > 0 {
 			_, _ = c.Run(context.Background(), "scancel "+strings.Join(ids, " "))
 		}
 	}()
-	// submit gives a held job's fields, or sbatch's error.
+	// submit gives a held job's fields, or sbatch's error; it is called from several goroutines
+	// (inTurns), so it reports its own trouble with t.Errorf and gives no job.
 	submit := func(lines []string) (map[string]string, string) {
-		t.Helper()
 		var b strings.Builder
 		b.WriteString("#!/bin/sh\n")
 		for _, l := range lines {
@@ -47,14 +51,33 @@ func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
 			return nil, sbatchError(string(out))
 		}
 		if _, perr := strconv.Atoi(id); perr != nil {
-			t.Fatalf("sbatch printed %q", out)
+			t.Errorf("sbatch printed %q", out)
+			return nil, "(no job id)"
 		}
+		mu.Lock()
 		ids = append(ids, id)
+		mu.Unlock()
 		job, err := c.Job(ctx, id)
 		if err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return nil, "(no job)"
 		}
 		return normalizeJob(job, id), ""
+	}
+	// inTurns runs check for every item, eight at a time: two hundred submissions one after another
+	// took 11 minutes beside the package's other parallel tests on a loaded machine.
+	inTurns := func(items []string, check func(item string)) {
+		sem := make(chan struct{}, 8)
+		var wg sync.WaitGroup
+		for _, item := range items {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				check(item)
+			}()
+		}
+		wg.Wait()
 	}
 	baseline, berr := submit(nil)
 	if berr != "" {
@@ -73,14 +96,14 @@ func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
 		"--ex", "--gr=gpu:1", "--mem-per=1G", "--clu=x", "--=x", "--fo", "-Z", "--qos", "-q", "--contiguous=yes",
 		"qos=x", "--qos=a :b", `--qos="a`, "--qos=a -- --job-name=x", `--reservation=my\ slot`, "-kq normal",
 	}
-	for _, item := range items {
+	inTurns(items, func(item string) {
 		opts, ignored, err := sweep.ReadSbatchArg(item)
 		raw, rawErr := submit([]string{item})
 		if err != nil {
 			if rawErr == "" {
 				t.Errorf("%q: sweep says sbatch refuses it (%v), sbatch took it: %v", item, err, raw)
 			}
-			continue
+			return
 		}
 		canon, canonErr := submit(opts)
 		switch {
@@ -89,9 +112,9 @@ func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
 		case rawErr == "" && !maps.Equal(raw, canon):
 			t.Errorf("%q (sweep: %q, ignoring %q): sbatch made a different job:\n%s", item, opts, ignored, fieldDiff(raw, canon))
 		}
-	}
+	})
 	// The options sweep refuses as early ones: sbatch ignores them in a script.
-	for _, item := range []string{"--wrap=true", "--wra=id", "--verbose", "-v", "-Q", "--help", "--usage", "-V"} {
+	inTurns([]string{"--wrap=true", "--wra=id", "--verbose", "-v", "-Q", "--help", "--usage", "-V"}, func(item string) {
 		s, perr := sweep.Parse("s.yaml", []byte(sbatchSpec(item)))
 		if s != nil || perr == nil || !strings.Contains(perr.Error(), "has no effect in a batch script") {
 			t.Errorf("%q: sweep.Parse = %v, want it refused as having no effect", item, perr)
@@ -99,16 +122,18 @@ func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
 		if job, serr := submit([]string{item}); serr != "" || !maps.Equal(job, baseline) {
 			t.Errorf("%q: the job differs from an empty script's (%s):\n%s", item, serr, fieldDiff(job, baseline))
 		}
-	}
+	})
 	// What the refused spellings mean to sbatch: specsweep's own settings, overridden.
-	for item, want := range map[string][2]string{
+	wants := map[string][2]string{
 		"--job-name other": {"JobName", "other"}, "--job-nam=x": {"JobName", "x"}, "-Jother": {"JobName", "other"},
 		"--outp=/tmp/x": {"StdOut", "/tmp/x"}, "--chd=/": {"WorkDir", "/"},
-	} {
+	}
+	inTurns(slices.Sorted(maps.Keys(wants)), func(item string) {
+		want := wants[item]
 		if job, serr := submit([]string{item}); job[want[0]] != want[1] {
 			t.Errorf("%q: sbatch set %s=%q (%s), want %q", item, want[0], job[want[0]], serr, want[1])
 		}
-	}
+	})
 }
 
 // sbatchSpec is a valid spec whose one cluster host has sbatch_args [item].

@@ -427,6 +427,18 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 	if err := os.WriteFile(filepath.Join(r, "etc/ssh/sshd_config.d/00-specsweep-test.conf"), []byte(conf), 0o644); err != nil {
 		return err
 	}
+	// root's shell start-up files are a fresh Debian system's (/etc/skel's), not this machine's:
+	// the machine's .bashrc (bash reads it for sshd's commands) ran pyenv's init, whose rehash of a
+	// shared directory printed errors into the output of commands run side by side.
+	for _, f := range []string{".bashrc", ".profile"} {
+		b, err := os.ReadFile(filepath.Join(r, "etc/skel", f))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(r, "root", f), b, 0o644); err != nil {
+			return err
+		}
+	}
 	sshDir := filepath.Join(r, "root/.ssh")
 	if err := os.MkdirAll(sshDir, 0o700); err != nil {
 		return err

@@ -3,6 +3,7 @@ package testhost
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,6 +39,24 @@ func TestBootTwoHosts(t *testing.T) {
 		b, err := h.ReadFile(UnitPath)
 		if err != nil || !bytes.Equal(b, h.UnitText) {
 			t.Fatalf("unit file: %v", err)
+		}
+		// root's shell start-up files are Debian's, not this machine's, and commands run side by
+		// side print nothing of their own.
+		skel, _ := h.ReadFile("/etc/skel/.bashrc")
+		if rc, err := h.ReadFile("/root/.bashrc"); err != nil || !bytes.Equal(rc, skel) {
+			t.Errorf("%s: /root/.bashrc is not /etc/skel's (%v)", h.Name, err)
+		}
+		outs := make(chan string, 8)
+		for range 8 {
+			go func() {
+				out, err := h.Run(ctx, "true")
+				outs <- fmt.Sprint(string(out), err)
+			}()
+		}
+		for range 8 {
+			if o := <-outs; o != "<nil>" {
+				t.Errorf("%s: a command printed %q", h.Name, o)
+			}
 		}
 	}
 	// The real /tmp survives a host boot (systemd-tmpfiles ran on the overlay only).
