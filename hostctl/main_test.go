@@ -12,6 +12,5 @@ import (
 // another program holds it (CI once failed so). Test hosts have loopbacks of their own.
 func TestMain(m *testing.M) {
 	done := testhost.GuardDefaultPorts()
-	testhost.WaitingParallel(4)
 	os.Exit(done(m.Run()))
 }

@@ -2,15 +2,15 @@ package e2e
 
 import "testing"
 
-// The tests whose checks depend on measured speed or on a tight time run in two groups, each one of
-// the package's parallel tests (docs/development.md, "Parallel end-to-end tests"): beside the other
-// tests, which mostly wait on host boots and simulated servers, and beside the other group, but never
-// beside a test of their own group. Each group is about half of their time.
+// The tests whose checks depend on measured speed or on a tight time run in two groups, their
+// members in turn, before the package's parallel tests (docs/development.md, "Parallel end-to-end
+// tests"): beside the parallel tests, on the CI machine's two cores at a load of 44, searches picked
+// other winners, the verification's switches went another way and a precision level missed its
+// interval (2026-12-06). The groups only name what must not share the machine.
 
 // TestMeasuresWinners: which configuration a search or a prompt set finds best, where a precision
 // level ends, a phase's figures.
 func TestMeasuresWinners(t *testing.T) {
-	t.Parallel()
 	runInTurn(t, []namedTest{
 		{"PromptSetsOnTheSimulator", testPromptSetsOnTheSimulator},
 		{"ClimbOnTheSimulator", testClimbOnTheSimulator},
@@ -25,7 +25,6 @@ func TestMeasuresWinners(t *testing.T) {
 // check (it failed beside the others once: 492 output tok/s measured against the sweep's 1434), a
 // pending Slurm job against a ready_timeout of 6 s.
 func TestMeasuresSpeed(t *testing.T) {
-	t.Parallel()
 	runInTurn(t, []namedTest{
 		{"VerifyOnTheSimulator", testVerifyOnTheSimulator},
 		{"HungServerIsNamedQuickly", testHungServerIsNamedQuickly},
