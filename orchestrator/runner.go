@@ -366,9 +366,13 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h server, sl *slot) e
 			p   store.Point
 			err error
 		)
+		// The claim is not cut by cancellation: the store could commit it and still report the
+		// cancellation, leaving the point running with nobody to release it (the interrupt test
+		// failed so, 2 runs in 200). An interrupt during the claim releases the point below.
+		claimCtx := context.WithoutCancel(ctx)
 		if sl != nil && sl.pool != nil {
 			var anyFree bool
-			p, anyFree, err = sl.claim(ctx, r.cfg.Store, sr.id, h.Name())
+			p, anyFree, err = sl.claim(claimCtx, r.cfg.Store, sr.id, h.Name())
 			// No GPU free, or none of the pending points fits the free ones: wait for a point of
 			// this host to end (the search's decisions wake the waits below too).
 			if (!anyFree || errors.Is(err, store.ErrNotFound)) && sl.pool.busy() {
@@ -386,9 +390,21 @@ func (r *Runner) worker(ctx context.Context, sr *sweepRun, h server, sl *slot) e
 				err = fmt.Errorf("no GPU free: %w", store.ErrNotFound)
 			}
 		} else if tps := sr.spanTPs(h.Name()); tps != nil {
-			p, err = r.cfg.Store.ClaimNextPointOf(ctx, sr.id, h.Name(), tps)
+			p, err = r.cfg.Store.ClaimNextPointOf(claimCtx, sr.id, h.Name(), tps)
 		} else {
-			p, err = r.cfg.Store.ClaimNextPoint(ctx, sr.id, h.Name())
+			p, err = r.cfg.Store.ClaimNextPoint(claimCtx, sr.id, h.Name())
+		}
+		if err == nil && ctx.Err() != nil {
+			// Interrupted while claiming: the point goes back to pending for the resume.
+			rctx, cancel := context.WithTimeout(claimCtx, r.cfg.CleanupTimeout)
+			rerr := r.cfg.Store.ReleasePoint(rctx, sr.id, p.ID, p.Attempts, "interrupted")
+			cancel()
+			if sl != nil && sl.pool != nil {
+				sl.pool.give(sl.gpus)
+				sl.gpus = nil
+			}
+			release()
+			return rerr
 		}
 		if errors.Is(err, store.ErrNotFound) && sr.search != nil {
 			// The search may still release points once the running ones are measured: wait for
