@@ -28,7 +28,6 @@ import (
 // or probe uses one fails here every time, not only on a machine where another program holds it.
 func TestMain(m *testing.M) {
 	done := testhost.GuardDefaultPorts()
-	testhost.WaitingParallel(3)
 	os.Exit(done(m.Run()))
 }
 
