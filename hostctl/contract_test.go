@@ -36,6 +36,8 @@ type driver struct {
 	// stopTimeoutEvidence is the log line that shows a stop ended by the stop timeout (default
 	// systemd's and the local driver's "timed out").
 	stopTimeoutEvidence string
+	// killIgnored says why the driver stops as it always does whatever Launch.Kill says.
+	killIgnored string
 	// port picks the server port of each launch: a free one of this machine's loopback for a
 	// server run here (another program may hold any fixed one); nil: 30000, inside a test host's
 	// network namespace.
@@ -107,6 +109,7 @@ func slurmDriver(t *testing.T) driver {
 		// scancel's SIGTERM, then Slurm's KillWait (15 s on the test cluster), then SIGKILL: the
 		// job's output ends with slurmstepd's cancel line.
 		stopTimeoutEvidence: "CANCELLED AT",
+		killIgnored:         "a job is stopped with scancel, whose SIGKILL follows the cluster's KillWait (docs/hostctl.md)",
 		host: func(t *testing.T) Host {
 			c, login := bootSlurm(t, 1, testhost.Options{Env: fastEnv, NoUnit: true})
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -481,6 +484,44 @@ func TestContract(t *testing.T) {
 				if res.Duration < 900*time.Millisecond {
 					t.Fatalf("stop took only %v with a 1 s stop timeout", res.Duration)
 				}
+			})
+
+			// Launch.Kill: the stop is SIGKILL at once, so a server that ignores SIGTERM ends at the
+			// stop, as a clean one, long before its stop timeout, and never logs a SIGTERM.
+			t.Run("kill_at_stop", func(t *testing.T) {
+				if d.killIgnored != "" {
+					t.Skip(d.killIgnored)
+				}
+				ctx := subCtx(t)
+				l := launch(d, map[string]string{"SGLANGSIM_FAIL": "ignore-sigterm"})
+				l.StopTimeout, l.Kill = 2*time.Minute, true
+				in, err := h.Start(ctx, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := in.WaitReady(ctx); err != nil {
+					t.Fatal(err)
+				}
+				res := stop(t, in)
+				if !res.Clean || res.Class != "" || !res.SIGKILL || res.Final.Running() {
+					t.Fatalf("a killed server: want a clean stop by SIGKILL, got %+v", res)
+				}
+				if res.Duration >= l.StopTimeout {
+					t.Fatalf("the kill took %v, the stop timeout's %v", res.Duration, l.StopTimeout)
+				}
+				logs, _ := in.Logs(ctx)
+				if all := strings.Join(logs, "\n"); strings.Contains(all, "SIGTERM") {
+					t.Fatalf("a killed server was sent SIGTERM:\n%s", all)
+				}
+				// The next start on the host is as after any stop.
+				in2, err := h.Start(ctx, launch(d, nil))
+				if err != nil {
+					t.Fatalf("start after a kill: %v", err)
+				}
+				if _, err := in2.WaitReady(ctx); err != nil {
+					t.Fatalf("ready after a kill: %v", err)
+				}
+				stop(t, in2)
 			})
 		})
 	}

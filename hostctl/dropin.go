@@ -341,7 +341,7 @@ type dropInText struct {
 
 // renderDropIn renders l's drop-in as t says: ExecStart= (reset) then the launch,
 // EnvironmentFile= (reset and the unit's own with t.resetEnv; then t.envFile when l has an
-// environment), TimeoutStopSec=.
+// environment), TimeoutStopSec=, and KillSignal=SIGKILL for a launch that is killed at its stop.
 func renderDropIn(l Launch, t dropInText) ([]byte, error) {
 	l = l.withDefaults()
 	if err := l.Validate(); err != nil {
@@ -369,6 +369,11 @@ func renderDropIn(l Launch, t dropInText) ([]byte, error) {
 		opts = append(opts, unit.NewUnitOption("Service", "EnvironmentFile", t.envFile))
 	}
 	opts = append(opts, unit.NewUnitOption("Service", "TimeoutStopSec", systemdSpan(l.StopTimeout)))
+	if l.Kill {
+		// systemd sends the KillSignal to the unit's whole control group in its stop job: the
+		// server ends at once, and as a stop, never as a crash a Restart= policy would answer.
+		opts = append(opts, unit.NewUnitOption("Service", "KillSignal", "SIGKILL"))
+	}
 	body, err := io.ReadAll(unit.Serialize(opts))
 	if err != nil {
 		return nil, err

@@ -112,6 +112,13 @@ type Launch struct {
 	HealthOnly bool
 	// JoinTimeout bounds the rendezvous of a point that spans nodes (default defaults.JoinTimeout).
 	JoinTimeout time.Duration
+	// Kill: the server's stop sends SIGKILL to every process of it at once, not SIGTERM and the
+	// drain (the spec's server.stop, kill by default for a sweep's own server, whose load has ended
+	// when it stops: SGLang's SIGTERM path only waits for its watchdog's next 5-second tick and then
+	// SIGKILLs its own process tree; docs/hostctl.md, "Stopping a point's server"). A unit's
+	// KillSignal=SIGKILL (so a Restart= policy never fires), the local process group's SIGKILL.
+	// The Slurm driver stops with scancel as before (the cluster's KillWait).
+	Kill bool
 }
 
 // File is a file a launch writes on its host.

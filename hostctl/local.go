@@ -78,6 +78,7 @@ type localProc struct {
 	state       *os.ProcessState
 	stopping    bool
 	stopTimeout time.Duration
+	kill        bool // the stop is SIGKILL at once (Launch.Kill)
 	timedOut    bool
 	pending     []string
 }
@@ -200,7 +201,7 @@ func (l *Local) Start(ctx context.Context, ln Launch) (Instance, error) {
 	id := fmt.Sprintf("local-%d-%d", cmd.Process.Pid, l.seq)
 	l.mu.Unlock()
 	host, _ := serverEndpoint(ln.Argv, ln.Port)
-	p := &localProc{clock: l.o.Clock, cmd: cmd, pgid: cmd.Process.Pid, id: id, exited: exited, stopTimeout: ln.StopTimeout}
+	p := &localProc{clock: l.o.Clock, cmd: cmd, pgid: cmd.Process.Pid, id: id, exited: exited, stopTimeout: ln.StopTimeout, kill: ln.Kill}
 	in := newInstance(p, l.o.Clock, id, ln, startedAt,
 		&http.Client{Transport: &http.Transport{MaxIdleConns: 2, IdleConnTimeout: 30 * time.Second, DisableCompression: true}},
 		"http://"+hostPort(host, ln.Port), hostPort(host, ln.Port))
@@ -337,6 +338,12 @@ func (p *localProc) sendStop(ctx context.Context) error {
 	p.mu.Lock()
 	p.stopping = true
 	p.mu.Unlock()
+	if p.kill {
+		if err := syscall.Kill(-p.pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+		return nil
+	}
 	if err := syscall.Kill(-p.pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return err
 	}

@@ -133,6 +133,8 @@ func Apply(ctx context.Context, st applyStore, h applier, req ApplyRequest) (App
 		return out, finishApply(rctx, st, id, out, ev)
 	}
 
+	// Not Kill (server.stop is for a sweep's own servers): the applied server serves the host's
+	// traffic, and its stops (the operator's, a rollback's) drain it.
 	launch := hostctl.Launch{Argv: req.Point.Argv, Env: req.Point.Env, Port: req.Spec.Server.Port, Tag: req.Point.ID,
 		ReadyTimeout: req.Spec.Server.ReadyTimeout, StopTimeout: req.Spec.Server.StopTimeout, GPUWait: req.Spec.Server.GPUWait}
 	for _, f := range req.Point.Files {

@@ -539,7 +539,7 @@ func (r *Runner) runPoint(ctx context.Context, sr *sweepRun, h server, p store.P
 
 	launch := hostctl.Launch{Argv: p.Argv, Env: p.Env, Port: spec.Server.Port, Tag: p.ID,
 		ReadyTimeout: spec.Server.ReadyTimeout, StopTimeout: spec.Server.StopTimeout, GPUWait: spec.Server.GPUWait,
-		JoinTimeout: spec.Server.JoinTimeout}
+		JoinTimeout: spec.Server.JoinTimeout, Kill: spec.Server.KillAtStop()}
 	for _, f := range sr.files[p.ID] {
 		launch.Files = append(launch.Files, hostctl.File{Path: f.Path, Data: []byte(f.Content)})
 	}

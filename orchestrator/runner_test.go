@@ -619,3 +619,30 @@ func TestLaunchCarriesTheSpecsTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// TestServerStopReachesTheLaunch: server.stop decides every point's Launch.Kill: kill (the default)
+// has each server killed at its stop, drain has it drained.
+func TestServerStopReachesTheLaunch(t *testing.T) {
+	for _, c := range []struct {
+		stop string
+		kill bool
+	}{{"", true}, {sweep.StopDrain, false}} {
+		var mu sync.Mutex
+		kills := map[bool]int{}
+		h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+			mu.Lock()
+			kills[l.Kill]++
+			mu.Unlock()
+			return behaviour{}
+		})
+		h.spec.Server.Stop = c.stop
+		if _, out, err := h.run(context.Background()); err != nil || out.State != store.SweepDone {
+			t.Fatalf("server.stop %q: %+v %v", c.stop, out, err)
+		}
+		mu.Lock()
+		if kills[!c.kill] != 0 || kills[c.kill] != len(h.spec.Plan().Points) {
+			t.Errorf("server.stop %q: launches by Kill %v, want all %d with Kill %v", c.stop, kills, len(h.spec.Plan().Points), c.kill)
+		}
+		mu.Unlock()
+	}
+}

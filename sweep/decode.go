@@ -509,6 +509,11 @@ func (p *parser) server(n *yaml.Node, srv *Server) {
 				srv.StopTimeout = d
 			}
 		}},
+		{"stop", false, func(v *yaml.Node) {
+			if x, ok := p.oneOf(v, "server.stop", StopKill, StopDrain); ok && x == StopDrain {
+				srv.Stop = x // kill, the default, is left out (hashes as before)
+			}
+		}},
 		{"gpu_wait", false, func(v *yaml.Node) {
 			if d, ok := p.boundedDuration(v, "server.gpu_wait", LimitGPUWait); ok {
 				srv.GPUWait = d

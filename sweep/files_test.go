@@ -141,3 +141,30 @@ func TestGPUWait(t *testing.T) {
 		t.Errorf("a spec without gpu_wait stores %s (%v)", b, err)
 	}
 }
+
+// TestServerStop: server.stop is kill unless the spec says drain, and kill (given or not) is left
+// out of the stored spec (a spec's hash stays what it was before the key existed).
+func TestServerStop(t *testing.T) {
+	base, err := os.ReadFile("testdata/minimal.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		line   string
+		kill   bool
+		stored bool
+	}{{"", true, false}, {"  stop: kill\n", true, false}, {"  stop: drain\n", false, true}} {
+		text := strings.Replace(string(base), "server:\n", "server:\n"+c.line, 1)
+		s, err := sweep.Parse("minimal.yaml", []byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", c.line, err)
+		}
+		b, err := json.Marshal(s.Server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Server.KillAtStop() != c.kill || strings.Contains(string(b), `"stop"`) != c.stored {
+			t.Errorf("%q: KillAtStop %v, stored %s; want %v, stored %v", c.line, s.Server.KillAtStop(), b, c.kill, c.stored)
+		}
+	}
+}

@@ -171,7 +171,22 @@ type Server struct {
 	// JoinTimeout bounds the rendezvous of a point that spans nodes; 0 (left out of the stored JSON:
 	// hashes as before) is hostctl's default, defaults.JoinTimeout.
 	JoinTimeout time.Duration `json:"join_timeout,omitzero"`
+	// Stop is how a point's server ends: "" (server.stop: kill, the default; left out of the stored
+	// JSON, so a spec's hash is as before) is SIGKILL to all of its processes at once, StopDrain
+	// SIGTERM and the server's own drain (docs/spec.md).
+	Stop string `json:"stop,omitempty"`
 }
+
+// server.stop's values. Kill is the default: a point's server is stopped once its load has ended,
+// with nothing in flight, and SGLang's SIGTERM path only waits for its watchdog's next 5-second tick
+// before it SIGKILLs its own process tree (docs/spec.md cites the source).
+const (
+	StopKill  = "kill"
+	StopDrain = "drain"
+)
+
+// KillAtStop reports whether a point's server is killed at its stop (server.stop: kill).
+func (s Server) KillAtStop() bool { return s.Stop != StopDrain }
 
 // Method is a named set of extra server arguments (and environment).
 type Method struct {

@@ -138,6 +138,7 @@ server:
   port: 30000
   ready_timeout: 8s
   stop_timeout: 3s
+  stop: drain # SIGTERM: the stubborn point's stop times out (kill, the default, would end it at once)
 methods:
   baseline: []
   badargs: [--speculative-algorithm, EAGLE3, --no-such-flag]
