@@ -1,6 +1,11 @@
 package e2e
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
 
 // TestInChromium runs the tests that drive Chromium against the daemon's dashboard one after another,
 // before the package's parallel tests (docs/development.md, "Parallel end-to-end tests"): side by
@@ -14,5 +19,30 @@ func TestInChromium(t *testing.T) {
 		{"DashboardLiveChartProvisionalBestAndHosts", testDashboardLiveChartProvisionalBestAndHosts},
 		{"DashboardInABrowser", testDashboardInABrowser},
 		{"DashboardShowsWatchesAndRegressions", testDashboardShowsWatchesAndRegressions},
+		{"BrowserLeavesNothingBehind", testBrowserLeavesNothingBehind},
 	})
+}
+
+// testBrowserLeavesNothingBehind: Chromium makes its profile's singleton directory
+// (org.chromium.Chromium.XXXXXX) in its temporary directory and leaves it when it is killed, as a
+// test's end does: the browser's TMPDIR is the test's own, never the machine's /tmp.
+func testBrowserLeavesNothingBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Chromium")
+	}
+	tmp := os.TempDir()
+	left := func() []string {
+		m, err := filepath.Glob(filepath.Join(tmp, "org.chromium.Chromium.*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := left()
+	t.Run("browser", func(t *testing.T) { _ = browser(t) })
+	for _, p := range left() {
+		if !slices.Contains(before, p) {
+			t.Errorf("the browser left %s", p)
+		}
+	}
 }

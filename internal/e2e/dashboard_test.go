@@ -38,6 +38,14 @@ func browser(t testing.TB) context.Context {
 	if bin == "" {
 		t.Skip("no chromium: apt-get install -y chromium")
 	}
+	// The browser's TMPDIR: its profile's singleton directory goes there and stays when the test's
+	// end kills the browser. Short, since the socket in it must fit a socket address (108 bytes),
+	// and removed after the browser (cleanups run last first).
+	tmp, err := os.MkdirTemp("", "sst-cr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
 		chromedp.NoSandbox, // root in CI
@@ -45,6 +53,7 @@ func browser(t testing.TB) context.Context {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(1280, 1000),
 		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Env("TMPDIR="+tmp),
 	)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelB := chromedp.NewContext(actx)

@@ -26,9 +26,40 @@ import (
 
 // TestMain holds the default ports (testhost.GuardDefaultPorts): a test whose local server, daemon
 // or probe uses one fails here every time, not only on a machine where another program holds it.
+// The specsweep binary's folder goes with the test process: a 28 MB binary per run stayed in /tmp.
 func TestMain(m *testing.M) {
 	done := testhost.GuardDefaultPorts()
-	os.Exit(done(m.Run()))
+	code := done(m.Run())
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
+// TestTestProcessLeavesNoBinary runs this test binary again, with a TMPDIR of its own, for a test
+// that builds the specsweep binary, and checks that nothing is left in that TMPDIR after it.
+func TestTestProcessLeavesNoBinary(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("SST_E2E_CHILD") == "1" {
+		specsweepBin(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("builds the specsweep binary")
+	}
+	tmp := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run", "^TestTestProcessLeavesNoBinary$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), "SST_E2E_CHILD=1", "TMPDIR="+tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the child test process: %v\n%s", err, out)
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("the test process left %s in its TMPDIR", e.Name())
+	}
 }
 
 var (
