@@ -747,9 +747,9 @@ func (sl *SlurmSlot) Start(ctx context.Context, l Launch) (Instance, error) {
 	if _, err := strconv.Atoi(id); err != nil {
 		return nil, fmt.Errorf("slurm: sbatch printed %q, not a job id", out.Stdout)
 	}
-	p := &jobProc{s: s, id: id, file: strings.ReplaceAll(outFile, "%j", id)}
-	now := s.o.Clock.Now()
 	nodes, _ := s.o.jobNodes(l) // jobScript read it
+	p := &jobProc{s: s, id: id, file: strings.ReplaceAll(outFile, "%j", id), kill: l.Kill, nodes: nodes}
+	now := s.o.Clock.Now()
 	in := &jobInstance{slot: sl, proc: p, launch: l, submitted: now, pending: now, nodes: nodes}
 	sl.mu.Lock()
 	sl.current = in
@@ -915,9 +915,11 @@ func scontrolFields(s string) map[string]string {
 
 // jobProc is a job as the shared instance code follows a server process.
 type jobProc struct {
-	s    *Slurm
-	id   string
-	file string // the job's output file on the login node
+	s     *Slurm
+	id    string
+	file  string // the job's output file on the login node
+	kill  bool   // the stop is SIGKILL at once (Launch.Kill)
+	nodes int    // the nodes the job spans (its ranks are step 0 when more than one)
 
 	mu      sync.Mutex
 	off     int64 // bytes of the output read
@@ -978,8 +980,24 @@ func (p *jobProc) poll(ctx context.Context) (State, []string, error) {
 
 func (p *jobProc) follow(ctx context.Context, wake func()) (stop func()) { return func() {} }
 
+// sendStop: scancel, the job's cancel: slurmd sends SIGTERM, then SIGKILL after KillWait. A kill
+// (Launch.Kill) cannot be that cancel: `scancel --signal=KILL`, with or without --full, is the same
+// SIGTERM and KillWait on Slurm 22.05 (a server ignoring SIGTERM ended 15 s later). It signals the
+// server's own step instead, which slurmd kills at once: the batch step (the server exec'd in the
+// script) of a one-node job, step 0 (srun's ranks: --batch would SIGKILL srun alone, and the ranks
+// would get the cancel's SIGTERM and KillWait) of a job over several nodes. The job then ends by
+// itself and releases its nodes (docs/slurm.md, "The stop"). The cancel follows when there is no
+// such step (srun has not started the ranks yet).
 func (p *jobProc) sendStop(ctx context.Context) error {
-	_, err := p.s.sh(ctx, "scancel -- "+ShellQuote(p.id), nil, 30*time.Second)
+	script := "scancel -- " + ShellQuote(p.id)
+	if p.kill {
+		target := "--batch -- " + ShellQuote(p.id)
+		if p.nodes > 1 {
+			target = "-- " + ShellQuote(p.id+".0")
+		}
+		script = "scancel --signal=KILL " + target + " 2>/dev/null || " + script
+	}
+	_, err := p.s.sh(ctx, script, nil, 30*time.Second)
 	return err
 }
 
@@ -1348,7 +1366,8 @@ func (j *jobInstance) Logs(ctx context.Context) ([]string, error) {
 }
 
 // Stop: see Instance. scancel: SIGTERM, then Slurm's KillWait, then SIGKILL (a stop that ends in
-// SIGKILL is stop_timeout_sigkill, as systemd's stop timeout is for a unit).
+// SIGKILL is stop_timeout_sigkill, as systemd's stop timeout is for a unit). With Launch.Kill the
+// server's step is SIGKILLed at once (jobProc.sendStop): a clean stop.
 func (j *jobInstance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
 	in := j.getInner()
 	if in == nil {
@@ -1360,6 +1379,14 @@ func (j *jobInstance) Stop(ctx context.Context, progress func(State)) (StopResul
 		return StopResult{Duration: clock.Now().Sub(t0), Clean: true}, nil
 	}
 	res, err := in.Stop(ctx, progress)
+	if j.launch.Kill {
+		// The SIGKILL is the stop's own, never KillWait's, however long a loaded cluster took. A job
+		// over several nodes ends with srun's exit code for its killed ranks, 137 (128 + SIGKILL).
+		if err == nil && !res.Already && res.Final.ExecMainCode == CodeExited && res.Final.ExecMainStatus == 128+9 {
+			res.SIGKILL = true
+		}
+		return res, err
+	}
 	// A SIGKILL is Slurm's only once its kill wait passed: SGLang ends its own SIGTERM path with a
 	// SIGKILL of itself, which the job's ExitCode (0:9) shows the same way.
 	if kw := j.slot.s.killWait(ctx); err == nil && res.SIGKILL && kw > 0 && res.Duration >= slurmKillAfter(kw) {
