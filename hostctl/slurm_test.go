@@ -306,3 +306,112 @@ func TestSlurmKillAfter(t *testing.T) {
 		t.Error("the 14.9 s stop measured with KillWait=15 is not a stop timeout")
 	}
 }
+
+// recordingLogin is a login node that records the scripts it is given and answers none.
+type recordingLogin struct {
+	mu      sync.Mutex
+	scripts []string
+}
+
+func (r *recordingLogin) sh(ctx context.Context, script string, stdin []byte, timeout time.Duration) (Output, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.scripts = append(r.scripts, script)
+	return Output{}, nil
+}
+
+func (r *recordingLogin) close() error { return nil }
+
+// TestSlurmStopCommand: a stop is scancel, the job's cancel (SIGTERM, then KillWait); a kill signals
+// the server's step with SIGKILL: the batch step of a one-node job, step 0 (srun's ranks) of a job
+// over several nodes, and cancels the job when that step is not there yet.
+func TestSlurmStopCommand(t *testing.T) {
+	for _, c := range []struct {
+		kill  bool
+		nodes int
+		want  string
+	}{
+		{false, 1, "scancel -- 42"},
+		{false, 2, "scancel -- 42"},
+		{true, 1, "scancel --signal=KILL --batch -- 42 2>/dev/null || scancel -- 42"},
+		{true, 2, "scancel --signal=KILL -- 42.0 2>/dev/null || scancel -- 42"},
+	} {
+		sh := &recordingLogin{}
+		p := &jobProc{s: newSlurm(SlurmOptions{}, sh), id: "42", kill: c.kill, nodes: c.nodes}
+		if err := p.sendStop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(sh.scripts, []string{c.want}) {
+			t.Errorf("kill %v, %d node(s): the stop ran %q, want %q", c.kill, c.nodes, sh.scripts, c.want)
+		}
+	}
+}
+
+// TestSlurmKillStopsAJobOverTwoNodes: Launch.Kill ends a job over two nodes whose ranks ignore
+// SIGTERM at once (step 0 SIGKILLed: no KillWait, srun reports each rank killed), as a clean stop by
+// SIGKILL; the job leaves the queue and both nodes take the next job.
+func TestSlurmKillStopsAJobOverTwoNodes(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
+	c, login := bootSlurm(t, 2, testhost.Options{NoUnit: true})
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
+		Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, MaxNodes: 2, OutputDir: testhost.SharedPath + "/specsweep"}},
+		Options{Sweep: "kill", ssh: &login})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = d.Restore(ctx)
+		d.Close()
+	})
+	h := d.Slot(0)
+	l := groupLaunch(8, map[string]string{"SGLANGSIM_FAIL": "ignore-sigterm"})
+	l.Argv = append(l.Argv, "--host", "0.0.0.0")
+	l.Tag, l.StopTimeout, l.Kill = "0123456789ab", 2*time.Minute, true
+	in, err := h.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatalf("WaitReady: %v", err)
+	}
+	res, err := in.Stop(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Clean || res.Class != "" || !res.SIGKILL || res.Final.Running() || res.Duration >= l.StopTimeout {
+		t.Fatalf("a killed job over two nodes: want a clean stop by SIGKILL, got %+v", res)
+	}
+	t.Logf("killed in %v (%s)", res.Duration, res.Final.Exit())
+	// srun reports each rank that the kill ended (srun, SIGKILLed itself, would report none).
+	logs, _ := in.Logs(ctx)
+	all := strings.Join(logs, "\n")
+	if strings.Contains(all, "SIGTERM") {
+		t.Fatalf("a killed job's ranks were sent SIGTERM:\n%s", all)
+	}
+	for _, task := range []string{"task 0: Killed", "task 1: Killed"} {
+		if !strings.Contains(all, task) {
+			t.Errorf("srun did not report %q:\n%s", task, all)
+		}
+	}
+	if out, err := c.Run(ctx, "squeue -h -o '%i %j %T'"); err != nil || strings.Contains(string(out), "specsweep.") {
+		t.Fatalf("after the kill the queue holds %q (%v)", out, err)
+	}
+	// Both nodes are free: the next job over both starts and serves.
+	l = groupLaunch(8, nil)
+	l.Argv = append(l.Argv, "--host", "0.0.0.0")
+	l.Tag = "0123456789ac"
+	in, err = h.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatalf("ready after a kill: %v", err)
+	}
+	if _, err := in.Stop(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+}
