@@ -981,13 +981,13 @@ func (p *jobProc) poll(ctx context.Context) (State, []string, error) {
 func (p *jobProc) follow(ctx context.Context, wake func()) (stop func()) { return func() {} }
 
 // sendStop: scancel, the job's cancel: slurmd sends SIGTERM, then SIGKILL after KillWait. A kill
-// (Launch.Kill) cannot be that cancel: `scancel --signal=KILL`, with or without --full, is the same
-// SIGTERM and KillWait on Slurm 22.05 (a server ignoring SIGTERM ended 15 s later). It signals the
-// server's own step instead, which slurmd kills at once: the batch step (the server exec'd in the
-// script) of a one-node job, step 0 (srun's ranks: --batch would SIGKILL srun alone, and the ranks
-// would get the cancel's SIGTERM and KillWait) of a job over several nodes. The job then ends by
-// itself and releases its nodes (docs/slurm.md, "The stop"). The cancel follows when there is no
-// such step (srun has not started the ranks yet).
+// (Launch.Kill) cannot be that cancel: on Slurm 22.05 `scancel --signal=KILL`, with or without
+// --full, is the same SIGTERM and KillWait (a server ignoring SIGTERM ended 15 s later). It signals
+// the server's own step, which slurmd kills at once: the batch step (the server, exec'd by the
+// script) of a one-node job; step 0, srun's ranks, of a job over several nodes (--batch would kill
+// srun alone and leave the ranks to the cancel). The job then ends by itself and frees its nodes
+// (docs/slurm.md, "Killed at the stop"). Without that step (srun has not started the ranks yet)
+// the job is cancelled.
 func (p *jobProc) sendStop(ctx context.Context) error {
 	script := "scancel -- " + ShellQuote(p.id)
 	if p.kill {
