@@ -32,6 +32,10 @@ type behaviour struct {
 	aliveURL string
 	// lossy: the server's greedy answers are not the model's (a broken speculative path).
 	lossy bool
+	// warmupDies: the server dies as its first level begins: every warmup request fails, so the
+	// level is aborted with no measured request failed, and Check reports crash only from its second
+	// call after that level (a unit's state shows a death a moment after the connections break).
+	warmupDies bool
 }
 
 // fakeWorld holds every fake host and checks invariants across them: one server per host at a time,
@@ -127,6 +131,8 @@ type fakeInstance struct {
 	ready   bool
 	stopped bool
 	levels  int
+	// deadChecks counts the Checks since a warmupDies server died (-1: alive).
+	deadChecks int
 }
 
 func (i *fakeInstance) ID() string { return i.id }
@@ -154,6 +160,11 @@ func (i *fakeInstance) Check(ctx context.Context) (*hostctl.Failure, error) {
 	defer i.h.w.mu.Unlock()
 	if i.b.crashAt > 0 && i.levels >= i.b.crashAt {
 		return i.b.crash, nil
+	}
+	if i.b.warmupDies && i.levels > 0 {
+		if i.deadChecks++; i.deadChecks >= 2 {
+			return i.b.crash, nil
+		}
 	}
 	return nil, nil
 }
@@ -242,6 +253,12 @@ func (w *fakeWorld) load(ctx context.Context, cfg workload.Config) (*workload.Re
 		delay = 2 * time.Millisecond // long enough for every worker to get its share
 	}
 	silent := inst.b.silent
+	if inst.b.warmupDies {
+		inst.deadChecks = 0
+		w.mu.Unlock()
+		return &workload.Result{Concurrency: cfg.Concurrency, WarmupFailed: cfg.Warmup,
+			Aborted: fmt.Sprintf("all %d warmup requests failed: connection refused", cfg.Warmup)}, nil
+	}
 	w.mu.Unlock()
 	if silent {
 		<-ctx.Done() // no byte comes back, no request ends: only a liveness probe can tell

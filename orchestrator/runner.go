@@ -790,9 +790,11 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 	if ctx.Err() != nil {
 		return res, nil, ctx.Err()
 	}
-	if err != nil || res == nil || res.Failed > 0 {
-		// Requests failed: the server may have died just now, before the monitor looked. Give the
-		// unit a moment to show it, so the cause is named rather than a count of failed requests.
+	if err != nil || res == nil || res.Failed > 0 || res.Aborted != "" {
+		// Requests failed, or the level was aborted (every warmup request failed: a server that
+		// died as the level began fails no measured request): the server may have died just now,
+		// before the monitor looked. Give the unit a moment to show it, so the cause is named
+		// rather than a count of failed requests.
 		for range 4 {
 			if f := r.check(ctx, a); f != nil {
 				return res, f, nil
@@ -810,9 +812,13 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 	if res == nil {
 		return nil, nil, errors.New("load generator returned no result")
 	}
-	if res.Failed > 0 {
+	if res.Failed > 0 || res.Aborted != "" {
 		// Requests failed yet the unit runs: a hung server looks like this. Ask it directly.
-		if f := r.probeLiveness(ctx, a, fmt.Sprintf("%d of %d requests of the level failed", res.Failed, res.Sent)); f != nil {
+		why := fmt.Sprintf("%d of %d requests of the level failed", res.Failed, res.Sent)
+		if res.Failed == 0 {
+			why = "the level was aborted (" + res.Aborted + ")"
+		}
+		if f := r.probeLiveness(ctx, a, why); f != nil {
 			return res, f, nil
 		}
 	}

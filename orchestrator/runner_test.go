@@ -646,3 +646,32 @@ func TestServerStopReachesTheLaunch(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestAbortedLevelAsksTheServer: a server that dies as a level begins fails every warmup request, so
+// the level is aborted with no measured request failed; the runner must still ask the server why
+// (its death shows in the unit's state a moment later) and fail the point with that cause, not
+// record the failed level and go on (TestSlurmSweepSpansNodes ended so: a rank killed at ready, both
+// levels aborted, the point "done").
+func TestAbortedLevelAsksTheServer(t *testing.T) {
+	h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+		if argAfter(l.Argv, "--speculative-num-steps") == "2" && argAfter(l.Argv, "--tp-size") == "1" {
+			return behaviour{warmupDies: true, crash: &hostctl.Failure{Class: hostctl.ClassCrashDuringLoad,
+				Detail: "rank 1 on node-b: main process exited, code=killed, status=9/KILL", Evidence: []string{"Connection closed by peer"}}}
+		}
+		return behaviour{}
+	})
+	_, out, err := h.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.State != store.SweepDone || out.Failed != 1 {
+		t.Fatalf("outcome %+v, want one failed point", out)
+	}
+	rows := h.query("SELECT failure_class, failure_detail FROM point_summary WHERE state = 'failed'")
+	if len(rows) != 1 || rows[0][0] != "crash_during_load" || !strings.HasPrefix(fmt.Sprint(rows[0][1]), "rank 1 on node-b:") {
+		t.Errorf("failed points %v, want the dead server's crash_during_load naming rank 1", rows)
+	}
+	if n := h.scalar("SELECT count(*) FROM runs r JOIN points p ON p.id = r.point_ref WHERE p.num_steps = 2 AND p.tp = 1"); n != int64(1) {
+		t.Errorf("%v runs of the dead server's point, want its one aborted level", n)
+	}
+}

@@ -179,7 +179,7 @@ func Limits() []Limit {
 			Why:    "loading the largest models from a network file system takes hours, not days",
 			values: func(s *Spec) []int64 { return []int64{int64(s.Server.ReadyTimeout)} }},
 		{Key: LimitStopTimeout, Min: int64(time.Second), Max: int64(time.Hour), Duration: true,
-			Why:    "a server that has not exited an hour after SIGTERM is killed anyway",
+			Why:    "a server that has not exited an hour after its stop signal is killed anyway",
 			values: func(s *Spec) []int64 { return []int64{int64(s.Server.StopTimeout)} }},
 		{Key: LimitJoinTimeout, Min: int64(time.Second), Max: int64(time.Hour), Duration: true,
 			Why: "the ranks of a point meet at torch's rendezvous in seconds; torch itself gives up after 10 minutes",

@@ -31,6 +31,7 @@ server:
   port: 31800
   ready_timeout: 1m
   stop_timeout: 20s
+  stop: drain # serverSpans: a drained server logs its exit in the truth file, a killed one cannot
   gpu_wait: 3s
 methods:
   baseline: []

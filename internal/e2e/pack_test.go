@@ -150,6 +150,7 @@ server:
   port: 31800
   ready_timeout: 1m
   stop_timeout: 20s
+  stop: drain # serverSpans: a drained server logs its exit in the truth file, a killed one cannot
 methods:
   baseline: []
   eagle3: [--speculative-algorithm, EAGLE3]
@@ -195,6 +196,7 @@ server:
   port: %d
   ready_timeout: 1m
   stop_timeout: 20s
+  stop: drain # serverSpans: a drained server logs its exit in the truth file, a killed one cannot
 methods:
   baseline: []
   eagle3: [--speculative-algorithm, EAGLE3]
