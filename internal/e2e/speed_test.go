@@ -10,8 +10,10 @@ import (
 // tests"): beside the parallel tests, on the CI machine's two cores at a load of 44, searches picked
 // other winners, the verification's switches went another way, a precision level missed its
 // interval and a browser's tab did not fill in within 3 minutes (2026-12-06). They run before it, in
-// lanes side by side: each lane's members in turn. Their own load is light (94 s of CPU in the 375 s
-// they took one after another), so the lanes cost the serial phase its longest lane, not their sum.
+// lanes: each lane's members in turn. Their own load is light (94 s of CPU in the 375 s they took one
+// after another), so the speed and Chromium lanes run side by side; the winners lane runs alone
+// first: beside the two others (and hostctl's tests of `go test ./...`, load 11-16) a climb measured
+// its chain's steps out of order and pruned the grid's best.
 
 // measuresWinners: which configuration a search or a prompt set finds best, where a precision
 // level ends, a phase's figures.
@@ -35,11 +37,11 @@ var measuresSpeed = []namedTest{
 	{"SlurmPendingJobIsNotASlowStart", testSlurmPendingJobIsNotASlowStart},
 }
 
-// TestQuietLanes runs the three groups (inChromium: chromium_test.go) side by side before the
-// parallel phase; one member runs as `go test -run 'TestQuietLanes/MeasuresSpeed/VerifyOnTheSimulator'`.
+// TestQuietLanes runs the winners lane, then the speed and Chromium lanes (inChromium:
+// chromium_test.go) side by side, before the parallel phase; one member runs as `go test -run 'TestQuietLanes/MeasuresSpeed/VerifyOnTheSimulator'`.
 func TestQuietLanes(t *testing.T) {
+	runLanes(t, []lane{{"MeasuresWinners", measuresWinners}})
 	runLanes(t, []lane{
-		{"MeasuresWinners", measuresWinners},
 		{"MeasuresSpeed", measuresSpeed},
 		{"InChromium", inChromium},
 	})
