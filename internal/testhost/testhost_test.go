@@ -46,6 +46,10 @@ func TestBootTwoHosts(t *testing.T) {
 		if rc, err := h.ReadFile("/root/.bashrc"); err != nil || !bytes.Equal(rc, skel) {
 			t.Errorf("%s: /root/.bashrc is not /etc/skel's (%v)", h.Name, err)
 		}
+		// No generator ran (each masked): at boot they write units and links under /run/systemd/generator*.
+		if out, err := h.Run(ctx, "systemctl daemon-reload && find /run/systemd/generator /run/systemd/generator.early /run/systemd/generator.late -mindepth 1 2>/dev/null | head -5"); err != nil || len(bytes.TrimSpace(out)) != 0 {
+			t.Errorf("%s: generators ran (%v):\n%s", h.Name, err, out)
+		}
 		outs := make(chan string, 8)
 		for range 8 {
 			go func() {
