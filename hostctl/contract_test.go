@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/internal/testhost"
-	specsweep "github.com/specsweep/specsweep/sweep"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -111,19 +110,7 @@ func slurmDriver(t *testing.T) driver {
 			c, login := bootSlurm(t, 1, testhost.Options{Env: fastEnv, NoUnit: true})
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
-				Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, OutputDir: testhost.SharedPath + "/specsweep"}},
-				Options{Sweep: "contract", ssh: &login})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				_ = d.Restore(ctx)
-				d.Close()
-			})
-			return d
+			return openCluster(t, ctx, c, login, 1, "contract")
 		}}
 }
 

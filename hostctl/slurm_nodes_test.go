@@ -51,18 +51,7 @@ func TestSlurmJobSpansTwoNodes(t *testing.T) {
 	c, login := bootSlurm(t, 2, testhost.Options{NoUnit: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
-		Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, MaxNodes: 2, OutputDir: testhost.SharedPath + "/specsweep"}},
-		Options{Sweep: "nodes", ssh: &login})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = d.Restore(ctx)
-		d.Close()
-	})
+	d := openCluster(t, ctx, c, login, 2, "nodes")
 	l := groupLaunch(8, nil)
 	l.Argv = append(l.Argv, "--host", "0.0.0.0")
 	l.Tag = "0123456789ab"
@@ -145,6 +134,25 @@ func TestPeerLostNodes(t *testing.T) {
 	if !got[0] || got[1] || len(got) != 1 {
 		t.Errorf("followers = %v, want node 0 only", got)
 	}
+}
+
+// openCluster opens a booted cluster as the Slurm host "cluster" of sweep: 4-GPU nodes, one job at a
+// time of up to maxNodes nodes; restored and closed at the test's end.
+func openCluster(t *testing.T, ctx context.Context, c *testhost.Cluster, login SSHOptions, maxNodes int, sweep string) Driver {
+	t.Helper()
+	d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
+		Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, MaxNodes: maxNodes, OutputDir: testhost.SharedPath + "/specsweep"}},
+		Options{Sweep: sweep, ssh: &login})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = d.Restore(ctx)
+		d.Close()
+	})
+	return d
 }
 
 // bootSlurm boots a real Slurm cluster of test hosts (a login host running slurmctld, nodes compute

@@ -355,18 +355,7 @@ func TestSlurmKillStopsAJobOverTwoNodes(t *testing.T) {
 	c, login := bootSlurm(t, 2, testhost.Options{NoUnit: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	d, err := Open(ctx, specsweep.Host{Name: "cluster", Driver: specsweep.DriverSlurm, Address: c.Login.Addr, GPUs: 4,
-		Slurm: &specsweep.Slurm{Partition: c.Partition, MaxJobs: 1, MaxNodes: 2, OutputDir: testhost.SharedPath + "/specsweep"}},
-		Options{Sweep: "kill", ssh: &login})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = d.Restore(ctx)
-		d.Close()
-	})
+	d := openCluster(t, ctx, c, login, 2, "kill")
 	h := d.Slot(0)
 	l := groupLaunch(8, map[string]string{"SGLANGSIM_FAIL": "ignore-sigterm"})
 	l.Argv = append(l.Argv, "--host", "0.0.0.0")

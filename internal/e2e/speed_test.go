@@ -9,11 +9,13 @@ import (
 // Chromium, stay out of the package's parallel phase (docs/development.md, "Parallel end-to-end
 // tests"): beside the parallel tests, on the CI machine's two cores at a load of 44, searches picked
 // other winners, the verification's switches went another way, a precision level missed its
-// interval and a browser's tab did not fill in within 3 minutes (2026-12-06). They run before it, in
-// lanes: each lane's members in turn. Their own load is light (94 s of CPU in the 375 s they took one
-// after another), so the speed and Chromium lanes run side by side; the winners lane runs alone
-// first: beside the two others (and hostctl's tests of `go test ./...`, load 11-16) a climb measured
-// its chain's steps out of order and pruned the grid's best.
+// interval and a browser's tab did not fill in within 3 minutes (2026-12-06). They run before it, as
+// lanes of TestQuietLanes, each lane's members in turn and the lanes one after another. Their own
+// load is light (94 s of CPU in the 375 s they took), and alone on the machine the three lanes side
+// by side took 150 s; but in `go test ./...`, beside hostctl's tests, side by side they failed: a
+// climb beside the two others pruned the grid's best (load 11-16), and with the winners lane alone
+// first, the speed lane beside Chromium picked another best at concurrency 1 in verify's sweep and an
+// eighth tab did not fill in within its bound (a clean-clone CI run, 2026-12-06).
 
 // measuresWinners: which configuration a search or a prompt set finds best, where a precision
 // level ends, a phase's figures.
@@ -37,14 +39,12 @@ var measuresSpeed = []namedTest{
 	{"SlurmPendingJobIsNotASlowStart", testSlurmPendingJobIsNotASlowStart},
 }
 
-// TestQuietLanes runs the winners lane, then the speed and Chromium lanes (inChromium:
-// chromium_test.go) side by side, before the parallel phase; one member runs as `go test -run 'TestQuietLanes/MeasuresSpeed/VerifyOnTheSimulator'`.
+// TestQuietLanes runs the winners, speed and Chromium lanes (inChromium: chromium_test.go) one after
+// another before the parallel phase; one member runs as `go test -run 'TestQuietLanes/MeasuresSpeed/VerifyOnTheSimulator'`.
 func TestQuietLanes(t *testing.T) {
 	runLanes(t, []lane{{"MeasuresWinners", measuresWinners}})
-	runLanes(t, []lane{
-		{"MeasuresSpeed", measuresSpeed},
-		{"InChromium", inChromium},
-	})
+	runLanes(t, []lane{{"MeasuresSpeed", measuresSpeed}})
+	runLanes(t, []lane{{"InChromium", inChromium}})
 }
 
 type namedTest struct {
