@@ -115,7 +115,7 @@ type Launch struct {
 	// Kill: the server's stop sends SIGKILL to every process of it at once, not SIGTERM and the
 	// drain (the spec's server.stop, kill by default for a sweep's own server, whose load has ended
 	// when it stops: SGLang's SIGTERM path only waits for its watchdog's next 5-second tick and then
-	// SIGKILLs its own process tree; docs/hostctl.md, "Stopping a point's server"). A unit's
+	// SIGKILLs its own process tree; docs/hostctl.md, "Stop"). A unit's
 	// KillSignal=SIGKILL (so a Restart= policy never fires), the local process group's SIGKILL, a
 	// Slurm job's server step SIGKILLed with scancel (docs/slurm.md, "Killed at the stop").
 	Kill bool
