@@ -28,13 +28,39 @@ func rawServer(t *testing.T, answer func(c net.Conn, n int) bool) (string, *atom
 
 func slowServer(t *testing.T, readDelay time.Duration, answer func(c net.Conn, n int) bool) (string, *atomic.Int64) {
 	t.Helper()
+	var reqs atomic.Int64
+	return serveConns(t, func(c net.Conn, done <-chan struct{}) {
+		c.(*net.TCPConn).SetNoDelay(true)
+		br := bufio.NewReader(c)
+		for {
+			time.Sleep(readDelay)
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if !strings.HasSuffix(req.URL.Path, "/completions") {
+				io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+				continue
+			}
+			if !answer(c, int(reqs.Add(1)-1)) {
+				return
+			}
+		}
+	})
+}
+
+// serveConns listens on a free loopback port and runs serve for each connection it accepts, the
+// connection closed when serve returns or the test ends (done closes then); it returns the server's
+// URL and the count of connections accepted.
+func serveConns(t *testing.T, serve func(c net.Conn, done <-chan struct{})) (string, *atomic.Int64) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var conns atomic.Int64
 	var wg sync.WaitGroup
-	var reqs atomic.Int64
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done); ln.Close(); wg.Wait() })
 	wg.Go(func() {
@@ -47,23 +73,7 @@ func slowServer(t *testing.T, readDelay time.Duration, answer func(c net.Conn, n
 			wg.Go(func() {
 				defer c.Close()
 				go func() { <-done; c.Close() }()
-				c.(*net.TCPConn).SetNoDelay(true)
-				br := bufio.NewReader(c)
-				for {
-					time.Sleep(readDelay)
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					if !strings.HasSuffix(req.URL.Path, "/completions") {
-						io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-						continue
-					}
-					if !answer(c, int(reqs.Add(1)-1)) {
-						return
-					}
-				}
+				serve(c, done)
 			})
 		}
 	})
@@ -384,40 +394,23 @@ func TestEvLoopTooMany1xx(t *testing.T) {
 // A server that reads no request fails it on the stall timeout, as net/http's request did, not
 // after the request's timeout (the request waits for the socket's buffer).
 func TestEvLoopSendStall(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done); ln.Close(); wg.Wait() })
-	wg.Go(func() {
+	url, _ := serveConns(t, func(c net.Conn, done <-chan struct{}) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer c.Close()
-				go func() { <-done; c.Close() }()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					if strings.HasSuffix(req.URL.Path, "/completions") {
-						<-done // reads no more: the request's rest fills the socket's buffers
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-				}
-			})
+			if strings.HasSuffix(req.URL.Path, "/completions") {
+				<-done // reads no more: the request's rest fills the socket's buffers
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
 		}
 	})
 	start := time.Now()
-	res, err := Run(t.Context(), Config{URL: "http://" + ln.Addr().String(), Model: "m", Concurrency: 1, Requests: 1,
+	res, err := Run(t.Context(), Config{URL: url, Model: "m", Concurrency: 1, Requests: 1,
 		InputTokens: 1 << 20, OutputTokens: 1, StallTimeout: 300 * time.Millisecond, RequestTimeout: time.Minute,
 		MaxConsecutiveFailures: -1})
 	if err != nil {
