@@ -1,9 +1,6 @@
 package e2e
 
-import (
-	"sync"
-	"testing"
-)
+import "testing"
 
 // The tests whose checks depend on measured speed or on a tight time, and those that drive
 // Chromium, stay out of the package's parallel phase (docs/development.md, "Parallel end-to-end
@@ -42,9 +39,17 @@ var measuresSpeed = []namedTest{
 // TestQuietLanes runs the winners, speed and Chromium lanes (inChromium: chromium_test.go) one after
 // another before the parallel phase; one member runs as `go test -run 'TestQuietLanes/MeasuresSpeed/VerifyOnTheSimulator'`.
 func TestQuietLanes(t *testing.T) {
-	runLanes(t, []lane{{"MeasuresWinners", measuresWinners}})
-	runLanes(t, []lane{{"MeasuresSpeed", measuresSpeed}})
-	runLanes(t, []lane{{"InChromium", inChromium}})
+	for _, l := range []lane{
+		{"MeasuresWinners", measuresWinners},
+		{"MeasuresSpeed", measuresSpeed},
+		{"InChromium", inChromium},
+	} {
+		t.Run(l.name, func(t *testing.T) {
+			for _, c := range l.tests {
+				t.Run(c.name, c.run)
+			}
+		})
+	}
 }
 
 type namedTest struct {
@@ -55,23 +60,4 @@ type namedTest struct {
 type lane struct {
 	name  string
 	tests []namedTest
-}
-
-// runLanes runs each lane as a subtest of t, the lanes side by side and each lane's tests one after
-// another as its subtests. The lanes are not parallel tests (t.Parallel): they start at once whatever
-// -parallel says, and t returns, letting the parallel phase begin, only when all have ended.
-func runLanes(t *testing.T, lanes []lane) {
-	var wg sync.WaitGroup
-	for _, l := range lanes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t.Run(l.name, func(t *testing.T) {
-				for _, c := range l.tests {
-					t.Run(c.name, c.run)
-				}
-			})
-		}()
-	}
-	wg.Wait()
 }
