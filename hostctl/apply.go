@@ -451,7 +451,7 @@ func (r *Remote) Apply(ctx context.Context, l Launch, rec AppliedRecord) (Instan
 	if err := r.installApplied(ctx, l, rec, rb, dropIn, envFile); err != nil {
 		return nil, err
 	}
-	return r.startUnit(ctx, l, prev.Final.InvocationID, dropIn)
+	return r.startUnit(ctx, l, prev.Final.InvocationID, true, true)
 }
 
 // installApplied writes what makes l the applied configuration: its files (those of an earlier
@@ -555,7 +555,7 @@ func (r *Remote) reloadAndStart(ctx context.Context, start bool) error {
 		return err
 	}
 	if start {
-		if _, err := r.unit.start(ctx); err != nil {
+		if _, err := r.unit.start(ctx, true, true); err != nil {
 			return fmt.Errorf("starting %s: %w", r.o.Unit, err)
 		}
 		return nil
@@ -642,7 +642,7 @@ func (r *Remote) Unapply(ctx context.Context) error {
 		return err
 	}
 	r.mu.Lock()
-	r.current, r.dropIn = nil, nil
+	r.current, r.onHost = nil, sweepFiles{}
 	r.mu.Unlock()
 	return nil
 }

@@ -141,12 +141,12 @@ func (d *dbusUnit) resetFailedAnd(ctx context.Context, script string) (Output, e
 	return out, err
 }
 
-// start is daemon-reload, reset-failed, start (waiting for the job: for
+// start is daemon-reload and reset-failed (as asked), start (waiting for the job: for
 // Type=simple, "done" only means the process was started), then the state.
 // Any failure of the start is systemd's refusal (a *startRefused).
-func (d *dbusUnit) start(ctx context.Context) (State, error) {
+func (d *dbusUnit) start(ctx context.Context, reload, resetFailed bool) (State, error) {
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err := d.with(sctx, func(c *sdbus.Conn) error { return reloadStart(sctx, c, d.unit) })
+	err := d.with(sctx, func(c *sdbus.Conn) error { return reloadStart(sctx, c, d.unit, reload, resetFailed) })
 	cancel()
 	st, serr := d.state(ctx)
 	if err != nil {
@@ -161,11 +161,15 @@ func (d *dbusUnit) start(ctx context.Context) (State, error) {
 	return st, nil
 }
 
-func reloadStart(ctx context.Context, c *sdbus.Conn, unit string) error {
-	if err := c.ReloadContext(ctx); err != nil {
-		return fmt.Errorf("daemon-reload: %w", err)
+func reloadStart(ctx context.Context, c *sdbus.Conn, unit string, reload, resetFailed bool) error {
+	if reload {
+		if err := c.ReloadContext(ctx); err != nil {
+			return fmt.Errorf("daemon-reload: %w", err)
+		}
 	}
-	_ = c.ResetFailedUnitContext(ctx, unit)
+	if resetFailed {
+		_ = c.ResetFailedUnitContext(ctx, unit)
+	}
 	done := make(chan string, 1) // buffered: go-systemd's dispatcher must never block on it
 	if _, err := c.StartUnitContext(ctx, unit, "replace", done); err != nil {
 		return fmt.Errorf("start %s: %w", unit, err)

@@ -38,6 +38,18 @@ func EnvFilePath(unitName string) string {
 	return "/etc/systemd/system/" + unitName + ".d/" + EnvFileName
 }
 
+// LaunchFileName is the file name of the point's launch script in <unit>.d/: the drop-in's
+// ExecStart= runs it with /bin/sh and it execs the server, so that a point's command line is a
+// file written before its start, not a unit setting that needs a daemon-reload (systemd reads
+// only *.conf there as drop-ins).
+const LaunchFileName = "50-specsweep.launch"
+
+// LaunchFilePath is the launch script's path for unit (0644, as the drop-in: it holds no secret,
+// only references ${NAME} to the environment file's variables).
+func LaunchFilePath(unitName string) string {
+	return "/etc/systemd/system/" + unitName + ".d/" + LaunchFileName
+}
+
 // MarkerPath is the restore marker's path for unit.
 func MarkerPath(unitName string) string { return MarkerDir + "/restore-" + unitName + ".json" }
 
@@ -314,18 +326,80 @@ func systemdSpan(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
 }
 
-// RenderDropIn renders the drop-in of unitName for l: ExecStart= (reset)
-// then the launch, EnvironmentFile= naming EnvFilePath when l has an
-// environment (the values are in that file, never in the drop-in),
-// TimeoutStopSec=. Serialised with go-systemd's unit package.
+// RenderDropIn renders a sweep's drop-in of unitName for l: ExecStart= (reset) then /bin/sh
+// running the launch script beside it (RenderLaunchScript: the point's command line),
+// EnvironmentFile= naming EnvFilePath when l has an environment (the values are in that file,
+// never in the drop-in), TimeoutStopSec=, KillSignal=. The points of a sweep share it, so that a
+// point's start needs no daemon-reload. Serialised with go-systemd's unit package.
 func RenderDropIn(unitName string, l Launch) ([]byte, error) {
-	return renderDropIn(l, dropInText{head: sweepDropInHead(unitName), envFile: EnvFilePath(unitName)})
+	return renderDropIn(l, sweepDropInText(unitName))
+}
+
+func sweepDropInText(unitName string) dropInText {
+	return dropInText{head: sweepDropInHead(unitName), envFile: EnvFilePath(unitName), launchFile: LaunchFilePath(unitName)}
 }
 
 func sweepDropInHead(unitName string) string {
-	return "# Written by specsweep for one sweep point; removed by `specsweep` when the sweep ends.\n" +
+	return "# Written by specsweep for a sweep; removed by `specsweep` when the sweep ends. ExecStart= runs the\n" +
+		"# point's command line from " + LaunchFileName + " beside it.\n" +
 		"# The operator's unit is untouched. To undo: `specsweep restore SPEC`, or by hand: delete this file,\n" +
-		"# " + EnvFileName + " beside it and " + MarkerPath(unitName) + ", then `systemctl daemon-reload`.\n"
+		"# " + EnvFileName + " and " + LaunchFileName + " beside it and " + MarkerPath(unitName) + ", then `systemctl daemon-reload`.\n"
+}
+
+// launchExit is the launch script's exit status when the command cannot be executed: systemd's own
+// status for a program it could not start (203/EXEC), so a missing command reads the same as with
+// the command in ExecStart= (classify.go).
+const launchExit = 203
+
+// RenderLaunchScript renders l's command line as the launch script the sweep's drop-in runs: a
+// POSIX sh script that execs the command (the same process: MainPID is the server's) with every
+// argument single-quoted, byte for byte, and each reference ${NAME} to a variable of l.Env (not in
+// the command, as systemd substitutes in ExecStart=: ExpandArgv) as "${NAME}", expanded by sh from
+// the environment systemd gave it, so secrets stay in the environment file. The arguments a drop-in
+// refuses are refused here too (a newline or NUL, invalid UTF-8).
+func RenderLaunchScript(l Launch) ([]byte, error) {
+	if len(l.Argv) == 0 {
+		return nil, errors.New("empty command")
+	}
+	cmd := l.Argv[0]
+	if !strings.HasPrefix(cmd, "/") {
+		return nil, fmt.Errorf("command %q: an absolute path is required", cmd)
+	}
+	var b strings.Builder
+	b.WriteString("# Written by specsweep for one sweep point: its command line, run by the ExecStart= of " + DropInName + ".\n")
+	for i, a := range l.Argv {
+		if err := checkExecArg(a); err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			q := ShellQuote(a)
+			msg := ShellQuote("specsweep: Failed to execute " + a + ": not an executable file")
+			fmt.Fprintf(&b, "[ -f %s ] && [ -x %s ] || { printf '%%s\\n' %s >&2; exit %d; }\nexec %s", q, q, msg, launchExit, q)
+			continue
+		}
+		b.WriteString(" \\\n\t")
+		if !strings.Contains(a, "${") {
+			b.WriteString(ShellQuote(a))
+			continue
+		}
+		var lit strings.Builder // literal text up to the next reference, quoted as one word
+		envRefs(a, l.Env, func(text, name string) {
+			if name == "" {
+				lit.WriteString(text)
+				return
+			}
+			if lit.Len() > 0 {
+				b.WriteString(ShellQuote(lit.String()))
+				lit.Reset()
+			}
+			b.WriteString(`"${` + name + `}"`)
+		})
+		if lit.Len() > 0 {
+			b.WriteString(ShellQuote(lit.String()))
+		}
+	}
+	b.WriteString("\n")
+	return []byte(b.String()), nil
 }
 
 // dropInText is what differs between specsweep's drop-ins: a sweep point's and the applied
@@ -337,6 +411,9 @@ type dropInText struct {
 	// an applied configuration, whose environment file would otherwise add to the point's.
 	resetEnv bool
 	keepEnv  []string // the unit's own environment files ("-" first: missing is fine)
+	// launchFile, when set, is the launch script ExecStart= runs (a sweep's drop-in); unset, the
+	// launch's command line is ExecStart= itself (the applied configuration's).
+	launchFile string
 }
 
 // renderDropIn renders l's drop-in as t says: ExecStart= (reset) then the launch,
@@ -347,7 +424,16 @@ func renderDropIn(l Launch, t dropInText) ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	exec, err := ExecStartLine(l.Argv, l.Env)
+	var exec string
+	var err error
+	if t.launchFile != "" {
+		if _, err := RenderLaunchScript(l); err != nil {
+			return nil, err
+		}
+		exec, err = ExecStartLine([]string{"/bin/sh", t.launchFile}, nil)
+	} else {
+		exec, err = ExecStartLine(l.Argv, l.Env)
+	}
 	if err != nil {
 		return nil, err
 	}

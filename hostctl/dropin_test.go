@@ -2,6 +2,10 @@ package hostctl
 
 import (
 	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,12 +92,13 @@ func TestRenderDropIn(t *testing.T) {
 	}
 	// No value of the environment in the drop-in (0644, and `systemctl show` prints Environment=):
 	// the values are in the root-only file it names; ${NAME} is left to systemd.
-	want := "# Written by specsweep for one sweep point; removed by `specsweep` when the sweep ends.\n" +
+	want := "# Written by specsweep for a sweep; removed by `specsweep` when the sweep ends. ExecStart= runs the\n" +
+		"# point's command line from 50-specsweep.launch beside it.\n" +
 		"# The operator's unit is untouched. To undo: `specsweep restore SPEC`, or by hand: delete this file,\n" +
-		"# 50-specsweep.env beside it and /var/lib/specsweep/restore-sglang.service.json, then `systemctl daemon-reload`.\n" +
+		"# 50-specsweep.env and 50-specsweep.launch beside it and /var/lib/specsweep/restore-sglang.service.json, then `systemctl daemon-reload`.\n" +
 		"[Service]\n" +
 		"ExecStart=\n" +
-		`ExecStart=/usr/local/bin/sglangsim "--model-path" "/models/Q 1" "--port" "30001" "--api-key" "${SGLANG_API_KEY}" "--x=$$HOME${Q}%%"` + "\n" +
+		`ExecStart=/bin/sh "/etc/systemd/system/sglang.service.d/50-specsweep.launch"` + "\n" +
 		"EnvironmentFile=/etc/systemd/system/sglang.service.d/50-specsweep.env\n" +
 		"TimeoutStopSec=2500ms\n"
 	if string(b) != want {
@@ -101,6 +106,15 @@ func TestRenderDropIn(t *testing.T) {
 	}
 	if bytes.Contains(b, []byte("sk-secret")) || bytes.Contains(b, []byte("say")) {
 		t.Fatal("an environment value is in the drop-in")
+	}
+	// Another point of the sweep (its command line another) has the same drop-in: no daemon-reload.
+	other, err := RenderDropIn("sglang.service", Launch{
+		Argv:        []string{"/usr/local/bin/sglangsim", "--speculative-num-steps", "3"},
+		Env:         map[string]string{"SGL_FORCE_SHUTDOWN": "1"},
+		StopTimeout: 2500 * time.Millisecond,
+	})
+	if err != nil || !bytes.Equal(other, b) {
+		t.Fatalf("the drop-in of another point differs (%v):\n%s", err, other)
 	}
 	env, err := RenderEnvFile(map[string]string{"SGL_FORCE_SHUTDOWN": "1", "A_PCT": "50%", "Q": `say "hi" $X \ ` + "`id`"})
 	if err != nil {
@@ -121,9 +135,81 @@ func TestRenderDropIn(t *testing.T) {
 		{Argv: []string{"/bin/x"}, Env: map[string]string{"BAD NAME": "x"}},
 		{Argv: []string{"/bin/x"}, Env: map[string]string{"X": "nul\x00"}},
 		{Argv: []string{"bin/x"}},
+		{Argv: []string{"/bin/x", "bad\xffutf8"}},
 	} {
 		if _, err := RenderDropIn("sglang.service", l); err == nil {
 			t.Errorf("RenderDropIn(%v): no error", l)
+		}
+		if _, err := RenderLaunchScript(l); err == nil && len(l.Env) == 0 {
+			t.Errorf("RenderLaunchScript(%v): no error", l)
+		}
+	}
+}
+
+// TestRenderLaunchScript: the launch script reads as an operator expects, and sh hands the command
+// exactly the argv systemd would have (ExpandArgv: ${NAME} of the environment substituted, in every
+// argument but the command, every other byte as written), the references expanded from the
+// environment, never written into the script.
+func TestRenderLaunchScript(t *testing.T) {
+	t.Parallel()
+	l := Launch{Argv: []string{"/opt/sglang/bin/python", "-m", "sglang.launch_server", "--api-key", "${KEY}", "--x=a${KEY}b${NOPE}'c"},
+		Env: map[string]string{"KEY": "sk-secret"}}
+	b, err := RenderLaunchScript(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Written by specsweep for one sweep point: its command line, run by the ExecStart= of 50-specsweep.conf.\n" +
+		"[ -f /opt/sglang/bin/python ] && [ -x /opt/sglang/bin/python ] || { printf '%s\\n' 'specsweep: Failed to execute /opt/sglang/bin/python: not an executable file' >&2; exit 203; }\n" +
+		"exec /opt/sglang/bin/python \\\n\t-m \\\n\tsglang.launch_server \\\n\t--api-key \\\n\t\"${KEY}\" \\\n\t--x=a\"${KEY}\"'b${NOPE}'\\''c'\n"
+	if string(b) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b, want)
+	}
+	if bytes.Contains(b, []byte("sk-secret")) {
+		t.Fatal("an environment value is in the launch script")
+	}
+
+	dir := t.TempDir()
+	nasty := []string{"50%", "%n%i%%", "$HOME", "${X}", "$$", `back\slash`, `\\double`, `"quoted"`, "it's", "''", ";", "a;b", "tab\there",
+		"\x01ctl", "ünïcode ✓", "", " lead", "trail ", "--flag=va lue", "*", "~", "`id`", "$(id)", "\\;", "${P}", "x${P}y${P}", "${P", "$P",
+		"${}", "${ P}", strings.Repeat("L", 3000)}
+	env := map[string]string{"P": "50% $HOME \"q\" \\ 'it' `id`"} // ${X}: no variable, no reference
+	// The command prints its arguments, each ended by NUL.
+	argv := append([]string{"/bin/sh", "-c", `printf '%s\0' "$@"`, "sh"}, nasty...)
+	script, err := RenderLaunchScript(Launch{Argv: argv, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(dir, "launch")
+	if err := os.WriteFile(f, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", f)
+	cmd.Env = []string{"P=" + env["P"], "PATH=/usr/bin:/bin"}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, script)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	if want := ExpandArgv(argv, env)[4:]; !slices.Equal(got, want) {
+		t.Errorf("argv through the launch script:\n got %q\nwant %q", got, want)
+	}
+
+	// A command that cannot be executed ends the script with systemd's 203/EXEC and its words.
+	for _, c := range []string{"/nonexistent/sglang", dir} {
+		script, err := RenderLaunchScript(Launch{Argv: []string{c, "--port", "1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, script, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd := exec.Command("/bin/sh", f)
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 203 || !reExec.MatchString(stderr.String()) {
+			t.Errorf("launch of %s: %v, stderr %q; want exit 203 and a line classify reads as 203/EXEC", c, err, stderr.String())
 		}
 	}
 }

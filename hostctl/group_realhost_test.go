@@ -83,10 +83,11 @@ func TestGroupSpansTwoTestHosts(t *testing.T) {
 		if st := unitActive(ctx, h); st != "active" {
 			t.Errorf("node %d: sglang.service %s, want active (a rank)", i, st)
 		}
-		show, _ := h.Nsenter(ctx, "systemctl", "show", "-p", "ExecStart", "--value", "sglang.service")
+		// The rank's command line, as its process has it (the launch script execs it).
+		show, _ := h.Nsenter(ctx, "sh", "-c", "tr '\\0' ' ' </proc/$(systemctl show -p MainPID --value sglang.service)/cmdline")
 		want := "--nnodes 2 --node-rank " + strconv.Itoa(i) + " --dist-init-addr " + hosts[0].Addr + ":"
 		if !strings.Contains(string(show), want) {
-			t.Errorf("node %d ExecStart lacks %q: %s", i, want, show)
+			t.Errorf("node %d's command line lacks %q: %s", i, want, show)
 		}
 	}
 	// Rank 0 serves generations.

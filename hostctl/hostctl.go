@@ -384,7 +384,7 @@ type Provenance struct {
 	Driver       string   `json:"driver"`
 	Unit         string   `json:"unit,omitempty"`
 	UnitHash     string   `json:"unit_sha256,omitempty"`
-	DropInHash   string   `json:"dropin_sha256,omitempty"`
+	DropInHash   string   `json:"dropin_sha256,omitempty"` // of the drop-in followed by its launch script (ssh)
 	ExecStart    string   `json:"exec_start,omitempty"`
 	Argv         []string `json:"argv,omitempty"`
 	SystemdVer   string   `json:"systemd,omitempty"`

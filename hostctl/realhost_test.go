@@ -315,14 +315,15 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 	}
 }
 
-// TestExecStartQuotingOnRealSystemd: whatever argv the drop-in carries,
-// systemd hands the process exactly that argv (read back from
-// /proc/PID/cmdline), long lines with continuations included.
+// TestExecStartQuotingOnRealSystemd: whatever argv a launch carries,
+// the process gets exactly that argv (read back from /proc/PID/cmdline),
+// with ${NAME} of the launch's environment substituted as systemd does in
+// ExecStart= (the sweep's launch script), long arguments included.
 func TestExecStartQuotingOnRealSystemd(t *testing.T) {
 	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
 	h, r, ctx := bootOne(t, testhost.Options{})
 	nasty := []string{"50%", "%n%i%%", "$HOME", "${X}", "$$", `back\slash`, `\\double`, `"quoted"`, "it's", ";", "a;b", "tab\there",
-		"\x01ctl", "ünïcode ✓", "", " lead", "trail ", "--flag=va lue", "*", "~", "`id`", "$(id)", "\\;"}
+		"\x01ctl", "ünïcode ✓", "", " lead", "trail ", "--flag=va lue", "*", "~", "`id`", "$(id)", "\\;", "${P}", "x${P}y", "${P", "$P"}
 	long := strings.Repeat("L", 3000)
 	for _, args := range [][]string{nasty, {long, long, "x"}} {
 		argv := append([]string{"/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.2; done", "sh"}, args...)
@@ -343,8 +344,8 @@ func TestExecStartQuotingOnRealSystemd(t *testing.T) {
 		out, _ = h.Nsenter(ctx, "sh", "-c", "tr '\\0' '\\n' < /proc/"+p+"/environ | grep '^P='")
 		env := string(out)
 		got := strings.Split(strings.TrimSuffix(cmdline, "\x00"), "\x00")
-		if !slices.Equal(got, argv) {
-			t.Errorf("argv seen by the process:\n got %q\nwant %q", got, argv)
+		if want := ExpandArgv(argv, map[string]string{"P": "50% $HOME \"q\" \\"}); !slices.Equal(got, want) {
+			t.Errorf("argv seen by the process:\n got %q\nwant %q", got, want)
 		}
 		if strings.TrimSpace(env) != `P=50% $HOME "q" \` {
 			t.Errorf("Environment= value: %q", env)

@@ -109,11 +109,15 @@ func TestSecretsStayOffTheUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	launchFile, err := h.ReadFile(LaunchFilePath("sglang.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	show, err := h.Nsenter(ctx, "systemctl", "show", "-p", "Environment,ExecStart", "--", "sglang.service")
 	if err != nil {
 		t.Fatalf("%v %s", err, show)
 	}
-	for what, text := range map[string][]byte{"drop-in": dropIn, "systemctl show": show} {
+	for what, text := range map[string][]byte{"drop-in": dropIn, "launch script": launchFile, "systemctl show": show} {
 		for _, secret := range []string{"hf_s3cret", key} {
 			if bytes.Contains(text, []byte(secret)) {
 				t.Errorf("%s shows the secret %q:\n%s", what, secret, text)
@@ -158,7 +162,7 @@ func TestSecretsStayOffTheUnit(t *testing.T) {
 	if err := r.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{DropInPath("sglang.service"), EnvFilePath("sglang.service"), MarkerPath("sglang.service")} {
+	for _, p := range []string{DropInPath("sglang.service"), EnvFilePath("sglang.service"), LaunchFilePath("sglang.service"), MarkerPath("sglang.service")} {
 		if _, err := os.Stat(filepath.Join(h.Root, p)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left after restore: %v", p, err)
 		}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,18 +69,39 @@ func TestStartRoundTrips(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	l := launch(driver{simBin: testhost.SimPath}, map[string]string{"A": "1"})
-	for i := range 2 {
-		sessions, cmds := r.conn.sessions.Load(), r.conn.shellCmds.Load()
+	// systemd logs "Reloading." at every daemon-reload.
+	reloads := func() int {
+		out, err := h.Nsenter(ctx, "sh", "-c", "journalctl --sync; journalctl -q -o cat _PID=1 | grep -c '^Reloading'")
+		n, cerr := strconv.Atoi(strings.TrimSpace(string(out)))
+		if cerr != nil {
+			t.Fatalf("counting systemd's reloads: %v %v %q", err, cerr, out)
+		}
+		return n
+	}
+	// The second start is the first one's launch again; the third's environment differs (its file is
+	// written again); the fourth's stop timeout (its drop-in is written and systemd reloaded).
+	for i := range 4 {
+		switch i {
+		case 2:
+			l.Env = maps.Clone(l.Env)
+			l.Env["A"] = "2"
+		case 3:
+			l.StopTimeout += time.Second
+		}
+		sessions, cmds, rl := r.conn.sessions.Load(), r.conn.shellCmds.Load(), reloads()
 		in, err := r.Start(ctx, l)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 1 {
+		if i > 0 {
 			if n := r.conn.sessions.Load() - sessions; n != 0 {
-				t.Errorf("Start opened %d session(s), want none", n)
+				t.Errorf("start %d opened %d session(s), want none", i, n)
 			}
-			if n := r.conn.shellCmds.Load() - cmds; n != 3 {
-				t.Errorf("Start ran %d commands in the shell, want 3", n)
+			if n, want := r.conn.shellCmds.Load()-cmds, []int64{0, 2, 3, 2}[i]; n != want {
+				t.Errorf("start %d ran %d commands in the shell, want %d", i, n, want)
+			}
+			if n, want := reloads()-rl, []int{0, 0, 0, 1}[i]; n != want {
+				t.Errorf("start %d: systemd reloaded %d times, want %d", i, n, want)
 			}
 		}
 		if _, err := in.WaitReady(ctx); err != nil {
@@ -86,6 +109,19 @@ func TestStartRoundTrips(t *testing.T) {
 		}
 		if res, err := in.Stop(ctx, nil); err != nil || !res.Clean {
 			t.Fatalf("stop: %+v %v", res, err)
+		}
+	}
+	// A restore removes the sweep's files: the handle's next start writes every one of them again
+	// (it skipped the environment file it knew, and the server started without it).
+	if err := r.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{EnvFilePath("sglang.service"), DropInPath("sglang.service"), LaunchFilePath("sglang.service")} {
+		if _, err := h.ReadFile(p); err != nil {
+			t.Errorf("after a restore and a start: %v", err)
 		}
 	}
 	if err := r.Restore(ctx); err != nil {

@@ -19,7 +19,7 @@ import (
 
 func restoreCmd() command {
 	return newCommand("restore", "SPEC",
-		"Put every host of a spec back as the operator left it (drop-in, environment file and marker removed, the unit running again if it ran).", restoreRun).
+		"Put every host of a spec back as the operator left it (drop-in, launch script, environment file and marker removed, the unit running again if it ran).", restoreRun).
 		withExamples("specsweep restore sweep.yaml            # after a specsweep that died and will not be resumed")
 }
 
