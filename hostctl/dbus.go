@@ -118,21 +118,32 @@ func (d *dbusUnit) stateAnd(ctx context.Context, script string) (State, Output, 
 	return st, out, nil
 }
 
-// stateAfter runs wait in the shell, then reads the state and the script side by side.
-func (d *dbusUnit) stateAfter(ctx context.Context, wait, script string) (State, Output, error) {
-	if wait != "" {
-		if _, err := d.conn.RunShell(ctx, wait+"true", 15*time.Second, 1<<10); err != nil {
-			return State{}, Output{}, err
+// stopWait queues the stop over the bus, runs the wait in the shell (for the main process: a stop
+// job's end would take a job watcher), reads the state, resets a stopped unit and reads the script.
+func (d *dbusUnit) stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (State, bool, Output, error) {
+	if send {
+		if err := d.stop(ctx); err != nil {
+			return State{}, false, Output{}, err
 		}
 	}
-	return d.stateAnd(ctx, script)
-}
-
-func (d *dbusUnit) stopAnd(ctx context.Context, wait, script string) (State, Output, error) {
-	if err := d.stop(ctx); err != nil {
-		return State{}, Output{}, err
+	if wait != "" {
+		if _, err := d.conn.RunShell(ctx, wait+"true", 15*time.Second, 1<<10); err != nil {
+			return State{}, false, Output{}, err
+		}
 	}
-	return d.stateAfter(ctx, wait, script)
+	st, err := d.state(ctx)
+	if err != nil {
+		return State{}, false, Output{}, err
+	}
+	tidied := st.ActiveState == "inactive" || st.ActiveState == "failed"
+	if tidied {
+		d.resetFailed(ctx)
+	}
+	_, out, err := readAlongside(ctx, d.conn, "", script)
+	if err != nil {
+		return State{}, false, Output{}, err
+	}
+	return st, tidied, out, nil
 }
 
 func (d *dbusUnit) resetFailedAnd(ctx context.Context, script string) (Output, error) {

@@ -436,9 +436,10 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 // the end within moments of it, where a loop sleeping between polls would see it up to a sleep
 // later, and the stop itself, the waits and the reads share round trips.
 type exitWaiter interface {
-	// waitPoll sends the stop first when send, waits on the host until the process pid ends (pid 0:
-	// no process to wait for) or upTo passes, then polls.
-	waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, []string, error)
+	// waitPoll sends the stop first when send and waits on the host until it ends, or else until
+	// the process pid ends (pid 0: no process to wait for), at most upTo, then polls; tidied says a
+	// stopped unit was tidied too (afterStop), and the lines read after it, so no finish follows.
+	waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (st State, lines []string, tidied bool, err error)
 	// finish is afterStop, and reads the lines logged since the last poll.
 	finish(ctx context.Context) []string
 }
@@ -451,7 +452,7 @@ const stopWaitStep = 250 * time.Millisecond
 // for the main process (or briefly, when it has none) and reads the state and the journal.
 func (in *instance) stopWaiting(ctx context.Context, w exitWaiter, st State, from int, t0 time.Time, progress func(State)) (StopResult, error) {
 	since := func() time.Duration { return in.clock.Now().Sub(t0) }
-	send := true
+	send, tidied := true, false
 	// With no main process (it exited, the unit's other processes still stopping) there is nothing
 	// to wait for on the host: the wait backs off from 10 ms to 200 ms, as polls did.
 	idle := 10 * time.Millisecond
@@ -461,9 +462,10 @@ func (in *instance) stopWaiting(ctx context.Context, w exitWaiter, st State, fro
 			upTo, idle = idle, min(2*idle, 200*time.Millisecond)
 		}
 		in.pollMu.Lock()
-		next, lines, err := w.waitPoll(ctx, send, st.MainPID, upTo)
+		next, lines, t, err := w.waitPoll(ctx, send, st.MainPID, upTo)
 		in.appendLines(lines)
 		in.pollMu.Unlock()
+		tidied = t
 		if err != nil {
 			if send {
 				return StopResult{Final: st}, err
@@ -482,10 +484,12 @@ func (in *instance) stopWaiting(ctx context.Context, w exitWaiter, st State, fro
 		}
 	}
 	// The last lines of a stop (systemd's "Failed with result") may trail the state by a moment:
-	// read with the reset-failed.
-	in.pollMu.Lock()
-	in.appendLines(w.finish(ctx))
-	in.pollMu.Unlock()
+	// read with the reset-failed, in the last round trip when it ran there.
+	if !tidied {
+		in.pollMu.Lock()
+		in.appendLines(w.finish(ctx))
+		in.pollMu.Unlock()
+	}
 	r := stopOutcome(st, in.snapshot(from))
 	r.Duration = since()
 	return r, nil

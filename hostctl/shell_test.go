@@ -111,6 +111,27 @@ func TestStartRoundTrips(t *testing.T) {
 			t.Fatalf("stop: %+v %v", res, err)
 		}
 	}
+	// A stop at the end of a point (killed, as a sweep's): the state and the journal read, then one
+	// command that stops the unit, waits for the stop job, reads the state, resets the unit and reads
+	// the journal (it was three, the reset-failed one more round trip).
+	l.Kill = true
+	in, err := r.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmds := r.conn.shellCmds.Load()
+	if res, err := in.Stop(ctx, nil); err != nil || !res.Clean || res.Final.Running() {
+		t.Fatalf("stop: %+v %v", res, err)
+	}
+	if n := r.conn.shellCmds.Load() - cmds; n != 2 {
+		t.Errorf("the stop ran %d commands in the shell, want 2", n)
+	}
+	if st, err := r.UnitState(ctx); err != nil || st.ActiveState != "inactive" {
+		t.Errorf("after the stop the unit is %q (%v), want inactive (reset)", st.ActiveState, err)
+	}
 	// A restore removes the sweep's files: the handle's next start writes every one of them again
 	// (it skipped the environment file it knew, and the server started without it).
 	if err := r.Restore(ctx); err != nil {

@@ -30,12 +30,14 @@ type unitControl interface {
 	start(ctx context.Context, reload, resetFailed bool) (State, error)
 	// stop queues a stop of the unit and returns (the caller follows it).
 	stop(ctx context.Context) error
-	// stateAfter runs wait (a bounded wait on the host: a script, or "") and
-	// then reads the state and runs script as stateAnd does; stopAnd queues the
-	// unit's stop first. One round trip with systemctl: a stop costs no
+	// stopWait, with send, queues the unit's stop and waits up to upTo for
+	// its end (the stop job's: every process of the unit gone); without, it
+	// runs wait (a bounded wait on the host: a script, or ""). Then it reads
+	// the state, forgets a failed state once the unit is stopped (reset-failed,
+	// after the state was read: tidied) and runs script as stateAnd does. One
+	// round trip with systemctl: the stop, its end and the tidying cost no
 	// separate command, and the state is read the moment the wait ends.
-	stateAfter(ctx context.Context, wait, script string) (st State, out Output, err error)
-	stopAnd(ctx context.Context, wait, script string) (st State, out Output, err error)
+	stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (st State, tidied bool, out Output, err error)
 	// resetFailedAnd is resetFailed, then script (a read: the journal) in the
 	// persistent shell, in one round trip where the transport allows.
 	resetFailedAnd(ctx context.Context, script string) (Output, error)
@@ -113,19 +115,28 @@ func (u *systemctlUnit) stop(ctx context.Context) error {
 	return err
 }
 
-func (u *systemctlUnit) stateAfter(ctx context.Context, wait, script string) (State, Output, error) {
-	show, out, err := readAlongside(ctx, u.conn, wait+showCmd(u.unit)+"; ", script)
-	if err != nil {
-		return State{}, Output{}, err
-	}
-	return parseShow(show, u.conn.o.Clock.Now()), out, nil
-}
+// tidiedLine is what stopWait's script prints after its reset-failed (a line systemctl show never
+// prints).
+const tidiedLine = "@@specsweep-reset-failed@@"
 
-// stopAnd: a failed systemctl stop ends the script before the separator, an error as stop's. Sent
-// again on a fresh connection by readAlongside when the first broke: queuing a stop twice is
-// harmless.
-func (u *systemctlUnit) stopAnd(ctx context.Context, wait, script string) (State, Output, error) {
-	return u.stateAfter(ctx, "systemctl stop --no-block -- "+ShellQuote(u.unit)+" || exit; "+wait, script)
+// stopWait: the stop is `systemctl stop` itself, bounded by timeout(1) (a stop job goes on when the
+// client waiting for it ends): it returns the moment systemd has seen every process of the unit gone,
+// where a wait for the main process saw the unit still deactivating until systemd caught up. A
+// failed systemctl stop ends the script before the separator, an error as stop's. Sent again on a
+// fresh connection by readAlongside when the first broke: queuing a stop twice is harmless.
+func (u *systemctlUnit) stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (State, bool, Output, error) {
+	q := ShellQuote(u.unit)
+	if send {
+		wait = "timeout " + strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64) + " systemctl stop -- " + q +
+			"; rc=$?; [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc; "
+	}
+	pre := wait + "s=$(" + showCmd(u.unit) + "); printf '%s\\n' \"$s\"; " +
+		"case \"$s\" in *ActiveState=inactive*|*ActiveState=failed*) systemctl reset-failed -- " + q + " 2>/dev/null; echo " + tidiedLine + ";; esac; "
+	show, out, err := readAlongside(ctx, u.conn, pre, script)
+	if err != nil {
+		return State{}, false, Output{}, err
+	}
+	return parseShow(show, u.conn.o.Clock.Now()), bytes.Contains(show, []byte(tidiedLine)), out, nil
 }
 
 func (u *systemctlUnit) resetFailedAnd(ctx context.Context, script string) (Output, error) {

@@ -120,9 +120,9 @@ func (p *unitProc) follow(ctx context.Context, wake func()) func() {
 
 var _ exitWaiter = (*unitProc)(nil)
 
-// waitPoll: see exitWaiter. The wait is on the host: tail --pid checks the process every 10 ms,
-// bounded by timeout (its exit status is no matter); without a process, a sleep of upTo.
-func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, []string, error) {
+// waitPoll: see exitWaiter. Without send the wait is on the host: tail --pid checks the process
+// every 10 ms, bounded by upTo (its exit status is no matter); without a process, a sleep of upTo.
+func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, []string, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	secs := strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64)
@@ -131,17 +131,14 @@ func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.D
 		wait = "timeout " + secs + " tail --pid=" + strconv.Itoa(pid) + " -s 0.01 -f /dev/null </dev/null >/dev/null 2>&1; "
 	}
 	read := journalRead(journalMatch(p.unitName, p.id, p.execPID), p.cursor)
-	var st State
-	var out Output
-	var err error
-	if send {
-		if st, out, err = p.unit.stopAnd(ctx, wait, read); err != nil {
-			return State{}, nil, fmt.Errorf("stopping %s: %w", p.unitName, err)
+	st, tidied, out, err := p.unit.stopWait(ctx, send, upTo, wait, read)
+	if err != nil {
+		if send {
+			return State{}, nil, false, fmt.Errorf("stopping %s: %w", p.unitName, err)
 		}
-	} else if st, out, err = p.unit.stateAfter(ctx, wait, read); err != nil {
-		return State{}, nil, fmt.Errorf("following the stop of %s: %w", p.unitName, err)
+		return State{}, nil, false, fmt.Errorf("following the stop of %s: %w", p.unitName, err)
 	}
-	return st, p.take(out), nil
+	return st, p.take(out), tidied, nil
 }
 
 // finish: see exitWaiter.
