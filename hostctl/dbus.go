@@ -118,22 +118,32 @@ func (d *dbusUnit) stateAnd(ctx context.Context, script string) (State, Output, 
 	return st, out, nil
 }
 
-// stopWait queues the stop over the bus, runs the wait in the shell (for the main process: a stop
-// job's end would take a job watcher), reads the state, resets a stopped unit and reads the script.
-func (d *dbusUnit) stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (State, bool, Output, error) {
+// stopWait reads the state over the bus and, with send and a running process, queues the stop; it
+// runs the wait in the shell (for the main process: a stop job's end would take a job watcher),
+// reads the state, resets a stopped unit and reads the script.
+func (d *dbusUnit) stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (State, State, bool, Output, error) {
+	var pre State
 	if send {
-		if err := d.stop(ctx); err != nil {
-			return State{}, false, Output{}, err
+		var err error
+		if pre, err = d.state(ctx); err != nil {
+			return State{}, State{}, false, Output{}, err
+		}
+		wait = ""
+		if pre.Running() {
+			if err := d.stop(ctx); err != nil {
+				return pre, State{}, false, Output{}, err
+			}
+			wait = waitScript(pre.MainPID, upTo)
 		}
 	}
 	if wait != "" {
 		if _, err := d.conn.RunShell(ctx, wait+"true", 15*time.Second, 1<<10); err != nil {
-			return State{}, false, Output{}, err
+			return pre, State{}, false, Output{}, err
 		}
 	}
 	st, err := d.state(ctx)
 	if err != nil {
-		return State{}, false, Output{}, err
+		return pre, State{}, false, Output{}, err
 	}
 	tidied := st.ActiveState == "inactive" || st.ActiveState == "failed"
 	if tidied {
@@ -141,9 +151,9 @@ func (d *dbusUnit) stopWait(ctx context.Context, send bool, upTo time.Duration, 
 	}
 	_, out, err := readAlongside(ctx, d.conn, "", script)
 	if err != nil {
-		return State{}, false, Output{}, err
+		return pre, State{}, false, Output{}, err
 	}
-	return st, tidied, out, nil
+	return pre, st, tidied, out, nil
 }
 
 func (d *dbusUnit) resetFailedAnd(ctx context.Context, script string) (Output, error) {

@@ -389,6 +389,9 @@ func (in *instance) classifySettled(ctx context.Context, st State, ready bool) *
 func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult, error) {
 	t0 := in.clock.Now()
 	since := func() time.Duration { return in.clock.Now().Sub(t0) }
+	if w, ok := in.proc.(exitWaiter); ok {
+		return in.stopWaiting(ctx, w, t0, progress)
+	}
 	st, err := in.poll(ctx)
 	if err != nil {
 		return StopResult{Final: st}, err
@@ -399,9 +402,6 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 		return r, nil
 	}
 	from := in.lineCount()
-	if w, ok := in.proc.(exitWaiter); ok {
-		return in.stopWaiting(ctx, w, st, from, t0, progress)
-	}
 	if err := in.proc.sendStop(ctx); err != nil {
 		return StopResult{Final: st}, err
 	}
@@ -436,10 +436,11 @@ func (in *instance) Stop(ctx context.Context, progress func(State)) (StopResult,
 // the end within moments of it, where a loop sleeping between polls would see it up to a sleep
 // later, and the stop itself, the waits and the reads share round trips.
 type exitWaiter interface {
-	// waitPoll sends the stop first when send and waits on the host until it ends, or else until
-	// the process pid ends (pid 0: no process to wait for), at most upTo, then polls; tidied says a
-	// stopped unit was tidied too (afterStop), and the lines read after it, so no finish follows.
-	waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (st State, lines []string, tidied bool, err error)
+	// waitPoll, with send, reads the state (pre) and, when the process runs, sends the stop and
+	// waits on the host until it ends; without, it waits until the process pid ends (pid 0: no
+	// process to wait for); at most upTo either way; then it polls. tidied says a stopped unit was
+	// tidied too (afterStop), and the lines read after it, so no finish follows.
+	waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (pre, st State, lines []string, tidied bool, err error)
 	// finish is afterStop, and reads the lines logged since the last poll.
 	finish(ctx context.Context) []string
 }
@@ -448,29 +449,40 @@ type exitWaiter interface {
 // with the host's other slots (their polls wait behind it), and progress is reported between waits.
 const stopWaitStep = 250 * time.Millisecond
 
-// stopWaiting is Stop's loop over an exitWaiter: the stop sent, each round trip waits on the host
-// for the main process (or briefly, when it has none) and reads the state and the journal.
-func (in *instance) stopWaiting(ctx context.Context, w exitWaiter, st State, from int, t0 time.Time, progress func(State)) (StopResult, error) {
+// stopWaiting is Stop's loop over an exitWaiter: its first round trip reads the state and, when the
+// process runs, sends the stop and waits on the host for its end (a poll before it was a round trip
+// of every stop); each later one waits for the main process (or briefly, when it has none) and reads
+// the state and the journal.
+func (in *instance) stopWaiting(ctx context.Context, w exitWaiter, t0 time.Time, progress func(State)) (StopResult, error) {
 	since := func() time.Duration { return in.clock.Now().Sub(t0) }
+	from := in.lineCount()
+	var st State
 	send, tidied := true, false
 	// With no main process (it exited, the unit's other processes still stopping) there is nothing
 	// to wait for on the host: the wait backs off from 10 ms to 200 ms, as polls did.
 	idle := 10 * time.Millisecond
 	for {
 		upTo := stopWaitStep
-		if st.MainPID <= 0 {
+		if !send && st.MainPID <= 0 {
 			upTo, idle = idle, min(2*idle, 200*time.Millisecond)
 		}
 		in.pollMu.Lock()
-		next, lines, t, err := w.waitPoll(ctx, send, st.MainPID, upTo)
+		pre, next, lines, t, err := w.waitPoll(ctx, send, st.MainPID, upTo)
 		in.appendLines(lines)
 		in.pollMu.Unlock()
 		tidied = t
 		if err != nil {
 			if send {
-				return StopResult{Final: st}, err
+				return StopResult{Final: pre}, err
 			}
 			return StopResult{Final: next, Duration: since()}, err
+		}
+		if send && !pre.Running() {
+			// Nothing ran: no stop was sent (the unit was reset all the same when failed).
+			if !tidied {
+				in.proc.afterStop(ctx)
+			}
+			return StopResult{Final: pre, Already: true, Duration: since()}, nil
 		}
 		send, st = false, next
 		if progress != nil {

@@ -111,9 +111,9 @@ func TestStartRoundTrips(t *testing.T) {
 			t.Fatalf("stop: %+v %v", res, err)
 		}
 	}
-	// A stop at the end of a point (killed, as a sweep's): the state and the journal read, then one
-	// command that stops the unit, waits for the stop job, reads the state, resets the unit and reads
-	// the journal (it was three, the reset-failed one more round trip).
+	// A stop at the end of a point (killed, as a sweep's): one command that reads the state, stops the
+	// unit, waits for the stop job, reads the state, resets the unit and reads the journal (it was
+	// three: a poll before, and the reset-failed one more round trip after).
 	l.Kill = true
 	in, err := r.Start(ctx, l)
 	if err != nil {
@@ -126,8 +126,16 @@ func TestStartRoundTrips(t *testing.T) {
 	if res, err := in.Stop(ctx, nil); err != nil || !res.Clean || res.Final.Running() {
 		t.Fatalf("stop: %+v %v", res, err)
 	}
-	if n := r.conn.shellCmds.Load() - cmds; n != 2 {
-		t.Errorf("the stop ran %d commands in the shell, want 2", n)
+	if n := r.conn.shellCmds.Load() - cmds; n != 1 {
+		t.Errorf("the stop ran %d commands in the shell, want 1", n)
+	}
+	// Stopped again: nothing runs, nothing is sent (Already), in one command.
+	cmds = r.conn.shellCmds.Load()
+	if res, err := in.Stop(ctx, nil); err != nil || !res.Already {
+		t.Errorf("a second stop: %+v %v, want Already", res, err)
+	}
+	if n := r.conn.shellCmds.Load() - cmds; n != 1 {
+		t.Errorf("the second stop ran %d commands in the shell, want 1", n)
 	}
 	if st, err := r.UnitState(ctx); err != nil || st.ActiveState != "inactive" {
 		t.Errorf("after the stop the unit is %q (%v), want inactive (reset)", st.ActiveState, err)

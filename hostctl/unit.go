@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -30,14 +31,16 @@ type unitControl interface {
 	start(ctx context.Context, reload, resetFailed bool) (State, error)
 	// stop queues a stop of the unit and returns (the caller follows it).
 	stop(ctx context.Context) error
-	// stopWait, with send, queues the unit's stop and waits up to upTo for
-	// its end (the stop job's: every process of the unit gone); without, it
-	// runs wait (a bounded wait on the host: a script, or ""). Then it reads
-	// the state, forgets a failed state once the unit is stopped (reset-failed,
-	// after the state was read: tidied) and runs script as stateAnd does. One
-	// round trip with systemctl: the stop, its end and the tidying cost no
-	// separate command, and the state is read the moment the wait ends.
-	stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (st State, tidied bool, out Output, err error)
+	// stopWait, with send, reads the state (pre) and, when it says the
+	// process runs (State.Running), queues the unit's stop and waits up to
+	// upTo for its end (the stop job's: every process of the unit gone);
+	// without send, it runs wait (a bounded wait on the host: a script, or "").
+	// Then it reads the state, forgets a failed state once the unit is stopped
+	// (reset-failed, after the state was read: tidied) and runs script as
+	// stateAnd does. One round trip with systemctl: the look before, the stop,
+	// its end and the tidying cost no separate command, and the state is read
+	// the moment the wait ends.
+	stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (pre, st State, tidied bool, out Output, err error)
 	// resetFailedAnd is resetFailed, then script (a read: the journal) in the
 	// persistent shell, in one round trip where the transport allows.
 	resetFailedAnd(ctx context.Context, script string) (Output, error)
@@ -119,25 +122,41 @@ func (u *systemctlUnit) stop(ctx context.Context) error {
 // prints).
 const tidiedLine = "@@specsweep-reset-failed@@"
 
-// stopWait: the stop is `systemctl stop` itself, bounded by timeout(1) (a stop job goes on when the
+// stopWait: the stop is `systemctl stop` itself, sent only when the state read just before says the
+// process runs, bounded by timeout(1) (a stop job goes on when the
 // client waiting for it ends): it returns the moment systemd has seen every process of the unit gone,
 // where a wait for the main process saw the unit still deactivating until systemd caught up. A
 // failed systemctl stop ends the script before the separator, an error as stop's. Sent again on a
 // fresh connection by readAlongside when the first broke: queuing a stop twice is harmless.
-func (u *systemctlUnit) stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (State, bool, Output, error) {
+func (u *systemctlUnit) stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (State, State, bool, Output, error) {
 	q := ShellQuote(u.unit)
 	if send {
-		wait = "timeout " + strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64) + " systemctl stop -- " + q +
-			"; rc=$?; [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc; "
+		// State.Running, on the host: active, activating, deactivating or reloading, but not
+		// waiting to restart (auto-restart).
+		wait = "s=$(" + showCmd(u.unit) + "); printf '%s\\n' \"$s\"; echo " + preSep + "; case \"$s\" in *SubState=auto-restart*) ;; " +
+			"*ActiveState=active*|*ActiveState=deactivating*|*ActiveState=reloading*) timeout " + strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64) +
+			" systemctl stop -- " + q + "; rc=$?; [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc;; esac; "
 	}
 	pre := wait + "s=$(" + showCmd(u.unit) + "); printf '%s\\n' \"$s\"; " +
 		"case \"$s\" in *ActiveState=inactive*|*ActiveState=failed*) systemctl reset-failed -- " + q + " 2>/dev/null; echo " + tidiedLine + ";; esac; "
 	show, out, err := readAlongside(ctx, u.conn, pre, script)
 	if err != nil {
-		return State{}, false, Output{}, err
+		return State{}, State{}, false, Output{}, err
 	}
-	return parseShow(show, u.conn.o.Clock.Now()), bytes.Contains(show, []byte(tidiedLine)), out, nil
+	now := u.conn.o.Clock.Now()
+	var before State
+	if send {
+		b, rest, ok := bytes.Cut(show, []byte(preSep+"\n"))
+		if !ok {
+			return State{}, State{}, false, Output{}, fmt.Errorf("stopping %s: no state read before the stop in %q", u.unit, show)
+		}
+		before, show = parseShow(b, now), rest
+	}
+	return before, parseShow(show, now), bytes.Contains(show, []byte(tidiedLine)), out, nil
 }
+
+// preSep ends the state stopWait reads before a stop.
+const preSep = "@@specsweep-before-stop@@"
 
 func (u *systemctlUnit) resetFailedAnd(ctx context.Context, script string) (Output, error) {
 	_, out, err := readAlongside(ctx, u.conn, "systemctl reset-failed -- "+ShellQuote(u.unit)+" 2>/dev/null; ", script)

@@ -120,25 +120,31 @@ func (p *unitProc) follow(ctx context.Context, wake func()) func() {
 
 var _ exitWaiter = (*unitProc)(nil)
 
-// waitPoll: see exitWaiter. Without send the wait is on the host: tail --pid checks the process
-// every 10 ms, bounded by upTo (its exit status is no matter); without a process, a sleep of upTo.
-func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, []string, bool, error) {
+// waitPoll: see exitWaiter. With send, the stop's decision is the host's, on the state it read
+// (unitControl.stopWait). Without send the wait is on the host (waitScript).
+func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, State, []string, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	secs := strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64)
-	wait := "sleep " + secs + "; "
-	if pid > 0 {
-		wait = "timeout " + secs + " tail --pid=" + strconv.Itoa(pid) + " -s 0.01 -f /dev/null </dev/null >/dev/null 2>&1; "
-	}
+	wait := waitScript(pid, upTo)
 	read := journalRead(journalMatch(p.unitName, p.id, p.execPID), p.cursor)
-	st, tidied, out, err := p.unit.stopWait(ctx, send, upTo, wait, read)
+	pre, st, tidied, out, err := p.unit.stopWait(ctx, send, upTo, wait, read)
 	if err != nil {
 		if send {
-			return State{}, nil, false, fmt.Errorf("stopping %s: %w", p.unitName, err)
+			return pre, State{}, nil, false, fmt.Errorf("stopping %s: %w", p.unitName, err)
 		}
-		return State{}, nil, false, fmt.Errorf("following the stop of %s: %w", p.unitName, err)
+		return pre, State{}, nil, false, fmt.Errorf("following the stop of %s: %w", p.unitName, err)
 	}
-	return st, p.take(out), tidied, nil
+	return pre, st, p.take(out), tidied, nil
+}
+
+// waitScript waits on the host until process pid ends (tail --pid checks it every 10 ms), at most
+// upTo (its exit status is no matter); pid 0: a sleep of upTo.
+func waitScript(pid int, upTo time.Duration) string {
+	secs := strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64)
+	if pid <= 0 {
+		return "sleep " + secs + "; "
+	}
+	return "timeout " + secs + " tail --pid=" + strconv.Itoa(pid) + " -s 0.01 -f /dev/null </dev/null >/dev/null 2>&1; "
 }
 
 // finish: see exitWaiter.

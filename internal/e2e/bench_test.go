@@ -81,6 +81,45 @@ func deadTimes(t testing.TB, h *testhost.Host) []time.Duration {
 	return out
 }
 
+// checkTimes reads a host's truth file: for each server instance, the time of its output check (the
+// lossless check: a measurement, generated on the server), from the check's first request to the
+// last one's finish. The check's answers are shorter than the levels' (levelTokens output tokens,
+// which the check never reaches), and the readiness probes ask for one token.
+func checkTimes(t testing.TB, h *testhost.Host, levelTokens int) []time.Duration {
+	b, err := h.ReadFile(truthPath)
+	if err != nil {
+		t.Fatalf("%s: truth file: %v", h.Name, err)
+	}
+	var out []time.Duration
+	first, last := -1.0, -1.0
+	end := func() {
+		if first >= 0 {
+			out = append(out, time.Duration((last-first)*float64(time.Millisecond)))
+		}
+		first, last = -1, -1
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var l truthLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		switch {
+		case l.Event == "ready":
+			end()
+		case l.Event == "request" && l.Tokens > 1 && l.Tokens < levelTokens:
+			if first < 0 {
+				first = l.Arrival
+			}
+			last = max(last, l.Finish)
+		case l.Event == "request" && l.Tokens >= levelTokens:
+			end()
+		}
+	}
+	end()
+	return out
+}
+
 func median(d []time.Duration) time.Duration {
 	if len(d) == 0 {
 		return 0
@@ -119,7 +158,22 @@ func BenchmarkSweep(b *testing.B) {
 				dead = append(dead, deadTimes(b, h)...)
 			}
 			over := overheads(b, db)
+			// The output check (on by default) is a measurement the overhead holds: apart, per point
+			// (each host's points in the order they ran, as its truth file has them).
+			var checks, outside []time.Duration
+			byHost := overheadsByHost(b, db)
+			for _, h := range hosts[:n] {
+				ch := checkTimes(b, h, 128)
+				if len(ch) != len(byHost[h.Name]) {
+					b.Fatalf("%s: %d output checks in the truth file for %d points", h.Name, len(ch), len(byHost[h.Name]))
+				}
+				for i, o := range byHost[h.Name] {
+					checks, outside = append(checks, ch[i]), append(outside, o-ch[i])
+				}
+			}
 			printPhases(b, db)
+			fmt.Printf("  output check per point median %s; overhead outside it median %s (max %s)\n",
+				median(checks).Round(time.Millisecond), median(outside).Round(time.Millisecond), slices.Max(outside).Round(time.Millisecond))
 			fmt.Printf("sweep of 12 points on %d host(s): %s wall; dead time ready->first request median %s (max %s, %d points); "+
 				"orchestration overhead per point median %s (max %s)\n", n, wall[i].Round(time.Millisecond),
 				median(dead).Round(time.Millisecond), slices.Max(dead).Round(time.Millisecond), len(dead),
@@ -155,6 +209,30 @@ func overheads(t testing.TB, dbPath string) []time.Duration {
 			t.Fatal(err)
 		}
 		out = append(out, time.Duration(ms*float64(time.Millisecond)))
+	}
+	return out
+}
+
+// overheadsByHost is overheads by host, each host's points in the order they were claimed.
+func overheadsByHost(t testing.TB, dbPath string) map[string][]time.Duration {
+	db := openDB(t, dbPath)
+	rows, err := db.Query(`SELECT p.host, (SELECT max(at) FROM event_log e WHERE e.sweep_id = p.sweep_id AND e.point_id = p.point_id
+			AND e.kind = 'stop') - p.started_at - p.load_s * 1000
+		- (SELECT sum(r.finished_at - r.started_at) FROM run_summary r WHERE r.sweep_id = p.sweep_id
+			AND r.point_id = p.point_id AND r.status = 'ok')
+		FROM point_summary p WHERE p.state = 'done' ORDER BY p.started_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string][]time.Duration{}
+	for rows.Next() {
+		var host string
+		var ms float64
+		if err := rows.Scan(&host, &ms); err != nil {
+			t.Fatal(err)
+		}
+		out[host] = append(out[host], time.Duration(ms*float64(time.Millisecond)))
 	}
 	return out
 }
