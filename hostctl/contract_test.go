@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/specsweep/specsweep/internal/testhost"
+	"github.com/specsweep/specsweep/sweep"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -792,6 +793,48 @@ func TestRestartLoop(t *testing.T) {
 	}
 	if last == nil || last.Class != ClassRestartLoop {
 		t.Fatalf("want restart_loop, got %+v", last)
+	}
+	if err := r.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSpecDBus: a spec's `dbus: true` reaches the host's handle, whose unit is then driven over
+// systemd's D-Bus API (a start and a stop with no systemctl process: the shell runs only the state
+// and journal reads the bus cannot do).
+func TestSpecDBus(t *testing.T) {
+	t.Parallel() // its own test host: shares nothing (docs/development.md, "Tests")
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	o := SSHOptions{Address: h.Addr, User: "root", IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}
+	d, err := Open(ctx, sweep.Host{Name: "h", Driver: sweep.DriverSSH, Address: h.Addr, Unit: "sglang.service", GPUs: 4, DBus: true},
+		Options{Sweep: "s", Port: 30000, ssh: &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l := launch(driver{simBin: testhost.SimPath}, nil)
+	l.Kill = true
+	in, err := d.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.(*openSSH).conn.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.unit.(*dbusUnit); !ok {
+		t.Fatalf("dbus: true drives the unit with %T", r.unit)
+	}
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := in.Stop(ctx, nil); err != nil || !res.Clean {
+		t.Fatalf("stop: %+v %v", res, err)
 	}
 	if err := r.Restore(ctx); err != nil {
 		t.Fatal(err)

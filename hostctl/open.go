@@ -289,7 +289,7 @@ type openSSH struct {
 }
 
 func (d *openSSH) options() RemoteOptions {
-	return RemoteOptions{Name: d.h.Name, Unit: d.h.Unit, CreateUnit: d.h.CreateUnit,
+	return RemoteOptions{Name: d.h.Name, Unit: d.h.Unit, CreateUnit: d.h.CreateUnit, DBus: d.h.DBus,
 		SSH: SSHOptionsOf(d.h, d.o), Event: d.o.event(d.h.Name), Clock: d.o.Clock}
 }
 

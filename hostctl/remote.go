@@ -88,7 +88,7 @@ func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 	if o.DBus {
 		if r.unit, err = dialDBus(ctx, c, o.Unit); err != nil {
 			c.Close()
-			return nil, err
+			return nil, fmt.Errorf("%s: systemd's D-Bus API over SSH (dbus: true; a root login, and sshd allowing stream-local forwarding): %w", o.Name, err)
 		}
 	}
 	return r, nil

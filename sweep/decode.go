@@ -99,7 +99,7 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 	for i, it := range items {
 		at := index("hosts", i)
 		h := Host{Unit: DefaultUnit, Driver: DefaultDriver, GPUs: DefaultGPUs}
-		var nameNode, packNode, slurmNode, nodesNode, distPortNode *yaml.Node
+		var nameNode, packNode, slurmNode, nodesNode, distPortNode, dbusNode *yaml.Node
 		driverOK := true
 		str := func(dst *string, key string) func(*yaml.Node) {
 			return func(v *yaml.Node) {
@@ -161,6 +161,11 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 					h.CreateUnit = x
 				}
 			}},
+			{"dbus", false, func(v *yaml.Node) {
+				if x, ok := p.boolean(v, at+".dbus"); ok {
+					h.DBus, dbusNode = x, resolve(v)
+				}
+			}},
 			{"slurm", false, func(v *yaml.Node) {
 				h.Slurm, slurmNode = p.slurm(v, at+".slurm"), resolve(v)
 			}},
@@ -212,6 +217,9 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 		// A cluster without an address runs its Slurm commands on this machine (the login node).
 		if driverOK && h.Driver == DriverSSH && !present["address"] && nodesNode == nil {
 			p.errf(resolve(it), "missing required key \"address\" in %s (required for driver ssh)", at)
+		}
+		if driverOK && h.DBus && h.Driver != DriverSSH {
+			p.errf(dbusNode, "%s.dbus: only an ssh host's unit is driven over systemd's D-Bus API (this one is driver %s)", at, h.Driver)
 		}
 		if driverOK {
 			switch {

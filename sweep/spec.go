@@ -81,6 +81,9 @@ type Host struct {
 	KnownHosts   string `json:"known_hosts,omitempty"`
 	// CreateUnit lets specsweep install a managed unit when the host has none (removed at restore).
 	CreateUnit bool `json:"create_unit,omitempty"`
+	// DBus drives an ssh host's unit through systemd's D-Bus API over the SSH connection (root
+	// logins) instead of systemctl processes on the host (docs/spec.md, hosts[].dbus).
+	DBus bool `json:"dbus,omitempty"`
 	// Pack runs several points at once on disjoint GPU sets (docs/spec.md, hosts[].pack).
 	Pack   bool   `json:"pack,omitempty"`
 	Unit   string `json:"unit"`

@@ -22,7 +22,7 @@ const truthPath = "/var/lib/sglangsim-truth.jsonl"
 // benchSpec is a 12-point sweep (baseline + EAGLE-3 steps 1..11 at tp 4) at two concurrency levels.
 // sglangsim runs 5x faster than real time: faster would make four simulators on this machine's two
 // cores compete for CPU, which real GPU hosts do not.
-func benchSpec(hosts []*testhost.Host) string {
+func benchSpec(hosts []*testhost.Host, dbus bool) string {
 	gpus := make([]int, len(hosts))
 	for i := range gpus {
 		gpus[i] = 4
@@ -42,7 +42,16 @@ methods:
   eagle3: [--speculative-algorithm, EAGLE3]
 matrix: {method: [baseline, eagle3], num_steps: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], topk: [1], tp: [4]}
 workload: {concurrency: [1, 8], requests: 8, warmup_requests: 0, input_tokens: 256, output_tokens: 128}
-`, hostsYAML(hosts, gpus), testhost.SimPath, truthPath)
+`, benchHosts(hosts, gpus, dbus), testhost.SimPath, truthPath)
+}
+
+// benchHosts is hostsYAML, each host with dbus: true when dbus.
+func benchHosts(hosts []*testhost.Host, gpus []int, dbus bool) string {
+	y := hostsYAML(hosts, gpus)
+	if dbus {
+		y = strings.ReplaceAll(y, "}\n", ", dbus: true}\n")
+	}
+	return y
 }
 
 type truthLine struct {
@@ -136,15 +145,17 @@ func median(d []time.Duration) time.Duration {
 // Run: bench/sweep.sh (go test -run '^$' -bench Sweep -benchtime 1x ./internal/e2e).
 func BenchmarkSweep(b *testing.B) {
 	hosts := testhost.Boot(b, 4, testhost.Options{})
-	var wall [2]time.Duration
+	var wall [3]time.Duration
 	for b.Loop() {
-		for i, n := range []int{1, 4} {
+		// The same sweep on one host whose unit is driven over D-Bus (hosts[].dbus) comes last.
+		for i, n := range []int{1, 4, 1} {
+			dbus := i == 2
 			for _, h := range hosts {
 				_, _ = h.Run(b.Context(), "rm -f "+truthPath)
 			}
 			dir := b.TempDir()
 			spec, db := filepath.Join(dir, "spec.yaml"), filepath.Join(dir, "sweep.db")
-			if err := os.WriteFile(spec, []byte(benchSpec(hosts[:n])), 0o644); err != nil {
+			if err := os.WriteFile(spec, []byte(benchSpec(hosts[:n], dbus)), 0o644); err != nil {
 				b.Fatal(err)
 			}
 			t0 := time.Now()
@@ -174,11 +185,15 @@ func BenchmarkSweep(b *testing.B) {
 			printPhases(b, db)
 			fmt.Printf("  output check per point median %s; overhead outside it median %s (max %s)\n",
 				median(checks).Round(time.Millisecond), median(outside).Round(time.Millisecond), slices.Max(outside).Round(time.Millisecond))
-			fmt.Printf("sweep of 12 points on %d host(s): %s wall; dead time ready->first request median %s (max %s, %d points); "+
-				"orchestration overhead per point median %s (max %s)\n", n, wall[i].Round(time.Millisecond),
+			via := ""
+			if dbus {
+				via = " over D-Bus"
+			}
+			fmt.Printf("sweep of 12 points on %d host(s)%s: %s wall; dead time ready->first request median %s (max %s, %d points); "+
+				"orchestration overhead per point median %s (max %s)\n", n, via, wall[i].Round(time.Millisecond),
 				median(dead).Round(time.Millisecond), slices.Max(dead).Round(time.Millisecond), len(dead),
 				median(over).Round(time.Millisecond), slices.Max(over).Round(time.Millisecond))
-			if n == 4 {
+			if i == 1 {
 				b.ReportMetric(float64(median(dead).Milliseconds()), "dead-ms/point")
 				b.ReportMetric(float64(median(over).Milliseconds()), "overhead-ms/point")
 			}

@@ -31,7 +31,7 @@ func slurmBenchSpec(c *testhost.Cluster, maxJobs int) string {
     gpus: 4
     slurm: {partition: %s, max_jobs: %d, time_limit: 10m, output_dir: %s/specsweep}
 `, l.Addr, l.KeyFile, l.KnownHosts, c.Partition, maxJobs, testhost.SharedPath)
-	text := strings.Replace(benchSpec(nil), "hosts:\n", "hosts:\n"+host, 1)
+	text := strings.Replace(benchSpec(nil, false), "hosts:\n", "hosts:\n"+host, 1)
 	return strings.Replace(text, "name: bench-sweep\n", "name: bench-slurm\n", 1)
 }
 
@@ -183,7 +183,7 @@ func BenchmarkSlurmAgainstSSH(b *testing.B) {
 	c := slurmCluster(b, 3)
 	hosts := testhost.Boot(b, 3, testhost.Options{})
 	for b.Loop() {
-		ssh := runSlurmBenchSweep(b, "on SSH hosts", benchSpec(hosts), hosts)
+		ssh := runSlurmBenchSweep(b, "on SSH hosts", benchSpec(hosts, false), hosts)
 		fmt.Printf("3 SSH hosts, one point at a time each: %s wall\n", ssh.wall.Round(time.Millisecond))
 		printPhases(b, ssh.db)
 		slurm := runSlurmBenchSweep(b, "on the Slurm cluster", slurmBenchSpec(c, 3), c.Nodes)
