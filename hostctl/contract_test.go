@@ -839,4 +839,19 @@ func TestSpecDBus(t *testing.T) {
 	if err := r.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// An sshd that refuses to forward the bus socket: the start fails at once, saying so, and not as
+	// an unreachable host (which a sweep waits for and tries again).
+	if out, err := h.Run(ctx, "echo 'AllowStreamLocalForwarding no' >> /etc/ssh/sshd_config && systemctl restart ssh.service"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	d2, err := Open(ctx, sweep.Host{Name: "h", Driver: sweep.DriverSSH, Address: h.Addr, Unit: "sglang.service", GPUs: 4, DBus: true},
+		Options{Sweep: "s", Port: 30000, ssh: &o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	_, err = d2.Start(ctx, l)
+	if err == nil || isUnreachable(err) || !strings.Contains(err.Error(), "refused to forward") || !strings.Contains(err.Error(), "dbus: true") {
+		t.Fatalf("a start over a refused bus: %v (unreachable: %v)", err, isUnreachable(err))
+	}
 }

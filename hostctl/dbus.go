@@ -9,6 +9,7 @@ import (
 
 	sdbus "github.com/coreos/go-systemd/v22/dbus"
 	godbus "github.com/godbus/dbus/v5"
+	"golang.org/x/crypto/ssh"
 )
 
 // SystemBusSocket is the system bus socket forwarded over SSH.
@@ -47,6 +48,11 @@ func dialBus(ctx context.Context, conn *Conn) (*sdbus.Conn, error) {
 			return nil, err
 		}
 		nc, err := cl.Dial("unix", SystemBusSocket)
+		var refused *ssh.OpenChannelError
+		if errors.As(err, &refused) {
+			// sshd said no (AllowStreamLocalForwarding, a missing socket): no retry changes that.
+			return nil, fmt.Errorf("system bus: sshd refused to forward %s: %w", SystemBusSocket, err)
+		}
 		if err != nil {
 			return nil, &UnreachableError{Addr: conn.Addr(), Err: fmt.Errorf("system bus: %w", err)}
 		}
