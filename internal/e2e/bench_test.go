@@ -64,21 +64,29 @@ type truthLine struct {
 	ExitCause string  `json:"reason"`
 }
 
-// deadTimes reads a host's truth file: for each server instance, the time from its ready instant to
-// the first request of the load generator (more than one output token: readiness probes ask for one).
-func deadTimes(t testing.TB, h *testhost.Host) []time.Duration {
+// truthLines reads a host's truth file (lines that are not a truthLine are skipped).
+func truthLines(t testing.TB, h *testhost.Host) []truthLine {
 	b, err := h.ReadFile(truthPath)
 	if err != nil {
 		t.Fatalf("%s: truth file: %v", h.Name, err)
 	}
-	var out []time.Duration
-	ready := -1.0
+	var out []truthLine
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		var l truthLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil {
-			continue
+		if json.Unmarshal(sc.Bytes(), &l) == nil {
+			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// deadTimes reads a host's truth file: for each server instance, the time from its ready instant to
+// the first request of the load generator (more than one output token: readiness probes ask for one).
+func deadTimes(t testing.TB, h *testhost.Host) []time.Duration {
+	var out []time.Duration
+	ready := -1.0
+	for _, l := range truthLines(t, h) {
 		switch {
 		case l.Event == "ready":
 			ready = l.UnixMS
@@ -95,10 +103,6 @@ func deadTimes(t testing.TB, h *testhost.Host) []time.Duration {
 // last one's finish. The check's answers are shorter than the levels' (levelTokens output tokens,
 // which the check never reaches), and the readiness probes ask for one token.
 func checkTimes(t testing.TB, h *testhost.Host, levelTokens int) []time.Duration {
-	b, err := h.ReadFile(truthPath)
-	if err != nil {
-		t.Fatalf("%s: truth file: %v", h.Name, err)
-	}
 	var out []time.Duration
 	first, last := -1.0, -1.0
 	end := func() {
@@ -107,12 +111,7 @@ func checkTimes(t testing.TB, h *testhost.Host, levelTokens int) []time.Duration
 		}
 		first, last = -1, -1
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var l truthLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil {
-			continue
-		}
+	for _, l := range truthLines(t, h) {
 		switch {
 		case l.Event == "ready":
 			end()
