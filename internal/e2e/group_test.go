@@ -23,12 +23,13 @@ func groupSpec(name string, hosts []*testhost.Host, matrix string) string {
 		"workload: {concurrency: [1, 4], requests: 16, warmup_requests: 1, input_tokens: 32, output_tokens: 512}\n"
 }
 
-// rankRuns reports whether a test host's sglang.service runs a rank of a point that spans nodes.
-// rankRunsCond is rankRuns as a shell condition on the host.
-const rankRunsCond = "systemctl is-active -q sglang.service && systemctl show -p ExecStart --value sglang.service | grep -q -- --node-rank"
+// rankRuns reports whether a test host's sglang.service runs a rank of a point that spans nodes
+// (its main process's command line: the launch script execs it). rankRunsCond is rankRuns as a
+// shell condition on the host.
+const rankRunsCond = "systemctl is-active -q sglang.service && tr '\\0' ' ' </proc/$(systemctl show -p MainPID --value sglang.service)/cmdline | grep -q -- --node-rank"
 
 func rankRuns(ctx context.Context, h *testhost.Host) bool {
-	out, _ := h.Run(ctx, "systemctl is-active sglang.service; systemctl show -p ExecStart --value sglang.service")
+	out, _ := h.Run(ctx, "systemctl is-active sglang.service; tr '\\0' ' ' </proc/$(systemctl show -p MainPID --value sglang.service)/cmdline")
 	s := string(out)
 	return strings.HasPrefix(s, "active") && strings.Contains(s, "--node-rank")
 }
