@@ -355,22 +355,15 @@ const launchExit = 203
 // POSIX sh script that execs the command (the same process: MainPID is the server's) with every
 // argument single-quoted, byte for byte, and each reference ${NAME} to a variable of l.Env (not in
 // the command, as systemd substitutes in ExecStart=: ExpandArgv) as "${NAME}", expanded by sh from
-// the environment systemd gave it, so secrets stay in the environment file. The arguments a drop-in
-// refuses are refused here too (a newline or NUL, invalid UTF-8).
+// the environment systemd gave it, so secrets stay in the environment file. What a drop-in refuses
+// is refused here too (Launch.Validate: a newline or NUL, invalid UTF-8, a relative command).
 func RenderLaunchScript(l Launch) ([]byte, error) {
-	if len(l.Argv) == 0 {
-		return nil, errors.New("empty command")
-	}
-	cmd := l.Argv[0]
-	if !strings.HasPrefix(cmd, "/") {
-		return nil, fmt.Errorf("command %q: an absolute path is required", cmd)
+	if err := l.Validate(); err != nil {
+		return nil, err
 	}
 	var b strings.Builder
 	b.WriteString("# Written by specsweep for one sweep point: its command line, run by the ExecStart= of " + DropInName + ".\n")
 	for i, a := range l.Argv {
-		if err := checkExecArg(a); err != nil {
-			return nil, err
-		}
 		if i == 0 {
 			q := ShellQuote(a)
 			msg := ShellQuote("specsweep: Failed to execute " + a + ": not an executable file")
@@ -424,16 +417,11 @@ func renderDropIn(l Launch, t dropInText) ([]byte, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	var exec string
-	var err error
+	argv, env := l.Argv, l.Env
 	if t.launchFile != "" {
-		if _, err := RenderLaunchScript(l); err != nil {
-			return nil, err
-		}
-		exec, err = ExecStartLine([]string{"/bin/sh", t.launchFile}, nil)
-	} else {
-		exec, err = ExecStartLine(l.Argv, l.Env)
+		argv, env = []string{"/bin/sh", t.launchFile}, nil
 	}
+	exec, err := ExecStartLine(argv, env)
 	if err != nil {
 		return nil, err
 	}

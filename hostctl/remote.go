@@ -393,8 +393,9 @@ func (r *Remote) Start(ctx context.Context, l Launch) (Instance, error) {
 			return nil, wrapUnreachable(fmt.Errorf("writing the drop-in: %w", err))
 		}
 	}
-	// A stop ends in reset-failed (unitProc.finish), so a unit found inactive needs none: only a
-	// failed one (or one not read) is reset, which also resets systemd's start rate limit.
+	// A stop ends in reset-failed (unitControl.stopWait, or unitProc.finish), so a unit found
+	// inactive needs none: only a failed one (or one not read) is reset, which also resets systemd's
+	// start rate limit.
 	resetFailed := pre == nil || !pre.read || pre.st.ActiveState == "failed"
 	in, err := r.startUnit(ctx, l, prev.Final.InvocationID, reload, resetFailed)
 	var sr *startRefused

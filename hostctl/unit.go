@@ -34,7 +34,8 @@ type unitControl interface {
 	// stopWait, with send, reads the state (pre) and, when it says the
 	// process runs (State.Running), queues the unit's stop and waits up to
 	// upTo for its end (the stop job's: every process of the unit gone);
-	// without send, it runs wait (a bounded wait on the host: a script, or "").
+	// without send, it runs wait (a bounded wait on the host: a script, or
+	// "": waitScript).
 	// Then it reads the state, forgets a failed state once the unit is stopped
 	// (reset-failed, after the state was read: tidied) and runs script as
 	// stateAnd does. One round trip with systemctl: the look before, the stop,

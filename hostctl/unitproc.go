@@ -125,7 +125,10 @@ var _ exitWaiter = (*unitProc)(nil)
 func (p *unitProc) waitPoll(ctx context.Context, send bool, pid int, upTo time.Duration) (State, State, []string, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	wait := waitScript(pid, upTo)
+	wait := ""
+	if !send {
+		wait = waitScript(pid, upTo)
+	}
 	read := journalRead(journalMatch(p.unitName, p.id, p.execPID), p.cursor)
 	pre, st, tidied, out, err := p.unit.stopWait(ctx, send, upTo, wait, read)
 	if err != nil {
