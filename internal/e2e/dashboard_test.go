@@ -102,6 +102,11 @@ func loginURL(t testing.TB, db, addr string) string {
 
 const dashSecret = "s3cr3t-hf-token-do-not-show"
 
+// dashboardSpec is a sweep that cannot end before the test cancels it: the method "loading" has one
+// point, whose server loads for 14 h (at the simulator's time scale; ready_timeout 1h), so one host
+// holds it while the other measures every other point. A sweep that merely takes long ended before
+// the browser steps once the points got cheaper (CI, 2026-12-07), and the steps need it running
+// (its hosts table, its cancel button).
 func dashboardSpec(hosts []*testhost.Host) string {
 	gpus := make([]int, len(hosts))
 	for i := range gpus {
@@ -115,12 +120,13 @@ server:
   args: [--model-path, /models/Qwen3.5-122B-A10B, --host, 0.0.0.0, --port, "30000", --enable-metrics]
   env: {%s, HF_TOKEN: %q}
   port: 30000
-  ready_timeout: 1m
+  ready_timeout: 1h
   stop_timeout: 20s
 methods:
   baseline: []
   eagle3: [--speculative-algorithm, EAGLE3]
-matrix: {method: [baseline, eagle3], num_steps: [1, 2, 3, 4, 5, 6, 7], topk: [1], tp: [4]}
+  loading: {args: [], env: {SGLANGSIM_LOAD_SECONDS: "1000000"}}
+matrix: {method: [baseline, eagle3, loading], num_steps: [1, 2, 3, 4, 5, 6, 7], topk: [1], tp: [4]}
 workload: {concurrency: [1, 4], requests: 6, warmup_requests: 1, input_tokens: 32, output_tokens: 48}
 `, hostsYAML(hosts, gpus), testhost.SimPath, fastEnv, dashSecret)
 }
@@ -179,6 +185,32 @@ func testDashboardInABrowser(t *testing.T) {
 	}
 	if !strings.Contains(hostText, hosts[0].Name) && !strings.Contains(hostText, hosts[1].Name) {
 		t.Errorf("hosts table %q names neither host", hostText)
+	}
+	// The page's refreshes: asked for every 20 ms for 2 s, a refresh that takes 300 ms runs once at
+	// a time, and once more after the last ask (which may have come after the refresh read).
+	type refreshStats struct{ Most, Runs, Calls, LastCall, LastStart float64 }
+	refreshes, err := chromedp.Run(within(t, ctx, time.Minute), chromedp.Evaluate[refreshStats](`(async () => {
+	  const r = { most: 0, runs: 0, calls: 0, lastCall: 0, lastStart: 0 };
+	  let now = 0;
+	  const fn = async () => {
+	    r.runs++; now++; r.most = Math.max(r.most, now); r.lastStart = performance.now();
+	    await new Promise(ok => setTimeout(ok, 300));
+	    now--;
+	  };
+	  const t0 = performance.now();
+	  while (performance.now() - t0 < 2000) {
+	    soon("test-refresh", fn, 10); r.calls++; r.lastCall = performance.now();
+	    await new Promise(ok => setTimeout(ok, 20));
+	  }
+	  await new Promise(ok => setTimeout(ok, 1500));
+	  return { Most: r.most, Runs: r.runs, Calls: r.calls, LastCall: r.lastCall, LastStart: r.lastStart };
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("the page's refreshes: %v", err)
+	}
+	if refreshes.Most != 1 || refreshes.Runs < 2 || refreshes.Runs > refreshes.Calls/5 || refreshes.LastStart < refreshes.LastCall {
+		t.Errorf("a refresh asked for %v times in 2 s ran %v times, at most %v at once, the last one %.0f ms after the last ask; want one at a time, a few times, the last after the last ask",
+			refreshes.Calls, refreshes.Runs, refreshes.Most, refreshes.LastStart-refreshes.LastCall)
 	}
 	// Eight tabs of one browser all fill in: they share one event stream (a browser opens at most
 	// six connections to a host over HTTP/1.1, and a stream of each would hold one for good).

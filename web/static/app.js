@@ -135,11 +135,25 @@ function when(ms) {
   return d.toISOString().replace("T", " ").slice(0, 16) + " UTC";
 }
 
-// Debounced refreshes, one per key.
-const timers = {};
+// soon runs fn ms (250 by default) after the first call of a burst with the same key: once per
+// burst, and never twice at once. A call while fn runs asks for one more run after it ends (what
+// it was called for may have come after fn read the daemon), so that a tab has at most one request
+// of each kind in flight however fast the events come: eight tabs refreshing a fast sweep's
+// results for every event queued requests faster than the browser's six connections to the
+// daemon served them.
+const refreshes = {}; // key -> "waiting", "running" or "again"
 function soon(key, fn, ms) {
-  if (timers[key]) return;
-  timers[key] = setTimeout(() => { delete timers[key]; fn().catch(err => console.warn(key, err)); }, ms || 250);
+  const was = refreshes[key];
+  if (was === "running") refreshes[key] = "again";
+  if (was) return;
+  refreshes[key] = "waiting";
+  setTimeout(async () => {
+    refreshes[key] = "running";
+    try { await fn(); } catch (err) { console.warn(key, err); }
+    const again = refreshes[key] === "again";
+    delete refreshes[key];
+    if (again) soon(key, fn, ms);
+  }, ms || 250);
 }
 
 async function refreshAll() {
