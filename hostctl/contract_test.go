@@ -799,9 +799,10 @@ func TestRestartLoop(t *testing.T) {
 	}
 }
 
-// TestSpecDBus: a spec's `dbus: true` reaches the host's handle, whose unit is then driven over
-// systemd's D-Bus API (a start and a stop with no systemctl process: the shell runs only the state
-// and journal reads the bus cannot do).
+// TestSpecDBus: a spec's `dbus` reaches the host's handle: true and unset (a root login) drive the
+// unit over systemd's D-Bus API, false with systemctl; over an sshd that refuses to forward the bus,
+// true fails at once, saying so (not as an unreachable host, which a sweep waits for and tries
+// again), and unset falls back to systemctl with an event.
 func TestSpecDBus(t *testing.T) {
 	t.Parallel() // its own test host: shares nothing (docs/development.md, "Tests")
 	if msg := testhost.Requirements(); msg != "" {
@@ -811,47 +812,65 @@ func TestSpecDBus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	o := SSHOptions{Address: h.Addr, User: "root", IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}
-	d, err := Open(ctx, sweep.Host{Name: "h", Driver: sweep.DriverSSH, Address: h.Addr, Unit: "sglang.service", GPUs: 4, DBus: true},
-		Options{Sweep: "s", Port: 30000, ssh: &o})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	l := launch(driver{simBin: testhost.SimPath}, nil)
 	l.Kill = true
-	in, err := d.Start(ctx, l)
-	if err != nil {
-		t.Fatal(err)
+	yes, no := true, false
+	var events []string
+	// cycle opens the host as a spec with dbus says, starts and stops a server, and returns the
+	// handle's unit control.
+	cycle := func(dbus *bool) (unitControl, error) {
+		t.Helper()
+		d, err := Open(ctx, sweep.Host{Name: "h", Driver: sweep.DriverSSH, Address: h.Addr, Unit: "sglang.service", GPUs: 4, DBus: dbus},
+			Options{Sweep: "s", Port: 30000, ssh: &o, Event: func(_, kind, detail string) { events = append(events, kind+": "+detail) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		in, err := d.Start(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		r, err := d.(*openSSH).conn.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := in.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := in.Stop(ctx, nil); err != nil || !res.Clean {
+			t.Fatalf("stop: %+v %v", res, err)
+		}
+		if err := r.Restore(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return r.unit, nil
 	}
-	r, err := d.(*openSSH).conn.get(ctx)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		dbus *bool
+		bus  bool
+	}{{&yes, true}, {nil, true}, {&no, false}} {
+		u, err := cycle(c.dbus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, bus := u.(*dbusUnit); bus != c.bus {
+			t.Errorf("dbus %v: the unit is driven with %T", c.dbus, u)
+		}
 	}
-	if _, ok := r.unit.(*dbusUnit); !ok {
-		t.Fatalf("dbus: true drives the unit with %T", r.unit)
+	if len(events) > 0 {
+		t.Errorf("events with the bus there: %q", events)
 	}
-	if _, err := in.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := in.Stop(ctx, nil); err != nil || !res.Clean {
-		t.Fatalf("stop: %+v %v", res, err)
-	}
-	if err := r.Restore(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// An sshd that refuses to forward the bus socket: the start fails at once, saying so, and not as
-	// an unreachable host (which a sweep waits for and tries again).
 	if out, err := h.Run(ctx, "echo 'AllowStreamLocalForwarding no' >> /etc/ssh/sshd_config && systemctl restart ssh.service"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	d2, err := Open(ctx, sweep.Host{Name: "h", Driver: sweep.DriverSSH, Address: h.Addr, Unit: "sglang.service", GPUs: 4, DBus: true},
-		Options{Sweep: "s", Port: 30000, ssh: &o})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d2.Close()
-	_, err = d2.Start(ctx, l)
-	if err == nil || isUnreachable(err) || !strings.Contains(err.Error(), "refused to forward") || !strings.Contains(err.Error(), "dbus: true") {
+	if _, err := cycle(&yes); err == nil || isUnreachable(err) || !strings.Contains(err.Error(), "refused to forward") || !strings.Contains(err.Error(), "dbus: true") {
 		t.Fatalf("a start over a refused bus: %v (unreachable: %v)", err, isUnreachable(err))
+	}
+	u, err := cycle(nil)
+	if err != nil {
+		t.Fatalf("dbus unset, the bus refused: %v", err)
+	}
+	if _, ok := u.(*systemctlUnit); !ok || len(events) != 1 || !strings.HasPrefix(events[0], "dbus_unavailable: ") {
+		t.Errorf("dbus unset, the bus refused: the unit is driven with %T, events %q", u, events)
 	}
 }

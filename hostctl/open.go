@@ -289,7 +289,8 @@ type openSSH struct {
 }
 
 func (d *openSSH) options() RemoteOptions {
-	return RemoteOptions{Name: d.h.Name, Unit: d.h.Unit, CreateUnit: d.h.CreateUnit, DBus: d.h.DBus,
+	return RemoteOptions{Name: d.h.Name, Unit: d.h.Unit, CreateUnit: d.h.CreateUnit,
+		DBus: d.h.DBus != nil && *d.h.DBus, TryDBus: d.h.DBus == nil,
 		SSH: SSHOptionsOf(d.h, d.o), Event: d.o.event(d.h.Name), Clock: d.o.Clock}
 }
 

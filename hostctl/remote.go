@@ -29,6 +29,9 @@ type RemoteOptions struct {
 	// bus socket instead of systemctl (root logins only); the journal is
 	// still read with journalctl.
 	DBus bool
+	// TryDBus is DBus for a root login whose bus is reached, else systemctl (an event says why):
+	// a spec's host that says nothing (each systemctl is a process on the host, 15-30 ms).
+	TryDBus bool
 	// Event, if set, receives notable events (reconnects, stops ending in SIGKILL) for the event log.
 	Event func(kind, detail string)
 	// Clock times the host's servers (readiness, stops), the GPU wait and markers, and is the SSH
@@ -85,10 +88,20 @@ func DialRemote(ctx context.Context, o RemoteOptions) (*Remote, error) {
 		return nil, err
 	}
 	r := &Remote{o: o, conn: c, unit: &systemctlUnit{conn: c, unit: o.Unit}}
-	if o.DBus {
+	switch {
+	case o.DBus:
 		if r.unit, err = dialDBus(ctx, c, o.Unit); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("%s: systemd's D-Bus API over SSH (dbus: true; a root login, and sshd allowing stream-local forwarding): %w", o.Name, err)
+		}
+	case o.TryDBus && c.User() == "root":
+		u, err := dialDBus(ctx, c, o.Unit)
+		if err == nil {
+			r.unit = u
+			break
+		}
+		if o.Event != nil {
+			o.Event("dbus_unavailable", fmt.Sprintf("systemd's D-Bus API is not reachable over SSH on %s (%v): its unit is driven with systemctl (set dbus: false to skip the attempt)", o.Name, err))
 		}
 	}
 	return r, nil

@@ -163,7 +163,7 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 			}},
 			{"dbus", false, func(v *yaml.Node) {
 				if x, ok := p.boolean(v, at+".dbus"); ok {
-					h.DBus, dbusNode = x, resolve(v)
+					h.DBus, dbusNode = &x, resolve(v)
 				}
 			}},
 			{"slurm", false, func(v *yaml.Node) {
@@ -218,7 +218,7 @@ func (p *parser) hosts(n *yaml.Node) []Host {
 		if driverOK && h.Driver == DriverSSH && !present["address"] && nodesNode == nil {
 			p.errf(resolve(it), "missing required key \"address\" in %s (required for driver ssh)", at)
 		}
-		if driverOK && h.DBus && h.Driver != DriverSSH {
+		if driverOK && h.DBus != nil && *h.DBus && h.Driver != DriverSSH {
 			p.errf(dbusNode, "%s.dbus: only an ssh host's unit is driven over systemd's D-Bus API (this one is driver %s)", at, h.Driver)
 		}
 		if driverOK {

@@ -81,9 +81,10 @@ type Host struct {
 	KnownHosts   string `json:"known_hosts,omitempty"`
 	// CreateUnit lets specsweep install a managed unit when the host has none (removed at restore).
 	CreateUnit bool `json:"create_unit,omitempty"`
-	// DBus drives an ssh host's unit through systemd's D-Bus API over the SSH connection (root
-	// logins) instead of systemctl processes on the host (docs/spec.md, hosts[].dbus).
-	DBus bool `json:"dbus,omitempty"`
+	// DBus says how an ssh host's unit is driven: through systemd's D-Bus API over the SSH
+	// connection (true), with systemctl processes on the host (false), or nil: D-Bus for a root
+	// login that reaches the bus, else systemctl (docs/spec.md, hosts[].dbus).
+	DBus *bool `json:"dbus,omitempty"`
 	// Pack runs several points at once on disjoint GPU sets (docs/spec.md, hosts[].pack).
 	Pack   bool   `json:"pack,omitempty"`
 	Unit   string `json:"unit"`
