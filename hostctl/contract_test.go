@@ -845,16 +845,40 @@ func TestSpecDBus(t *testing.T) {
 		}
 		return r.unit, nil
 	}
+	// doctor is the "dbus" line of `specsweep doctor` for the host as a spec with dbus says.
+	doctor := func(dbus *bool) Check {
+		t.Helper()
+		d, err := Open(ctx, sweep.Host{Name: "h", Driver: sweep.DriverSSH, Address: h.Addr, Unit: "sglang.service", GPUs: 4, DBus: dbus},
+			Options{Sweep: "s", Port: 30000, ssh: &o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		var lines []Check
+		for _, c := range d.Doctor(ctx) {
+			if c.Name == "dbus" {
+				lines = append(lines, c)
+			}
+		}
+		if len(lines) != 1 {
+			t.Fatalf("doctor with dbus %v: %d dbus lines: %+v", dbusSaid(dbus), len(lines), lines)
+		}
+		return lines[0]
+	}
 	for _, c := range []struct {
-		dbus *bool
-		bus  bool
-	}{{&yes, true}, {nil, true}, {&no, false}} {
+		dbus   *bool
+		bus    bool
+		doctor CheckStatus
+	}{{&yes, true, CheckOK}, {nil, true, CheckOK}, {&no, false, CheckSkip}} {
 		u, err := cycle(c.dbus)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, bus := u.(*dbusUnit); bus != c.bus {
-			t.Errorf("dbus %v: the unit is driven with %T", c.dbus, u)
+			t.Errorf("dbus %v: the unit is driven with %T", dbusSaid(c.dbus), u)
+		}
+		if d := doctor(c.dbus); d.Status != c.doctor {
+			t.Errorf("doctor with dbus %v: %+v, want %s", dbusSaid(c.dbus), d, c.doctor)
 		}
 	}
 	if len(events) > 0 {
@@ -873,4 +897,21 @@ func TestSpecDBus(t *testing.T) {
 	if _, ok := u.(*systemctlUnit); !ok || len(events) != 1 || !strings.HasPrefix(events[0], "dbus_unavailable: ") {
 		t.Errorf("dbus unset, the bus refused: the unit is driven with %T, events %q", u, events)
 	}
+	// The refused bus in doctor: a failure where the spec asks for it, a warning where it is tried.
+	for _, c := range []struct {
+		dbus   *bool
+		status CheckStatus
+	}{{&yes, CheckFail}, {nil, CheckWarn}, {&no, CheckSkip}} {
+		if d := doctor(c.dbus); d.Status != c.status || (c.dbus == nil || *c.dbus) && !strings.Contains(d.Detail, "refused to forward") {
+			t.Errorf("doctor with dbus %v, the bus refused: %+v, want %s saying sshd refused", dbusSaid(c.dbus), d, c.status)
+		}
+	}
+}
+
+// dbusSaid prints a spec's dbus: true, false or unset.
+func dbusSaid(b *bool) string {
+	if b == nil {
+		return "unset"
+	}
+	return strconv.FormatBool(*b)
 }

@@ -47,6 +47,8 @@ type DoctorTarget struct {
 	Fit Fit
 	// Dir: the spec file's folder, for a local relative command (Options.SpecDir).
 	Dir string
+	// DBus is the spec's hosts[].dbus (nil: unset), for the "dbus" check (driver ssh).
+	DBus *bool
 }
 
 // DoctorTimeout bounds an unreachable host's checks: reaching it, its host key and the login.
@@ -157,6 +159,7 @@ func doctorUnit(dctx context.Context, c *Conn, t DoctorTarget, add func(string, 
 	default:
 		add("systemctl", CheckWarn, "systemd is %q", state)
 	}
+	doctorDBus(dctx, c, t, add)
 	show, err := sudo("systemctl show -p LoadState,ActiveState,MainPID,FragmentPath -- " + ShellQuote(t.Unit))
 	st := parseShow([]byte(show), c.o.Clock.Now())
 	switch {
@@ -210,6 +213,31 @@ func doctorUnit(dctx context.Context, c *Conn, t DoctorTarget, add func(string, 
 	disk, err := run("df -Pk /var/log | tail -n1")
 	doctorDisk(disk, err, add)
 	return nil
+}
+
+// doctorDBus says how a sweep will drive the unit (docs/spec.md, hosts[].dbus): over systemd's
+// D-Bus API through the SSH connection, tried here as a start tries it, or with systemctl. A bus a
+// spec asks for (dbus: true) that cannot be reached fails; unset, it warns, since every command is
+// then a process on the host.
+func doctorDBus(ctx context.Context, c *Conn, t DoctorTarget, add func(string, CheckStatus, string, ...any)) {
+	switch {
+	case t.DBus != nil && !*t.DBus:
+		add("dbus", CheckSkip, "dbus: false: the unit is driven with systemctl")
+		return
+	case t.DBus == nil && c.User() != "root":
+		add("dbus", CheckSkip, "not a root login: the unit is driven with sudo systemctl")
+		return
+	}
+	u, err := dialDBus(ctx, c, t.Unit)
+	switch {
+	case err == nil:
+		u.close()
+		add("dbus", CheckOK, "systemd's D-Bus API answers over SSH: the unit is driven without a systemctl process per command")
+	case t.DBus != nil:
+		add("dbus", CheckFail, "dbus: true, but systemd's D-Bus API over SSH: %v", err)
+	default:
+		add("dbus", CheckWarn, "systemd's D-Bus API over SSH: %v: the unit will be driven with systemctl, a process on the host per command (dbus: false skips the attempt)", err)
+	}
 }
 
 // unitOfCgroup finds the systemd unit in /proc/PID/cgroup text.

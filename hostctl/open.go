@@ -339,7 +339,7 @@ func (d *openSSH) Slot(k int) Host {
 }
 
 func (d *openSSH) Doctor(ctx context.Context) []Check {
-	t := DoctorTarget{Name: d.h.Name, Unit: d.h.Unit, Port: d.o.Port, SSH: SSHOptionsOf(d.h, d.o), Fit: d.o.Fit}
+	t := DoctorTarget{Name: d.h.Name, Unit: d.h.Unit, Port: d.o.Port, SSH: SSHOptionsOf(d.h, d.o), Fit: d.o.Fit, DBus: d.h.DBus}
 	return doctorSSH(ctx, t.withDefaults(), doctorUnit)
 }
 

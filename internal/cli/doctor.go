@@ -17,7 +17,7 @@ import (
 
 func doctorCmd() command {
 	return newCommand("doctor", "SPEC",
-		"Check every host of a spec: SSH, host key, login, root/sudo, systemctl, the unit, the port, GPUs, disk.", doctorRun).
+		"Check every host of a spec: SSH, host key, login, root/sudo, systemctl, the D-Bus API, the unit, the port, GPUs, disk.", doctorRun).
 		withExamples("specsweep doctor sweep.yaml",
 			"specsweep doctor --accept-new-host-keys sweep.yaml     # first contact with new hosts")
 }
