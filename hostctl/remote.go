@@ -437,14 +437,7 @@ func (r *Remote) startUnit(ctx context.Context, l Launch, prevID string, reload,
 		// systemd refused the unit as configured.
 		ev := strings.Split(strings.TrimSpace(sr.stderr), "\n")
 		if id != "" && id != prevID { // a new invocation ran (ExecStartPre=...): its lines
-			q := ShellQuote(id)
-			// journald reads a process's output stream apart from PID 1's own messages, so
-			// systemd's "Control process exited" may be in the journal before the line the
-			// process wrote last (CI saw it): wait up to 5 s for one of the process's lines (2 s
-			// were not enough on a loaded machine: TestStartRefusedBySystemd).
-			wait := "i=0; while [ $i -lt 25 ]; do i=$((i+1)); [ -n \"$(journalctl --no-pager -q -o cat -n 1 _SYSTEMD_INVOCATION_ID=" + q +
-				")\" ] && break; journalctl --sync 2>/dev/null; sleep 0.2; done; "
-			if jr, jerr := r.run(ctx, wait+"journalctl --no-pager -q -o cat -n 20 _SYSTEMD_INVOCATION_ID="+q+" + INVOCATION_ID="+q, 15*time.Second); jerr == nil {
+			if jr, jerr := r.run(ctx, refusedStartJournal(r.o.Unit, id), 15*time.Second); jerr == nil {
 				ev = append(ev, strings.Split(strings.TrimSpace(string(jr.Stdout)), "\n")...)
 			}
 		}
@@ -462,6 +455,26 @@ func (r *Remote) startUnit(ctx context.Context, l Launch, prevID string, reload,
 	r.current = in
 	r.mu.Unlock()
 	return in, nil
+}
+
+// refusedStartJournal is the script that reads a refused start's journal lines: its control
+// processes' output (ExecCondition=, ExecStartPre=, ExecStartPost=) and systemd's lines about the
+// invocation id. journald reads a process's output stream apart from PID 1's own messages, so
+// systemd's "Control process exited" may be in the journal before the line the process wrote last
+// (CI saw it): it waits up to 5 s for one of the process's lines (2 s were not enough on a loaded
+// machine). And journald takes a line's invocation id from its writer's cgroup, which it cannot
+// read once a short-lived process has exited (it falls back to the unit its stream named:
+// client_context_read_cgroup in systemd's src/journal/journald-context.c), so under load an
+// ExecStartPre's last words came without one (CI, 2026-12-07): each control process's lines are
+// matched by unit and PID too, the PIDs from systemctl show.
+func refusedStartJournal(unit, id string) string {
+	u, q := ShellQuote(unit), ShellQuote(id)
+	return "set -- _SYSTEMD_INVOCATION_ID=" + q + "; " +
+		"for p in $(systemctl show -p ExecCondition -p ExecStartPre -p ExecStartPost -- " + u +
+		" | grep -o ' ; pid=[1-9][0-9]* ; ' | tr -cd '0-9\\n'); do set -- \"$@\" + _SYSTEMD_UNIT=" + u + " _PID=\"$p\"; done; " +
+		"i=0; while [ $i -lt 25 ]; do i=$((i+1)); [ -n \"$(journalctl --no-pager -q -o cat -n 1 \"$@\")\" ] && break; " +
+		"journalctl --sync 2>/dev/null; sleep 0.2; done; " +
+		"journalctl --no-pager -q -o cat -n 20 \"$@\" + INVOCATION_ID=" + q
 }
 
 // prepareFrom readies the unit for a start: a slot's unit made from the operator's (ensureSlot);
