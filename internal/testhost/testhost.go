@@ -166,6 +166,10 @@ var (
 	simErr  error
 )
 
+// simKeep is how long a simulator build is kept after its process is gone: longer than any test
+// run (make test's packages have 60 minutes).
+const simKeep = 2 * time.Hour
+
 // SimBinary builds sglangsim once per test process and returns its path.
 func SimBinary(t testing.TB) string {
 	t.Helper()
@@ -957,11 +961,21 @@ func reapStale() {
 			}
 		}
 	}
+	// A simulator build whose process is gone, and older than any test run: a live test process's
+	// build went missing mid-run once (CI, 2026-12-07: "fork/exec /var/tmp/sst-sim-12167/sglangsim:
+	// no such file or directory" in a test that had run it minutes before); pids are reused (this
+	// machine's pid_max is 32768, and every process of every test host takes one), so a pid's
+	// absence alone is no proof that its build is unused.
 	sims, _ := filepath.Glob("/var/tmp/sst-sim-*")
 	for _, d := range sims {
-		if pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "sst-sim-")); err == nil && !alive(pid) {
-			_ = os.RemoveAll(d)
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "sst-sim-"))
+		if err != nil || alive(pid) {
+			continue
 		}
+		if fi, err := os.Stat(filepath.Join(d, "sglangsim")); err == nil && time.Since(fi.ModTime()) < simKeep {
+			continue
+		}
+		_ = os.RemoveAll(d)
 	}
 	// Builds of earlier versions of this harness (random names): removed once surely unused.
 	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "sst-sim-*"))
