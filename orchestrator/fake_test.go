@@ -36,6 +36,9 @@ type behaviour struct {
 	// level is aborted with no measured request failed, and Check reports crash only from its second
 	// call after that level (a unit's state shows a death a moment after the connections break).
 	warmupDies bool
+	// diesSlowly: with warmupDies, Check reports the crash only from this call on (a Slurm job's
+	// state shows a killed rank a few polls later); 0 is 2.
+	diesSlowly int
 }
 
 // fakeWorld holds every fake host and checks invariants across them: one server per host at a time,
@@ -162,7 +165,7 @@ func (i *fakeInstance) Check(ctx context.Context) (*hostctl.Failure, error) {
 		return i.b.crash, nil
 	}
 	if i.b.warmupDies && i.levels > 0 {
-		if i.deadChecks++; i.deadChecks >= 2 {
+		if i.deadChecks++; i.deadChecks >= max(2, i.b.diesSlowly) {
 			return i.b.crash, nil
 		}
 	}

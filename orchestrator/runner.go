@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/specsweep/specsweep/hostctl"
@@ -850,6 +851,16 @@ func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hos
 		if lerr := a.inst.HostLost(ctx); lerr != nil {
 			return &hostctl.Failure{Class: hostctl.ClassHostUnreachable, Detail: why + ": " + lerr.Error(), Err: lerr}
 		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			// Nothing listens on the server's port: it is gone or going, not hung. Its unit or job
+			// says why, up to LivenessTimeout later (a killed rank of a two-node Slurm job showed in
+			// the job's state after the runner's four checks, CI 2026-12-07).
+			if f := r.awaitCause(ctx, a); f != nil {
+				return f
+			}
+			detail = fmt.Sprintf("server gone: %s and nothing listens on its port (%v), though its unit has not said why within %s", why, err, r.cfg.LivenessTimeout)
+			break
+		}
 		detail = fmt.Sprintf("server hung: %s and /health_generate did not answer within %s (%v)", why, r.cfg.LivenessTimeout, err)
 	case resp.StatusCode == http.StatusServiceUnavailable:
 		// SGLang answers 503 when its health generation got no answer from the scheduler in time.
@@ -865,6 +876,24 @@ func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hos
 		return nil
 	}
 	return &hostctl.Failure{Class: hostctl.ClassCrashDuringLoad, Detail: detail}
+}
+
+// awaitCause checks the instance every CheckInterval for LivenessTimeout, for the failure of a
+// server whose port was refused.
+func (r *Runner) awaitCause(ctx context.Context, a *attempt) *hostctl.Failure {
+	for end := r.cfg.Clock.Now().Add(r.cfg.LivenessTimeout); ; {
+		if f := r.check(ctx, a); f != nil {
+			return f
+		}
+		if !r.cfg.Clock.Now().Before(end) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.cfg.Clock.After(r.cfg.CheckInterval):
+		}
+	}
 }
 
 // check asks the instance whether it failed after being ready. A failure reported while load runs

@@ -647,6 +647,28 @@ func TestServerStopReachesTheLaunch(t *testing.T) {
 	}
 }
 
+// TestRefusedProbeWaitsForTheCause: a server whose death its unit shows only after the runner's
+// checks of an aborted level (a Slurm job's ranks, polled) refuses the liveness probe: that is a
+// server gone, not hung, and the runner waits for the unit's cause (CI, 2026-12-07:
+// TestSlurmSweepSpansNodes's killed rank was named "server hung ... connection refused").
+func TestRefusedProbeWaitsForTheCause(t *testing.T) {
+	h := newHarness(t, 1, func(host string, l hostctl.Launch, n int) behaviour {
+		if argAfter(l.Argv, "--speculative-num-steps") == "2" && argAfter(l.Argv, "--tp-size") == "1" {
+			return behaviour{warmupDies: true, diesSlowly: 12, crash: &hostctl.Failure{Class: hostctl.ClassCrashDuringLoad,
+				Detail: "rank 1 on node-b: main process exited, code=killed, status=9/KILL"}}
+		}
+		return behaviour{}
+	})
+	_, out, err := h.run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := h.query("SELECT failure_class, failure_detail FROM point_summary WHERE state = 'failed'")
+	if out.Failed != 1 || len(rows) != 1 || rows[0][0] != "crash_during_load" || !strings.HasPrefix(fmt.Sprint(rows[0][1]), "rank 1 on node-b:") {
+		t.Errorf("failed points %v, want the dead server's crash_during_load naming rank 1", rows)
+	}
+}
+
 // TestAbortedLevelAsksTheServer: a server that dies as a level begins fails every warmup request, so
 // the level is aborted with no measured request failed; the runner must still ask the server why
 // (its death shows in the unit's state a moment later) and fail the point with that cause, not
