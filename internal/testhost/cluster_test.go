@@ -122,6 +122,20 @@ func TestHarnessNames(t *testing.T) {
 	}
 }
 
+// deadPid is a pid that surely ended: a child the test started and reaped (the test skips if it
+// was reused at once).
+func deadPid(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(cmd.Process.Pid) {
+		t.Skip("the pid was reused at once")
+	}
+	return cmd.Process.Pid
+}
+
 // TestReapStaleBridge: the bridge of a cluster whose test process died is removed by a later boot.
 func TestReapStaleBridge(t *testing.T) {
 	if msg := Requirements(); msg != "" {
@@ -130,15 +144,7 @@ func TestReapStaleBridge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("testhost: real hosts are skipped with -short")
 	}
-	// A pid that surely ended: a child this test started and reaped.
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := cmd.Process.Pid
-	if alive(dead) {
-		t.Skip("the pid was reused at once")
-	}
+	dead := deadPid(t)
 	name := fmt.Sprintf("s%db254", dead) // no address: nothing routes to it
 	if err := run("ip", "link", "add", "name", name, "type", "bridge"); err != nil {
 		t.Fatal(err)
@@ -160,15 +166,7 @@ func TestReapStaleSimulatorBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("testhost: real hosts are skipped with -short")
 	}
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := cmd.Process.Pid
-	if alive(dead) {
-		t.Skip("the pid was reused at once")
-	}
-	dir := fmt.Sprintf("/var/tmp/sst-sim-%d", dead)
+	dir := fmt.Sprintf("/var/tmp/sst-sim-%d", deadPid(t))
 	if _, err := os.Stat(dir); err == nil {
 		t.Skipf("%s is there already", dir)
 	}
