@@ -796,15 +796,11 @@ func (r *Runner) measure(ctx context.Context, a *attempt, cfg workload.Config) (
 		// died as the level began fails no measured request): the server may have died just now,
 		// before the monitor looked. Give the unit a moment to show it, so the cause is named
 		// rather than a count of failed requests.
-		for range 4 {
-			if f := r.check(ctx, a); f != nil {
-				return res, f, nil
-			}
-			select {
-			case <-ctx.Done():
-				return res, nil, ctx.Err()
-			case <-r.cfg.Clock.After(r.cfg.CheckInterval):
-			}
+		if f := r.awaitCause(ctx, a, 4); f != nil {
+			return res, f, nil
+		}
+		if ctx.Err() != nil {
+			return res, nil, ctx.Err()
 		}
 	}
 	if err != nil {
@@ -855,7 +851,7 @@ func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hos
 			// Nothing listens on the server's port: it is gone or going, not hung. Its unit or job
 			// says why, up to LivenessTimeout later (a killed rank of a two-node Slurm job showed in
 			// the job's state after the runner's four checks, CI 2026-12-07).
-			if f := r.awaitCause(ctx, a); f != nil {
+			if f := r.awaitCause(ctx, a, int(r.cfg.LivenessTimeout/r.cfg.CheckInterval)+1); f != nil {
 				return f
 			}
 			detail = fmt.Sprintf("server gone: %s and nothing listens on its port (%v), though its unit has not said why within %s", why, err, r.cfg.LivenessTimeout)
@@ -878,22 +874,22 @@ func (r *Runner) probeLiveness(ctx context.Context, a *attempt, why string) *hos
 	return &hostctl.Failure{Class: hostctl.ClassCrashDuringLoad, Detail: detail}
 }
 
-// awaitCause checks the instance every CheckInterval for LivenessTimeout, for the failure of a
-// server whose port was refused.
-func (r *Runner) awaitCause(ctx context.Context, a *attempt) *hostctl.Failure {
-	for end := r.cfg.Clock.Now().Add(r.cfg.LivenessTimeout); ; {
+// awaitCause checks the instance up to n times, CheckInterval apart, for the failure of a server
+// that may have just died: nil if none showed (or ctx ended).
+func (r *Runner) awaitCause(ctx context.Context, a *attempt, n int) *hostctl.Failure {
+	for i := range n {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-r.cfg.Clock.After(r.cfg.CheckInterval):
+			}
+		}
 		if f := r.check(ctx, a); f != nil {
 			return f
 		}
-		if !r.cfg.Clock.Now().Before(end) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.cfg.Clock.After(r.cfg.CheckInterval):
-		}
 	}
+	return nil
 }
 
 // check asks the instance whether it failed after being ready. A failure reported while load runs
