@@ -176,7 +176,10 @@ func TestEvLoopManyCutStreams(t *testing.T) {
 }
 
 // Pauses between events show in the timestamps: the ITLs are the server's pauses, not the time the
-// loop takes to come round.
+// loop takes to come round. The median is checked, not the least ITL: a read the scheduler delays
+// by d (3-6 ms with two cores busy) shortens the gap before the next event by d, and two events
+// read together are rightly one instant apart, so no single ITL has a lower bound. The TTFT has
+// one: the server sleeps a gap before the first event.
 func TestEvLoopTimestamps(t *testing.T) {
 	const gap = 20 * time.Millisecond
 	base, _ := rawServer(t, func(c net.Conn, n int) bool {
@@ -198,7 +201,7 @@ func TestEvLoopTimestamps(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := float64(gap) / float64(time.Millisecond)
-	if res.Completed != 8 || res.ITL.Count != 8*4 || res.ITL.Min < ms*0.9 || res.ITL.Median > ms*3 || res.TTFT.Min < ms*0.9 {
+	if res.Completed != 8 || res.ITL.Count != 8*4 || res.ITL.Median < ms*0.9 || res.ITL.Median > ms*3 || res.TTFT.Min < ms*0.99 {
 		t.Fatalf("completed %d, ITL %+v, TTFT %+v; want ITLs and TTFT of about %v", res.Completed, res.ITL, res.TTFT, gap)
 	}
 }
