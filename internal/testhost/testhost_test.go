@@ -146,6 +146,89 @@ func TestHostsHaveCgroupsOfTheirOwn(t *testing.T) {
 	t.Logf("cgroups inside each host: %q", paths)
 }
 
+// TestHostsShareOneCPUGroup: every process of a test host, its systemd, a unit it starts and an SSH
+// login, is in the host's cgroup of the cpu controller under sst-hosts (cgroup.go). Outside one,
+// each is weighed as a session of its own by autogroup scheduling, and busy hosts starved the test
+// process's own session.
+func TestHostsShareOneCPUGroup(t *testing.T) {
+	if msg := Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	if cpuCgroupOf(t, "self") == "" {
+		t.Skip("no cgroup v1 cpu hierarchy on this machine")
+	}
+	h := Boot(t, 1, Options{NoUnit: true})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if out, err := h.Run(ctx, "systemd-run --unit=busy sleep 600"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	// An SSH login's command runs while the check runs: its sshd and shell are processes of the
+	// host too.
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _, _ = h.Run(lctx, "exec sleep 601") }()
+	var sys string
+	for _, d := range h.cgroups {
+		if strings.Contains(d, "/systemd/") {
+			sys = d
+		}
+	}
+	if sys == "" {
+		t.Fatalf("no name=systemd cgroup among %v", h.cgroups)
+	}
+	want := "/" + cgroupParent + "/" + h.Name
+	names := map[string]bool{}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && !(names["sleep"] && names["sshd"] && names["systemd"]) {
+		names = map[string]bool{}
+		err := filepath.WalkDir(sys, func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() || e.Name() != "cgroup.procs" {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return nil // a cgroup removed meanwhile
+			}
+			for _, pid := range strings.Fields(string(b)) {
+				cpu := cpuCgroupOf(t, pid)
+				comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+				if cpu == "" {
+					continue // gone meanwhile
+				}
+				if cpu != want && !strings.HasPrefix(cpu, want+"/") {
+					t.Errorf("%s (pid %s, %s) is in cpu cgroup %s, not under %s", strings.TrimSpace(string(comm)),
+						pid, strings.TrimPrefix(p, sys), cpu, want)
+				}
+				names[strings.TrimSpace(string(comm))] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !(names["sleep"] && names["sshd"] && names["systemd"]) {
+		t.Errorf("processes seen %v; want the unit's sleep, the login's sshd and systemd among them", names)
+	}
+}
+
+// cpuCgroupOf is the path of pid's ("self" for this process) cgroup in the v1 cpu controller's
+// hierarchy, "" when it has none or is gone.
+func cpuCgroupOf(t *testing.T, pid string) string {
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && hasOption(f[1], "cpu") {
+			return f[2]
+		}
+	}
+	return ""
+}
+
 func TestOperatorUnitIsOperatorStyle(t *testing.T) {
 	u := string(OperatorUnit(nil, map[string]string{"SGLANGSIM_TIME_SCALE": "0.01"}))
 	for _, want := range []string{"# /etc/systemd/system/sglang.service", "ExecStart=" + SimPath + " --model-path",
