@@ -116,7 +116,7 @@ func (c *Conn) Run(ctx context.Context, cmd Cmd) (Output, error) {
 			if attempt == 0 && ctx.Err() == nil {
 				continue
 			}
-			return out, &UnreachableError{Addr: c.t.addr, Err: err}
+			return out, c.unreachable(gen, err)
 		}
 		stdout := &capWriter{max: cmd.MaxOutput}
 		stderr := &capWriter{max: cmd.MaxOutput}
@@ -145,7 +145,7 @@ func (c *Conn) Run(ctx context.Context, cmd Cmd) (Output, error) {
 		}
 		// The channel closed without an exit status: the connection broke.
 		c.markDead(gen)
-		return out, &UnreachableError{Addr: c.t.addr, Err: err}
+		return out, c.unreachable(gen, err)
 	}
 }
 

@@ -30,6 +30,8 @@ type Conn struct {
 	sftp       *sftp.Client
 	sftpGen    int
 	closed     bool
+	lostGen    int    // the connection lostWhy is of
+	lostWhy    string // why this side closed connection lostGen (setLost)
 	reconnects atomic.Int64
 	sessions   atomic.Int64 // sessions opened (each costs the host a process and PAM's session)
 	shellCmds  atomic.Int64 // commands sent to the persistent shell (round trips)
@@ -239,10 +241,35 @@ func (c *Conn) keepalive(cl *ssh.Client, gen int) {
 				cl.Close()
 			}
 		case <-c.o.Clock.After(c.o.KeepaliveTimeout):
+			c.setLost(gen, fmt.Sprintf("closed after no answer to a keepalive within %v", c.o.KeepaliveTimeout))
 			cl.Close()
 		case <-done:
 		}
 	}
+}
+
+// setLost records why connection gen was closed, for the errors of what then fails on it.
+func (c *Conn) setLost(gen int, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lostGen, c.lostWhy = gen, why
+}
+
+// unreachable is the error of an operation that failed on connection gen because it broke, with why
+// this side closed it when it did (a keepalive unanswered: an operation's own error is a bare EOF).
+func (c *Conn) unreachable(gen int, err error) *UnreachableError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lostGen == gen && c.lostWhy != "" {
+		err = fmt.Errorf("%s: %w", c.lostWhy, err)
+	}
+	return &UnreachableError{Addr: c.t.addr, Err: err}
+}
+
+// broken says whether cl's transport is gone: a request on a closed connection fails at once.
+func broken(cl *ssh.Client) bool {
+	_, _, err := cl.SendRequest("keepalive@openssh.com", true, nil)
+	return err != nil
 }
 
 func (c *Conn) markDead(gen int) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -586,5 +587,75 @@ func TestDBusAfterReconnect(t *testing.T) {
 	}
 	if err := r.Restore(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSFTPStartsAfterAStalledConnection: the connection's sshd stops answering while the SFTP
+// client starts on it; the keepalive closes the connection after 3 s, and the file is written over
+// a new one, as a command's session is. Before, the write failed with "sftp: EOF" (the SFTP start
+// was not retried; a CI run under load failed so, 2026-12-07).
+func TestSFTPStartsAfterAStalledConnection(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{NoUnit: true})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c, err := DialSSH(ctx, SSHOptions{Address: h.Addr, User: "root", IdentityFile: h.KeyFile,
+		KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Run(ctx, Cmd{Args: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	stopConnection(ctx, t, h, c)
+	if err := c.WriteFileAtomic(ctx, "/tmp/after-a-stall", []byte("written\n"), 0o644); err != nil {
+		t.Fatalf("a write while the connection's sshd is stopped: %v", err)
+	}
+	if b, err := h.ReadFile("/tmp/after-a-stall"); err != nil || string(b) != "written\n" {
+		t.Fatalf("the file: %q %v", b, err)
+	}
+	if n := c.Reconnects(); n != 1 {
+		t.Errorf("%d reconnects; want 1", n)
+	}
+	// A command cut off by the keepalive is not run again: its error says why the connection went.
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx, Cmd{Args: []string{"sleep", "30"}})
+		res <- err
+	}()
+	time.Sleep(time.Second)
+	stopConnection(ctx, t, h, c)
+	err = <-res
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "closed after no answer to a keepalive within 3s") {
+		t.Errorf("a command on a connection the keepalive closed: %v; want host_unreachable saying so", err)
+	}
+}
+
+// stopConnection stops (SIGSTOP) the host's processes that hold c's connection, sshd's for its
+// login, and kills them when the test ends.
+func stopConnection(ctx context.Context, t *testing.T, h *testhost.Host, c *Conn) {
+	cl, _, err := c.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(cl.LocalAddr().String())
+	out, err := h.Nsenter(ctx, "ss", "-Htnp", "state", "established", "( sport = :22 and dport = :"+port+" )")
+	if err != nil {
+		t.Fatalf("ss: %v %s", err, out)
+	}
+	pids := regexp.MustCompile(`pid=(\d+)`).FindAllStringSubmatch(string(out), -1)
+	if len(pids) == 0 {
+		t.Fatalf("no process holds the connection from port %s: %q", port, out)
+	}
+	for _, p := range pids {
+		if out, err := h.Nsenter(ctx, "kill", "-STOP", p[1]); err != nil {
+			t.Fatalf("kill -STOP %s: %v %s", p[1], err, out)
+		}
+		t.Cleanup(func() { _, _ = h.Nsenter(context.Background(), "kill", "-KILL", p[1]) })
 	}
 }

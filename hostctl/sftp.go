@@ -19,56 +19,79 @@ import (
 )
 
 // sftpClient returns the SFTP client on the current connection; a non-root
-// login runs sftp-server under `sudo -n`.
+// login runs sftp-server under `sudo -n`. Like Run, it reconnects once when
+// the connection turns out broken as the client starts (nothing was done on it
+// yet): a keepalive left unanswered by a host busy for a few seconds closes the
+// connection, and a file operation then failed at once with "sftp: EOF".
 func (c *Conn) sftpClient(ctx context.Context) (*sftp.Client, int, error) {
-	cl, gen, err := c.Client(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	c.mu.Lock()
-	if c.sftp != nil && c.sftpGen == gen {
-		s := c.sftp
+	for attempt := 0; ; attempt++ {
+		cl, gen, err := c.Client(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		c.mu.Lock()
+		if c.sftp != nil && c.sftpGen == gen {
+			s := c.sftp
+			c.mu.Unlock()
+			return s, gen, nil
+		}
 		c.mu.Unlock()
-		return s, gen, nil
-	}
-	c.mu.Unlock()
-	var sc *sftp.Client
-	if c.t.user == "root" {
-		sc, err = sftp.NewClient(cl)
-	} else {
-		var s *ssh.Session
-		s, err = c.newSession(cl)
-		if err == nil {
-			var w io.WriteCloser
-			var r io.Reader
-			if w, err = s.StdinPipe(); err == nil {
-				if r, err = s.StdoutPipe(); err == nil {
-					if err = s.Start("sudo -n /usr/lib/openssh/sftp-server"); err == nil {
-						sc, err = sftp.NewClientPipe(r, w)
-					}
+		sc, err := c.startSFTP(cl)
+		if err != nil {
+			if broken(cl) {
+				c.markDead(gen)
+				if attempt == 0 && ctx.Err() == nil {
+					continue
+				}
+				return nil, 0, c.unreachable(gen, fmt.Errorf("sftp: %w", err))
+			}
+			if c.t.user != "root" {
+				// sftp-server under sudo died: say why if it is sudo's password.
+				if _, serr := c.Run(ctx, Cmd{Args: []string{"true"}, Sudo: true, Timeout: 10 * time.Second}); errors.Is(serr, ErrSudoPassword) {
+					return nil, 0, serr
 				}
 			}
-			if err != nil {
-				s.Close()
-			}
+			return nil, 0, &UnreachableError{Addr: c.t.addr, Err: fmt.Errorf("sftp: %w", err)}
 		}
+		c.mu.Lock()
+		if c.sftp != nil {
+			c.sftp.Close()
+		}
+		c.sftp, c.sftpGen = sc, gen
+		c.mu.Unlock()
+		return sc, gen, nil
 	}
+}
+
+// startSFTP starts an SFTP client on cl: the server's sftp subsystem for root, sftp-server under
+// `sudo -n` for another login.
+func (c *Conn) startSFTP(cl *ssh.Client) (*sftp.Client, error) {
+	if c.t.user == "root" {
+		return sftp.NewClient(cl)
+	}
+	s, err := c.newSession(cl)
 	if err != nil {
-		if c.t.user != "root" {
-			// sftp-server under sudo died: say why if it is sudo's password.
-			if _, serr := c.Run(ctx, Cmd{Args: []string{"true"}, Sudo: true, Timeout: 10 * time.Second}); errors.Is(serr, ErrSudoPassword) {
-				return nil, 0, serr
-			}
-		}
-		return nil, 0, &UnreachableError{Addr: c.t.addr, Err: fmt.Errorf("sftp: %w", err)}
+		return nil, err
 	}
-	c.mu.Lock()
-	if c.sftp != nil {
-		c.sftp.Close()
+	w, err := s.StdinPipe()
+	if err != nil {
+		s.Close()
+		return nil, err
 	}
-	c.sftp, c.sftpGen = sc, gen
-	c.mu.Unlock()
-	return sc, gen, nil
+	r, err := s.StdoutPipe()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.Start("sudo -n /usr/lib/openssh/sftp-server"); err != nil {
+		s.Close()
+		return nil, err
+	}
+	sc, err := sftp.NewClientPipe(r, w)
+	if err != nil {
+		s.Close()
+	}
+	return sc, err
 }
 
 // withSFTP runs fn on the SFTP client, bounded by ctx (SFTP calls have no
