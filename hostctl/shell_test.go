@@ -157,3 +157,48 @@ func TestStartRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStopWhenSystemctlStartsSlowly: the stop's `systemctl stop` is bounded by a quarter second
+// (the persistent shell is shared), and on a loaded host systemctl can take longer than that to
+// start and queue the job: the stop is then queued without waiting for it. Before, a timed-out
+// systemctl that had not yet asked systemd left the unit running, and the stop waited until its
+// context ended (CI under load, 2026-12-07: "following the stop of sglang.service: context
+// deadline exceeded" after 1m45s). Here every systemctl on the host starts half a second late.
+func TestStopWhenSystemctlStartsSlowly(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+	r := dialTestHost(t, h)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	in, err := r.Start(ctx, launch(driver{simBin: testhost.SimPath}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = h.Nsenter(rctx, "rm", "-f", "/usr/local/sbin/systemctl")
+		r.Restore(rctx)
+	}()
+	if _, err := in.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// First on root's PATH (/usr/local/sbin), for the shell's commands from now on.
+	slow := "#!/bin/sh\nsleep 0.5\nexec /usr/bin/systemctl \"$@\"\n"
+	if err := h.WriteFile("/usr/local/sbin/systemctl", []byte(slow), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	res, err := in.Stop(sctx, nil)
+	if err != nil || !res.Clean {
+		t.Fatalf("stop with a slow systemctl: %+v %v", res, err)
+	}
+	out, err := h.Run(ctx, "/usr/bin/systemctl is-active sglang.service")
+	if st := strings.TrimSpace(string(out)); st != "inactive" {
+		t.Errorf("the unit is %q after the stop (%v)", st, err)
+	}
+}

@@ -126,9 +126,11 @@ const tidiedLine = "@@specsweep-reset-failed@@"
 // stopWait: the stop is `systemctl stop` itself, sent only when the state read just before says the
 // process runs, bounded by timeout(1) (a stop job goes on when the
 // client waiting for it ends): it returns the moment systemd has seen every process of the unit gone,
-// where a wait for the main process saw the unit still deactivating until systemd caught up. A
-// failed systemctl stop ends the script before the separator, an error as stop's. Sent again on a
-// fresh connection by readAlongside when the first broke: queuing a stop twice is harmless.
+// where a wait for the main process saw the unit still deactivating until systemd caught up. When
+// the bound cut it off, `systemctl --no-block stop` queues the stop: on a loaded host systemctl may
+// not yet have asked systemd (TestStopWhenSystemctlStartsSlowly), and a stop already queued is the
+// same job. A failed systemctl stop ends the script before the separator, an error as stop's. Sent
+// again on a fresh connection by readAlongside when the first broke: queuing a stop twice is harmless.
 func (u *systemctlUnit) stopWait(ctx context.Context, send bool, upTo time.Duration, wait, script string) (State, State, bool, Output, error) {
 	q := ShellQuote(u.unit)
 	if send {
@@ -136,7 +138,8 @@ func (u *systemctlUnit) stopWait(ctx context.Context, send bool, upTo time.Durat
 		// waiting to restart (auto-restart).
 		wait = "s=$(" + showCmd(u.unit) + "); printf '%s\\n' \"$s\"; echo " + preSep + "; case \"$s\" in *SubState=auto-restart*) ;; " +
 			"*ActiveState=active*|*ActiveState=deactivating*|*ActiveState=reloading*) timeout " + strconv.FormatFloat(upTo.Seconds(), 'f', 3, 64) +
-			" systemctl stop -- " + q + "; rc=$?; [ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc;; esac; "
+			" systemctl stop -- " + q + "; rc=$?; [ $rc -eq 124 ] && { systemctl --no-block stop -- " + q + " || exit $?; }; " +
+			"[ $rc -eq 0 ] || [ $rc -eq 124 ] || exit $rc;; esac; "
 	}
 	pre := wait + "s=$(" + showCmd(u.unit) + "); printf '%s\\n' \"$s\"; " +
 		"case \"$s\" in *ActiveState=inactive*|*ActiveState=failed*) systemctl reset-failed -- " + q + " 2>/dev/null; echo " + tidiedLine + ";; esac; "
