@@ -98,8 +98,7 @@ func bootApplyHost(t *testing.T, dbus bool) *applyHost {
 	if out, err := h.Nsenter(ctx, "sh", "-c", "systemctl daemon-reload && systemctl restart sglang.service"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: dbus, SSH: SSHOptions{Address: h.Addr, User: "root",
-		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: dbus, SSH: rootSSH(h)})
 	if err != nil {
 		t.Fatal(err)
 	}

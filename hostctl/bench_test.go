@@ -32,8 +32,7 @@ func benchHostOpts(b *testing.B, dbus bool) (*testhost.Host, *Remote) {
 	h := testhost.Boot(b, 1, testhost.Options{Measured: true})[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: dbus, SSH: SSHOptions{Address: h.Addr, User: "root",
-		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: dbus, SSH: rootSSH(h)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -81,8 +81,7 @@ func contractDrivers(t *testing.T) []driver {
 		h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
-		r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: true, SSH: SSHOptions{Address: h.Addr, User: "root",
-			IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+		r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: true, SSH: rootSSH(h)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,11 +123,27 @@ func sshDriver(t *testing.T) driver {
 	}}
 }
 
+// rootSSH is how the tests log in to test host h: as root with its test key, its host key the
+// only one known, no ~/.ssh/config and no agent.
+func rootSSH(h *testhost.Host) SSHOptions {
+	return SSHOptions{Address: h.Addr, User: "root", IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}
+}
+
+// bootRemote boots a test host whose unit runs the simulator fast (fastEnv) and dials it, or skips
+// the test where test hosts cannot boot.
+func bootRemote(t *testing.T) (*testhost.Host, *Remote) {
+	t.Helper()
+	if msg := testhost.Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+	return h, dialTestHost(t, h)
+}
+
 func dialTestHost(t *testing.T, h *testhost.Host) *Remote {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
-		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, SSH: rootSSH(h)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -811,7 +826,7 @@ func TestSpecDBus(t *testing.T) {
 	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	o := SSHOptions{Address: h.Addr, User: "root", IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}
+	o := rootSSH(h)
 	l := launch(driver{simBin: testhost.SimPath}, nil)
 	l.Kill = true
 	yes, no := true, false

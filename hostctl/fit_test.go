@@ -69,7 +69,7 @@ func TestDoctorWeighsTheModel(t *testing.T) {
 	if out, err := h.Run(ctx, `mkdir -p "/models/big one" && printf '{"metadata": {"total_size": 244000000000}, "weight_map": {}}' > "/models/big one/model.safetensors.index.json"`); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	o := SSHOptions{Address: h.Addr, User: "root", IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}
+	o := rootSSH(h)
 	check := func(tps []int) Check {
 		t.Helper()
 		d, err := Open(ctx, sweep.Host{Name: "h", Driver: sweep.DriverSSH, Address: h.Addr, Unit: "sglang.service", GPUs: 4},

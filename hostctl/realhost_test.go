@@ -228,8 +228,7 @@ func TestCreateUnitAndGPUs(t *testing.T) {
 	h := testhost.Boot(t, 1, testhost.Options{NoUnit: true, GPUs: 8})[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	opts := RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
-		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}, GPUWait: 1500 * time.Millisecond}
+	opts := RemoteOptions{Name: h.Name, SSH: rootSSH(h), GPUWait: 1500 * time.Millisecond}
 	r, err := DialRemote(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -390,11 +389,7 @@ func TestFollowerLeavesNothing(t *testing.T) {
 // invocation's state.
 func TestStartRefusedBySystemd(t *testing.T) {
 	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
-	r := dialTestHost(t, h)
+	h, r := bootRemote(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	l := launch(driver{simBin: testhost.SimPath}, nil)
@@ -558,8 +553,7 @@ func TestDBusAfterReconnect(t *testing.T) {
 	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: true, SSH: SSHOptions{Address: h.Addr, User: "root",
-		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}})
+	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: true, SSH: rootSSH(h)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,8 +596,7 @@ func TestSFTPStartsAfterAStalledConnection(t *testing.T) {
 	h := testhost.Boot(t, 1, testhost.Options{NoUnit: true})[0]
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	c, err := DialSSH(ctx, SSHOptions{Address: h.Addr, User: "root", IdentityFile: h.KeyFile,
-		KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true})
+	c, err := DialSSH(ctx, rootSSH(h))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,11 +83,7 @@ func TestAcceptedHostKeyIsPinned(t *testing.T) {
 // and readiness, which sends it, still works); restore removes the file.
 func TestSecretsStayOffTheUnit(t *testing.T) {
 	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
-	r := dialTestHost(t, h)
+	h, r := bootRemote(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	const token, key = `hf_s3cret "q" $HOME \ ` + "`id`", "sk-apikey-42"

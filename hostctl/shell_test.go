@@ -61,11 +61,7 @@ func TestPersistentShell(t *testing.T) {
 // took a session of its own.
 func TestStartRoundTrips(t *testing.T) {
 	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
-	r := dialTestHost(t, h)
+	h, r := bootRemote(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	l := launch(driver{simBin: testhost.SimPath}, map[string]string{"A": "1"})
@@ -166,11 +162,7 @@ func TestStartRoundTrips(t *testing.T) {
 // deadline exceeded" after 1m45s). Here every systemctl on the host starts half a second late.
 func TestStopWhenSystemctlStartsSlowly(t *testing.T) {
 	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
-	if msg := testhost.Requirements(); msg != "" {
-		t.Skip(msg)
-	}
-	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
-	r := dialTestHost(t, h)
+	h, r := bootRemote(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	in, err := r.Start(ctx, launch(driver{simBin: testhost.SimPath}, nil))

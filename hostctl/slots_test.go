@@ -79,8 +79,7 @@ func TestPackedSlotsOnARealHost(t *testing.T) {
 	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, GPUs: 8, UnitEnabled: true})[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	opts := RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
-		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}, GPUWait: 1500 * time.Millisecond}
+	opts := RemoteOptions{Name: h.Name, SSH: rootSSH(h), GPUWait: 1500 * time.Millisecond}
 	if out, err := h.Run(ctx, "systemctl is-active sglang.service"); strings.TrimSpace(string(out)) != "active" {
 		t.Fatalf("the operator's server should run before the sweep: %s %v", out, err)
 	}
@@ -206,8 +205,7 @@ func TestPackedSlotKeepsAPrivateDropInPrivate(t *testing.T) {
 	if out, err := h.Nsenter(ctx, "systemctl", "daemon-reload"); err != nil {
 		t.Fatalf("daemon-reload: %v %s", err, out)
 	}
-	opts := RemoteOptions{Name: h.Name, SSH: SSHOptions{Address: h.Addr, User: "root",
-		IdentityFile: h.KeyFile, KnownHosts: h.KnownHosts, ConfigFile: "none", noAgent: true}, GPUWait: 1500 * time.Millisecond}
+	opts := RemoteOptions{Name: h.Name, SSH: rootSSH(h), GPUWait: 1500 * time.Millisecond}
 	// readable lists the files that hold the token and that user nobody can read.
 	readable := func() string {
 		out, _ := h.Nsenter(ctx, "runuser", "-u", "nobody", "--", "sh", "-c",
