@@ -5,11 +5,7 @@ DB        ?= specsweep.db
 QUICKSTART = examples/quickstart.yaml
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    = -X github.com/specsweep/specsweep/internal/cli.version=$(VERSION)
-# One more test binary at a time than cores (go test's default -p is the core count): internal/e2e
-# and hostctl run for most of `make test`, and the other packages waited behind them, the two cores
-# a third busy for the last minutes (docs/benchmarks.md, "The test suite").
-TESTP     ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
-TESTFLAGS ?= -count=1 -timeout 60m -p $(TESTP)
+TESTFLAGS ?= -count=1 -timeout 60m
 
 # SQLite: link the system's library when its headers are there (Debian's libsqlite3-dev) and it is new
 # enough for the store (3.33: sqlite_schema; store's TestLinkedSQLite checks every feature it uses),
