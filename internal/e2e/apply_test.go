@@ -93,7 +93,10 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 		t.Fatalf("after the rollback ExecStart is %q, want the winner's %q", got, execStart)
 	}
 
-	// 3. A configuration whose speed is off (the sweep's figures for it tripled): rolled back, exit 6.
+	// 3. A configuration whose speed is off (the sweep's figures for it ten times what was measured):
+	// rolled back, exit 6. Tripled was too little: the sweep's own figure was measured beside the
+	// other tests, and an apply check on a quieter machine measured 2.4 times it (CI with go test
+	// -p 3, 2026-12-07: 11156.7 output tok/s against 3 x 4575.9), within the tolerance of the triple.
 	// Another measured EAGLE3 point than the winner (on a loaded machine one may have failed in the
 	// sweep, and a point without runs has no figure to triple: CI saw "changed nothing").
 	other := ""
@@ -107,7 +110,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	if other == "" {
 		t.Fatalf("no EAGLE3 point other than the winner %s was measured", winner.label)
 	}
-	tamper(t, f.db, `UPDATE runs SET output_tok_s = output_tok_s * 3 WHERE point_ref = (SELECT id FROM points WHERE point_id = ?)`, other)
+	tamper(t, f.db, `UPDATE runs SET output_tok_s = output_tok_s * 10 WHERE point_ref = (SELECT id FROM points WHERE point_id = ?)`, other)
 	r = specsweep(t, 3*time.Minute, "apply", "--db", f.db, "--host", h.Name, "--tolerance", "0.5", "--config", other, "--level", "4", "e2e-apply")
 	if r.code != 6 || !strings.Contains(r.stdout, "NOT applied: the speed check failed") || !strings.Contains(r.stdout, "Rolled back") {
 		t.Fatalf("apply of a configuration whose speed is off (want exit 6, rolled back):\n%s", r)
