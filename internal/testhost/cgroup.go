@@ -27,7 +27,7 @@ const cgroupParent = "sst-hosts"
 // scheduling (kernel.sched_autogroup_enabled, on by default) every task outside a cpu cgroup is
 // weighed by its session, and every service a host's systemd starts, and every SSH login, is a
 // session of its own; ten busy test hosts outweighed the test process's whole session (go test, its
-// test binaries, their local simulators, Chromium) dozens to one, and the tests that measure speed
+// test binaries, their local simulators, Chromium) forty to one, and the tests that measure speed
 // starved beside them. In sst-hosts, the hosts together weigh as much as one session
 // (TestHostsShareOneCPUGroup); cpu is that parent ("" without a v1 cpu hierarchy), which a Measured
 // host leaves out. On cgroup2 the unified mount above is that hierarchy, when the cpu controller is
