@@ -29,7 +29,7 @@ func benchHostOpts(b *testing.B, dbus bool) (*testhost.Host, *Remote) {
 	if msg := testhost.Requirements(); msg != "" {
 		b.Skip(msg)
 	}
-	h := testhost.Boot(b, 1, testhost.Options{Measured: true})[0]
+	h := testhost.Boot(b, 1, testhost.Options{})[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, err := DialRemote(ctx, RemoteOptions{Name: h.Name, DBus: dbus, SSH: rootSSH(h)})

@@ -144,7 +144,7 @@ func median(d []time.Duration) time.Duration {
 // overhead per point outside server start-up and measurement (from the database).
 // Run: bench/sweep.sh (go test -run '^$' -bench Sweep -benchtime 1x ./internal/e2e).
 func BenchmarkSweep(b *testing.B) {
-	hosts := testhost.Boot(b, 4, testhost.Options{Measured: true})
+	hosts := testhost.Boot(b, 4, testhost.Options{})
 	var wall [3]time.Duration
 	for b.Loop() {
 		// The same sweep on one host whose unit is driven with systemctl (hosts[].dbus: false) comes
@@ -304,7 +304,7 @@ func rssKB(pid int) int {
 // daemon through its API and reports the daemon's RSS at the start, after every 50 sweeps, and at the
 // end: memory must stay flat. Run: bench/daemon_soak.sh.
 func BenchmarkDaemonSoak(b *testing.B) {
-	hosts := testhost.Boot(b, 4, testhost.Options{Measured: true})
+	hosts := testhost.Boot(b, 4, testhost.Options{})
 	for b.Loop() {
 		dir := b.TempDir()
 		db := filepath.Join(dir, "soak.db")

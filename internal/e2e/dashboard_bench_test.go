@@ -427,7 +427,7 @@ func BenchmarkDashboardCPU(b *testing.B) {
 		b.Skip(msg)
 	}
 	ctx := browser(b)
-	hosts := testhost.Boot(b, 2, testhost.Options{Measured: true})
+	hosts := testhost.Boot(b, 2, testhost.Options{})
 	db := dashboardBenchDB(b)
 	d := startDaemon(b, db)
 	base := "http://" + d.addr

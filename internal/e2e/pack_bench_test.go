@@ -22,7 +22,7 @@ import (
 // point. sglangsim at time scale 0.25 with a 20 s simulated start-up, as bench/pack.
 // Run: bench/pack.sh -ssh (go test -run '^$' -bench PackedSweepOverSSH -benchtime 1x ./internal/e2e).
 func BenchmarkPackedSweepOverSSH(b *testing.B) {
-	h := testhost.Boot(b, 1, testhost.Options{GPUs: 8, Measured: true})[0]
+	h := testhost.Boot(b, 1, testhost.Options{GPUs: 8})[0]
 	steps := make([]string, 15)
 	for i := range steps {
 		steps[i] = fmt.Sprint(i + 1)

@@ -180,8 +180,8 @@ func durMedMax(d []time.Duration) string {
 // Run: bench/slurm.sh (go test -run '^$' -bench SlurmAgainstSSH -benchtime 1x ./internal/e2e).
 func BenchmarkSlurmAgainstSSH(b *testing.B) {
 	// Both booted before either sweep runs, so both sweeps share the machine with the same idle daemons.
-	c := slurmClusterWith(b, 3, testhost.Options{Measured: true})
-	hosts := testhost.Boot(b, 3, testhost.Options{Measured: true})
+	c := slurmCluster(b, 3)
+	hosts := testhost.Boot(b, 3, testhost.Options{})
 	for b.Loop() {
 		ssh := runSlurmBenchSweep(b, "on SSH hosts", benchSpec(hosts, false), hosts)
 		fmt.Printf("3 SSH hosts, one point at a time each: %s wall\n", ssh.wall.Round(time.Millisecond))

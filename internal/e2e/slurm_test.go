@@ -44,13 +44,6 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 
 func slurmCluster(t testing.TB, nodes int) *testhost.Cluster {
 	t.Helper()
-	return slurmClusterWith(t, nodes, testhost.Options{})
-}
-
-// slurmClusterWith is slurmCluster with the hosts' options (Measured, for a test or benchmark that
-// measures speed).
-func slurmClusterWith(t testing.TB, nodes int, o testhost.Options) *testhost.Cluster {
-	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
@@ -60,7 +53,7 @@ func slurmClusterWith(t testing.TB, nodes int, o testhost.Options) *testhost.Clu
 	if msg := testhost.SlurmRequirements(); msg != "" {
 		t.Skip(msg)
 	}
-	hosts := testhost.BootCluster(t, nodes+1, o)
+	hosts := testhost.BootCluster(t, nodes+1, testhost.Options{})
 	return testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
 }
 
@@ -262,7 +255,7 @@ func TestSlurmKillAndResumeAndRestore(t *testing.T) {
 // job waits for resources longer than ready_timeout, is reported pending, and is not timed out:
 // ready_timeout counts from the job's start.
 func testSlurmPendingJobIsNotASlowStart(t *testing.T) {
-	c := slurmClusterWith(t, 2, testhost.Options{Measured: true})
+	c := slurmCluster(t, 2)
 	text := slurmSpec("e2e-slurm-pending", c, 3, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [4]}", "")
 	text = strings.Replace(text, "ready_timeout: 1m", "ready_timeout: 6s", 1)
 	text = strings.Replace(text, "requests: 8,", "requests: 160,", 1)

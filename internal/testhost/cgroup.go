@@ -29,17 +29,16 @@ const cgroupParent = "sst-hosts"
 // session of its own; ten busy test hosts outweighed the test process's whole session (go test, its
 // test binaries, their local simulators, Chromium) forty to one, and the tests that measure speed
 // starved beside them. In sst-hosts, the hosts together weigh as much as one session
-// (TestHostsShareOneCPUGroup); cpu is that parent ("" without a v1 cpu hierarchy), which a Measured
-// host leaves out. On cgroup2 the unified mount above is that hierarchy, when the cpu controller is
-// enabled there.
-func systemdCgroups() (dirs []string, cpu string, err error) {
+// (TestHostsShareOneCPUGroup). On cgroup2 the unified mount above is that hierarchy, when the cpu
+// controller is enabled there.
+func systemdCgroups() ([]string, error) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return nil, "", fmt.Errorf("testhost: read mountinfo: %w", err)
+		return nil, fmt.Errorf("testhost: read mountinfo: %w", err)
 	}
 	own, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
-		return nil, "", fmt.Errorf("testhost: read own cgroups: %w", err)
+		return nil, fmt.Errorf("testhost: read own cgroups: %w", err)
 	}
 	// Own path per hierarchy, keyed by its controllers as /proc/self/cgroup names them ("" for
 	// cgroup2).
@@ -49,6 +48,7 @@ func systemdCgroups() (dirs []string, cpu string, err error) {
 			paths[f[1]] = f[2]
 		}
 	}
+	var dirs []string
 	for _, line := range strings.Split(string(b), "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		if !ok {
@@ -58,7 +58,7 @@ func systemdCgroups() (dirs []string, cpu string, err error) {
 		if len(f) < 5 || len(g) < 3 || f[3] != "/" {
 			continue // not a hierarchy's root mount
 		}
-		key, isCPU := "", false
+		key := ""
 		switch g[0] {
 		case "cgroup2":
 		case "cgroup":
@@ -67,7 +67,6 @@ func systemdCgroups() (dirs []string, cpu string, err error) {
 				case o == "name=systemd", o == "pids", o == "devices", o == "memory", o == "cpu":
 					key = o
 				}
-				isCPU = isCPU || o == "cpu"
 			}
 			if key == "" {
 				continue
@@ -85,14 +84,10 @@ func systemdCgroups() (dirs []string, cpu string, err error) {
 		if !ok {
 			continue
 		}
-		d := filepath.Join(f[4], p, cgroupParent)
-		dirs = append(dirs, d)
-		if isCPU {
-			cpu = d
-		}
+		dirs = append(dirs, filepath.Join(f[4], p, cgroupParent))
 	}
 	sort.Strings(dirs)
-	return dirs, cpu, nil
+	return dirs, nil
 }
 
 func hasOption(opts, want string) bool {

@@ -25,7 +25,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,11 +59,6 @@ type Options struct {
 	// stand-in installed as /usr/local/bin/nvidia-smi, and a host file naming the GPU count and the
 	// registry the servers (and orphans) record their GPUs in (docs/sglangsim.md). 0: no nvidia-smi.
 	GPUs int
-	// Measured: the test measures the speed of the host's servers, so its processes are scheduled
-	// as the machine's sessions are (autogroups), not weighed together with every other test host
-	// in one cpu cgroup (cgroup.go): the apply check of a lane of internal/e2e measured 1624 output
-	// tok/s against its sweep's 3735 once its host shared that one weight.
-	Measured bool
 }
 
 // NvidiaSMIPath is where a host with GPUs has the nvidia-smi stand-in.
@@ -352,7 +346,7 @@ func (h *Host) boot(sim string, o Options) error {
 	if err := h.checkRoute(); err != nil {
 		return err
 	}
-	if err := h.startSystemd(o.Measured); err != nil {
+	if err := h.startSystemd(); err != nil {
 		return err
 	}
 	return h.waitSSH(o.BootTimeout)
@@ -565,7 +559,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 // thread that lives until teardown, so its parent-death signal (SIGKILL)
 // fires only if the test process dies; unshare --kill-child passes it on
 // to the namespace's PID 1.
-func (h *Host) startSystemd(measured bool) error {
+func (h *Host) startSystemd() error {
 	console, err := os.Create(filepath.Join(h.scratch, "console.log"))
 	if err != nil {
 		return err
@@ -582,13 +576,10 @@ func (h *Host) startSystemd(measured bool) error {
 		" && cd / && exec /lib/systemd/systemd --system --unit=multi-user.target'"
 	// The host's systemd gets cgroups of its own and a cgroup namespace rooted in them (cgroup.go):
 	// the launcher joins them before unshare, and its child, PID 1, is born there.
-	parents, cpu, err := systemdCgroups()
+	parents, err := systemdCgroups()
 	if err != nil {
 		console.Close()
 		return err
-	}
-	if measured {
-		parents = slices.DeleteFunc(parents, func(d string) bool { return d == cpu })
 	}
 	h.cgroups, err = hostCgroups(parents, h.Name)
 	if err != nil {
@@ -960,7 +951,7 @@ func reapStale() {
 		}
 	}
 	// Cgroups of hosts whose test process died.
-	if parents, _, err := systemdCgroups(); err == nil {
+	if parents, err := systemdCgroups(); err == nil {
 		for _, m := range parents {
 			hosts, _ := filepath.Glob(filepath.Join(m, "sst-*"))
 			for _, d := range hosts {
