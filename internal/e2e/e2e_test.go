@@ -7,13 +7,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,19 +27,7 @@ import (
 // TestMain holds the default ports (testhost.GuardDefaultPorts): a test whose local server, daemon
 // or probe uses one fails here every time, not only on a machine where another program holds it.
 // The specsweep binary's folder goes with the test process: a 28 MB binary per run stayed in /tmp.
-//
-// Unless -test.parallel is given, the package runs GOMAXPROCS+1 tests at a time: TestQuietLanes
-// (a_lanes_test.go) holds one slot for most of the run, and the others keep go test's default.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		if err := flag.Set("test.parallel", strconv.Itoa(runtime.GOMAXPROCS(0)+1)); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: set -test.parallel:", err)
-			os.Exit(2)
-		}
-	}
 	done := testhost.GuardDefaultPorts()
 	code := done(m.Run())
 	if binPath != "" {
