@@ -22,15 +22,6 @@ const cgroupParent = "sst-hosts"
 // without them every host's systemd made its units' cgroups in the same machine-wide trees
 // (/system.slice/sglang.service for all of them), and hosts started side by side took each other's
 // cgroups away ("Failed at step CGROUP spawning ...: No such file or directory", status 219).
-//
-// The v1 cpu controller's hierarchy is one of them too, for the scheduler's sake: with autogroup
-// scheduling (kernel.sched_autogroup_enabled, on by default) every task outside a cpu cgroup is
-// weighed by its session, and every service a host's systemd starts, and every SSH login, is a
-// session of its own; ten busy test hosts outweighed the test process's whole session (go test, its
-// test binaries, their local simulators, Chromium) forty to one, and the tests that measure speed
-// starved beside them. In sst-hosts, the hosts together weigh as much as one session
-// (TestHostsShareOneCPUGroup). On cgroup2 the unified mount above is that hierarchy, when the cpu
-// controller is enabled there.
 func systemdCgroups() ([]string, error) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -64,7 +55,7 @@ func systemdCgroups() ([]string, error) {
 		case "cgroup":
 			for _, o := range strings.Split(g[2], ",") {
 				switch {
-				case o == "name=systemd", o == "pids", o == "devices", o == "memory", o == "cpu":
+				case o == "name=systemd", o == "pids", o == "devices", o == "memory":
 					key = o
 				}
 			}
