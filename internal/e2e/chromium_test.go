@@ -8,7 +8,7 @@ import (
 )
 
 // inChromium: the tests that drive Chromium against the daemon's dashboard, a lane of TestQuietLanes
-// (a_lanes_test.go): side by side, their browsers of eight tabs took the machine's two cores, and
+// (speed_test.go): side by side, their browsers of eight tabs took the machine's two cores, and
 // beside the parallel tests a tab did not fill in within 3 minutes.
 var inChromium = []namedTest{
 	{"DashboardCredentialNeverReachesAnotherPort", testDashboardCredentialNeverReachesAnotherPort},
