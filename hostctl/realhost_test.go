@@ -611,8 +611,9 @@ func TestSFTPStartsAfterAStalledConnection(t *testing.T) {
 	if b, err := h.ReadFile("/tmp/after-a-stall"); err != nil || string(b) != "written\n" {
 		t.Fatalf("the file: %q %v", b, err)
 	}
-	if n := c.Reconnects(); n != 1 {
-		t.Errorf("%d reconnects; want 1", n)
+	// At least the one: on a loaded machine the keepalive may close the new connection too.
+	if n := c.Reconnects(); n < 1 {
+		t.Errorf("%d reconnects; want the one after the stalled connection", n)
 	}
 	// A command cut off by the keepalive is not run again: its error says why the connection went.
 	res := make(chan error, 1)
