@@ -257,6 +257,7 @@ func (c *Conn) setLost(gen int, why string) {
 
 // unreachable is the error of an operation that failed on connection gen because it broke, with why
 // this side closed it when it did (a keepalive unanswered: an operation's own error is a bare EOF).
+// Every error of a broken connection is made here: a command, the persistent shell, SFTP, a tunnel.
 func (c *Conn) unreachable(gen int, err error) *UnreachableError {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -386,7 +387,7 @@ func (c *Conn) DialTCP(ctx context.Context, addr string) (net.Conn, error) {
 	nc, err := cl.DialContext(ctx, "tcp", addr)
 	if err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "connect failed") {
 		c.markDead(gen)
-		return nil, &UnreachableError{Addr: c.t.addr, Err: err}
+		return nil, c.unreachable(gen, err)
 	}
 	return nc, err
 }

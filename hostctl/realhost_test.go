@@ -615,18 +615,24 @@ func TestSFTPStartsAfterAStalledConnection(t *testing.T) {
 	if n := c.Reconnects(); n < 1 {
 		t.Errorf("%d reconnects; want the one after the stalled connection", n)
 	}
-	// A command cut off by the keepalive is not run again: its error says why the connection went.
-	res := make(chan error, 1)
-	go func() {
-		_, err := c.Run(ctx, Cmd{Args: []string{"sleep", "30"}})
-		res <- err
-	}()
-	time.Sleep(time.Second)
-	stopConnection(ctx, t, h, c)
-	err = <-res
-	var ue *UnreachableError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "closed after no answer to a keepalive within 3s") {
-		t.Errorf("a command on a connection the keepalive closed: %v; want host_unreachable saying so", err)
+	// A command cut off by the keepalive is not run again: its error says why the connection went,
+	// a session's and the persistent shell's alike.
+	for name, run := range map[string]func() error{
+		"a command":       func() error { _, err := c.Run(ctx, Cmd{Args: []string{"sleep", "30"}}); return err },
+		"a shell command": func() error { _, err := c.RunShell(ctx, "sleep 30", time.Minute, 1<<10); return err },
+	} {
+		if _, err := c.Run(ctx, Cmd{Args: []string{"true"}}); err != nil { // a live connection again
+			t.Fatal(err)
+		}
+		res := make(chan error, 1)
+		go func() { res <- run() }()
+		time.Sleep(time.Second)
+		stopConnection(ctx, t, h, c)
+		err := <-res
+		var ue *UnreachableError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "closed after no answer to a keepalive within 3s") {
+			t.Errorf("%s on a connection the keepalive closed: %v; want host_unreachable saying so", name, err)
+		}
 	}
 }
 

@@ -117,7 +117,7 @@ func (c *Conn) withSFTP(ctx context.Context, fn func(*sftp.Client) error) error 
 		}
 		c.mu.Unlock()
 		sc.Close()
-		return &UnreachableError{Addr: c.t.addr, Err: err}
+		return c.unreachable(gen, err)
 	}
 	return err
 }

@@ -65,13 +65,15 @@ func (c *Conn) runInShell(ctx context.Context, root bool, script string, stdin [
 	if errors.As(err, &ee) {
 		return out, err
 	}
+	gen := 0
 	if *slot != nil {
+		gen = (*slot).gen
 		(*slot).sess.Close()
 		*slot = nil
 	}
 	if sent {
 		// The command may have run: never run it twice. The connection (or the shell) broke.
-		return out, &UnreachableError{Addr: c.t.addr, Err: fmt.Errorf("remote shell: %w", err)}
+		return out, c.unreachable(gen, fmt.Errorf("remote shell: %w", err))
 	}
 	return c.Run(ctx, Cmd{Args: []string{"sh", "-c", script}, Sudo: root, Stdin: stdin, Timeout: timeout, MaxOutput: maxOut})
 }
