@@ -382,7 +382,13 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 		"systemd-udev-trigger.service", "systemd-udev-settle.service", "systemd-hwdb-update.service",
 		"console-getty.service", "getty@tty1.service", "systemd-networkd.service",
 		"systemd-resolved.service", "systemd-timesyncd.service", "apt-daily.timer", "apt-daily-upgrade.timer",
-		"postgresql.service", "e2scrub_reap.service", "systemd-pstore.service"} {
+		"postgresql.service", "e2scrub_reap.service", "systemd-pstore.service",
+		// Boot and login work no test needs, each a process or more on every host (process
+		// accounting of a test host's boot and first login): modules a host cannot load (it shares
+		// the machine's kernel), sysctls and sysusers the machine's root already has, utmp records,
+		// and a user manager (a second systemd) for every SSH login's user.
+		"modprobe@.service", "systemd-modules-load.service", "systemd-sysctl.service", "systemd-sysusers.service",
+		"systemd-update-utmp.service", "systemd-update-utmp-runlevel.service", "user@.service"} {
 		p := filepath.Join(r, "etc/systemd/system", u)
 		_ = os.Remove(p)
 		if err := os.Symlink("/dev/null", p); err != nil {
@@ -437,6 +443,11 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(r, "etc/ssh/sshd_config.d/00-specsweep-test.conf"), []byte(conf), 0o644); err != nil {
+		return err
+	}
+	// No message of the day: pam_motd runs /etc/update-motd.d's scripts (run-parts, uname, ...) at
+	// every SSH login, processes no test reads.
+	if err := dropPAMLines(filepath.Join(r, "etc/pam.d/sshd"), "pam_motd.so"); err != nil {
 		return err
 	}
 	// root's shell start-up files are a fresh Debian system's (/etc/skel's), not this machine's:
@@ -1076,4 +1087,23 @@ func maskGenerators(root string) error {
 		}
 	}
 	return nil
+}
+
+// dropPAMLines rewrites the PAM file at path without its lines naming module (a missing file is no
+// error: that system's sshd has no PAM stack to trim).
+func dropPAMLines(path, module string) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.Contains(l, module) {
+			keep = append(keep, l)
+		}
+	}
+	return os.WriteFile(path, []byte(strings.Join(keep, "")), 0o644)
 }
