@@ -35,10 +35,12 @@ const maxLines = 10000
 type serverProc interface {
 	// poll reads the state and the log lines that are new since the last poll.
 	poll(ctx context.Context) (State, []string, error)
-	// follow watches the process while WaitReady runs, calling wake on every
-	// sign of news (a new log line, its death, the port opening: a poll then
-	// follows at once); it returns its stop.
-	follow(ctx context.Context, wake func()) (stop func())
+	// follow watches the process while WaitReady runs, calling wake on news
+	// worth a poll at once (its death, a line that tells of a crash or of
+	// the port opening soon); it returns its stop, and a channel open while
+	// it watches (nil: no watcher), closed when the watcher ends: while it
+	// is open, WaitReady polls only on a wake and as a safety net.
+	follow(ctx context.Context, wake func()) (stop func(), watching <-chan struct{})
 	// sendStop begins the stop (SIGTERM), without waiting for it.
 	sendStop(ctx context.Context) error
 	// afterStop tidies up once the process is gone.
@@ -158,54 +160,85 @@ func isUnreachable(err error) bool {
 
 // Readiness polling: bounded exponential backoff from 50 ms, capped at
 // 500 ms while the port is closed and 50 ms once it answers (the server is
-// warming up: ready is imminent).
+// warming up: ready is imminent). While a watcher on the host follows the
+// process (serverProc.follow), a poll of the host (a remote command: the
+// state, the journal) runs on its wake and otherwise once a second, and the
+// probe (through the connection, no process on the host) every 100 ms at
+// most while the port is closed.
 const (
-	backoffStart   = 50 * time.Millisecond
-	backoffCap     = 500 * time.Millisecond
-	backoffCapWarm = 50 * time.Millisecond
-	probeTimeout   = 3 * time.Second
+	backoffStart     = 50 * time.Millisecond
+	backoffCap       = 500 * time.Millisecond
+	backoffCapWarm   = 50 * time.Millisecond
+	watchedProbeCap  = 100 * time.Millisecond
+	watchedPollEvery = time.Second
+	probeTimeout     = 3 * time.Second
 )
 
 // WaitReady: see Instance.
 func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 	deadline := in.startedAt.Add(in.launch.ReadyTimeout)
-	wait, limit := backoffStart, backoffCap
-	probes := 0
-	var st State
-	stop := in.proc.follow(ctx, in.notify)
+	stop, watching := in.proc.follow(ctx, in.notify)
 	defer stop()
+	watched := func() bool {
+		if watching == nil {
+			return false
+		}
+		select {
+		case <-watching:
+			return false
+		default:
+			return true
+		}
+	}
+	var (
+		probeAt, pollAt     time.Time // when each is next due (zero: now)
+		probeWait, pollWait = backoffStart, backoffStart
+		warm                bool // the port answers, or the log says it opens next
+		probes              int
+		st                  State
+	)
 	type polled struct {
 		st  State
 		err error
 	}
 	for {
+		now := in.clock.Now()
+		w := watched()
+		pollDue, probeDue := !now.Before(pollAt), !now.Before(probeAt)
 		// The state/journal poll and the HTTP probe run side by side: a ready
 		// server is reported without waiting for the poll, a dead one without
 		// waiting for a probe timeout.
 		seen := in.lineCount()
-		pc := make(chan polled, 1)
-		go func() {
-			st, err := in.poll(ctx)
-			pc <- polled{st, err}
-		}()
-		probes++
-		// A probe never outlives ready_timeout (a hung server answers nothing): it gets what the
-		// clock leaves of it, as a timeout of network I/O (on the real clock, see ioDeadline).
-		pctx, pcancel := context.WithTimeout(ctx, deadline.Sub(in.clock.Now())+50*time.Millisecond)
-		code, perr := in.get(pctx, "/health")
-		var gerr error = errors.New("not probed")
-		if perr == nil && code == http.StatusOK {
-			gerr = nil
-			if !in.launch.HealthOnly {
-				gerr = in.generateOne(pctx)
-			}
+		var pc chan polled
+		if pollDue {
+			pc = make(chan polled, 1)
+			go func() {
+				st, err := in.poll(ctx)
+				pc <- polled{st, err}
+			}()
 		}
-		pcancel()
-		if perr == nil && code == http.StatusOK {
-			if gerr == nil {
+		var perr error = errors.New("not probed")
+		if probeDue {
+			probes++
+			// A probe never outlives ready_timeout (a hung server answers nothing): it gets what the
+			// clock leaves of it, as a timeout of network I/O (on the real clock, see ioDeadline).
+			pctx, pcancel := context.WithTimeout(ctx, deadline.Sub(in.clock.Now())+50*time.Millisecond)
+			var code int
+			code, perr = in.get(pctx, "/health")
+			var gerr error = errors.New("not probed")
+			if perr == nil && code == http.StatusOK {
+				gerr = nil
+				if !in.launch.HealthOnly {
+					gerr = in.generateOne(pctx)
+				}
+			}
+			pcancel()
+			if perr == nil && code == http.StatusOK && gerr == nil {
 				r := Ready{At: in.clock.Now(), StartedAt: in.startedAt, Probes: probes}
 				r.Elapsed = r.At.Sub(in.startedAt)
-				<-pc
+				if pc != nil {
+					<-pc
+				}
 				if !in.launch.HealthOnly {
 					info, _ := in.serverInfo(ctx)
 					r.ServerInfo = RedactServerInfo(info)
@@ -216,45 +249,79 @@ func (in *instance) WaitReady(ctx context.Context) (Ready, error) {
 				return r, nil
 			}
 		}
-		p := <-pc
-		st = p.st
-		if err := p.err; err != nil {
-			if ctx.Err() != nil {
-				return Ready{}, ctx.Err()
+		dying, nearReady := false, perr == nil
+		if pc != nil {
+			p := <-pc
+			st = p.st
+			if err := p.err; err != nil {
+				if ctx.Err() != nil {
+					return Ready{}, ctx.Err()
+				}
+				if isUnreachable(err) {
+					return Ready{}, unreachable(err, st)
+				}
+				return Ready{}, err
 			}
-			if isUnreachable(err) {
-				return Ready{}, unreachable(err, st)
+			if f := in.classifySettled(ctx, st, false); f != nil {
+				return Ready{}, f
 			}
-			return Ready{}, err
+			fresh := in.snapshot(seen)
+			dying = anyMatch(fresh, reCrash) || anyMatch(fresh, reOOM)
+			nearReady = nearReady || anyMatch(fresh, reNearReady)
 		}
-		if f := in.classifySettled(ctx, st, false); f != nil {
-			return Ready{}, f
-		}
-		fresh := in.snapshot(seen)
-		if anyMatch(fresh, reCrash) || anyMatch(fresh, reOOM) {
-			wait = backoffStart // the process is dying: its exit follows within moments
-		}
-		if perr == nil || anyMatch(fresh, reNearReady) {
+		if nearReady && !warm {
 			// Listening (warming up), or the log says the port opens next: ready is imminent.
-			if limit != backoffCapWarm {
-				limit, wait = backoffCapWarm, backoffStart
+			warm, probeWait = true, backoffStart
+			if !w {
+				pollWait = backoffStart
 			}
 		}
-		now := in.clock.Now()
+		if dying {
+			// The process is dying: its exit follows within moments.
+			probeWait, pollWait = backoffStart, backoffStart
+		}
+		now = in.clock.Now()
 		if now.After(deadline) {
 			lines := in.snapshot(0)
 			return Ready{}, &Failure{Class: ClassReadyTimeout, State: st,
 				Detail:   fmt.Sprintf("not ready after %v (still %s/%s)", in.launch.ReadyTimeout, st.ActiveState, st.SubState),
 				Evidence: evidence(lines, reCrash, 4)}
 		}
-		sleep := min(wait, deadline.Sub(now)+time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return Ready{}, ctx.Err()
-		case <-in.clock.After(sleep):
-		case <-in.wake: // a new log line: look now
+		probeCap, pollCap := backoffCap, backoffCap
+		switch {
+		case warm && w:
+			probeCap, pollCap = backoffCapWarm, watchedPollEvery
+		case warm:
+			probeCap, pollCap = backoffCapWarm, backoffCapWarm
+		case w:
+			probeCap, pollCap = watchedProbeCap, watchedPollEvery
 		}
-		wait = min(2*wait, limit)
+		if probeDue {
+			probeAt = now.Add(min(probeWait, probeCap))
+			probeWait = min(2*probeWait, probeCap)
+		}
+		if pollDue {
+			if w && !dying {
+				// The watcher tells of news: this poll is a safety net.
+				pollWait = pollCap
+			}
+			pollAt = now.Add(min(pollWait, pollCap))
+			pollWait = min(2*pollWait, pollCap)
+		}
+		next := probeAt
+		if pollAt.Before(next) {
+			next = pollAt
+		}
+		sleep := min(next.Sub(now), deadline.Sub(now)+time.Millisecond)
+		if sleep > 0 {
+			select {
+			case <-ctx.Done():
+				return Ready{}, ctx.Err()
+			case <-in.clock.After(sleep):
+			case <-in.wake: // news: look now
+				probeAt, pollAt = time.Time{}, time.Time{}
+			}
+		}
 	}
 }
 

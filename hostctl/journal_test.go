@@ -6,9 +6,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -175,9 +178,11 @@ func (l *lateJournal) poll(context.Context) (State, []string, error) {
 	l.sent = true
 	return l.st, l.lines, nil
 }
-func (l *lateJournal) follow(context.Context, func()) func() { return func() {} }
-func (l *lateJournal) sendStop(context.Context) error        { return nil }
-func (l *lateJournal) afterStop(context.Context)             {}
+func (l *lateJournal) follow(context.Context, func()) (func(), <-chan struct{}) {
+	return func() {}, nil
+}
+func (l *lateJournal) sendStop(context.Context) error { return nil }
+func (l *lateJournal) afterStop(context.Context)      {}
 
 // TestSettleWaitsForTheServersLines: a server that exited at once (exit 2) while journald delivers its
 // argparse lines 400 ms late: classification waits for them (the evidence names the cause) instead
@@ -235,9 +240,9 @@ func (l *lateTail) poll(context.Context) (State, []string, error) {
 	}
 	return l.st, nil, nil
 }
-func (l *lateTail) follow(context.Context, func()) func() { return func() {} }
-func (l *lateTail) sendStop(context.Context) error        { return nil }
-func (l *lateTail) afterStop(context.Context)             {}
+func (l *lateTail) follow(context.Context, func()) (func(), <-chan struct{}) { return func() {}, nil }
+func (l *lateTail) sendStop(context.Context) error                           { return nil }
+func (l *lateTail) afterStop(context.Context)                                {}
 
 // TestSettleWaitsForTheErrorAfterAUsageBlock: exit 2 with only the start of argparse's long usage
 // delivered: the classification waits for the rest, so the evidence holds the error line.
@@ -253,5 +258,86 @@ func TestSettleWaitsForTheErrorAfterAUsageBlock(t *testing.T) {
 	f := in.classifySettled(t.Context(), st, false)
 	if f == nil || f.Class != ClassBadArgs || !strings.Contains(strings.Join(f.Evidence, "\n"), "invalid int value") {
 		t.Fatalf("want bad_args with the argparse error as evidence, got %+v", f)
+	}
+}
+
+// watchedProc is a serverProc with a watcher on the host: polls are counted, a death shows from
+// the moment dies is closed, and the test wakes readiness polling as the watcher would.
+type watchedProc struct {
+	polls    atomic.Int64
+	told     atomic.Bool // the death's lines were returned (once, as a journal read by cursor would)
+	dies     chan struct{}
+	wake     chan func()
+	watching chan struct{}
+}
+
+func (p *watchedProc) poll(context.Context) (State, []string, error) {
+	p.polls.Add(1)
+	select {
+	case <-p.dies:
+		st := State{ActiveState: "failed", SubState: "failed", Result: "exit-code", ExecMainCode: CodeExited, ExecMainStatus: 1}
+		if p.told.Swap(true) {
+			return st, nil, nil
+		}
+		return st, []string{"Traceback (most recent call last):", "RuntimeError: boom"}, nil
+	default:
+		return State{ActiveState: "active", SubState: "running"}, nil, nil
+	}
+}
+func (p *watchedProc) follow(_ context.Context, wake func()) (func(), <-chan struct{}) {
+	p.wake <- wake
+	return func() {}, p.watching
+}
+func (p *watchedProc) sendStop(context.Context) error { return nil }
+func (p *watchedProc) afterStop(context.Context)      {}
+
+// TestReadinessPollsOnTheWatchersNews: while a watcher follows the server, WaitReady polls the host
+// once a second at most, a wake (the watcher saw the process die) polls at once, and without the
+// watcher (it ended) polls go back to the backoff's pace.
+func TestReadinessPollsOnTheWatchersNews(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: every probe is refused, as while a server loads
+	run := func(watching chan struct{}, dieAfter time.Duration) (*watchedProc, time.Duration, error) {
+		p := &watchedProc{dies: make(chan struct{}), wake: make(chan func(), 1), watching: watching}
+		in := newInstance(p, realClock{}, "id", Launch{ReadyTimeout: time.Minute}, time.Now(), &http.Client{}, "http://"+addr, addr)
+		go func() {
+			wake := <-p.wake
+			time.Sleep(dieAfter)
+			close(p.dies)
+			wake()
+		}()
+		t0 := time.Now()
+		_, err := in.WaitReady(t.Context())
+		return p, time.Since(t0) - dieAfter, err
+	}
+	// Watched: polls at the start, after 1 s and 2 s; the death at 2.1 s wakes a poll at once (the
+	// next safety net would be at 3 s).
+	p, lag, err := run(make(chan struct{}), 2100*time.Millisecond)
+	if f, ok := AsFailure(err); !ok || f.Class != ClassCrashDuringStart {
+		t.Fatalf("want crash_during_start, got %v", err)
+	}
+	// (and the classification's own polls while the lines settle: 150 ms of them, 50 ms apart)
+	t.Logf("watched: %d polls, the death classified %v after its wake", p.polls.Load(), lag)
+	if n := p.polls.Load(); n > 9 {
+		t.Errorf("%d polls in 2.1 s with a watcher, want at most 9", n)
+	}
+	if lag > 600*time.Millisecond {
+		t.Errorf("the death was classified %v after the wake, want at once", lag)
+	}
+	// A watcher that has ended: polls at the backoff's pace (50 ms doubling to 500 ms), 8 in 2.1 s.
+	ended := make(chan struct{})
+	close(ended)
+	p, _, err = run(ended, 2100*time.Millisecond)
+	if f, ok := AsFailure(err); !ok || f.Class != ClassCrashDuringStart {
+		t.Fatalf("want crash_during_start, got %v", err)
+	}
+	t.Logf("not watched: %d polls", p.polls.Load())
+	if n := p.polls.Load(); n < 10 {
+		t.Errorf("%d polls in 2.1 s without a watcher, want the backoff's 8 and the classification's", n)
 	}
 }

@@ -330,8 +330,10 @@ func (p *localProc) poll(ctx context.Context) (State, []string, error) {
 	return p.currentState(), lines, nil
 }
 
-// follow: every line already wakes readiness polling (see log).
-func (p *localProc) follow(ctx context.Context, wake func()) func() { return func() {} }
+// follow: every line already wakes readiness polling (see log); no watcher.
+func (p *localProc) follow(ctx context.Context, wake func()) (func(), <-chan struct{}) {
+	return func() {}, nil
+}
 
 // sendStop sends SIGTERM to the process group, then SIGKILL after the stop timeout.
 func (p *localProc) sendStop(ctx context.Context) error {

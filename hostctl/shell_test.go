@@ -194,3 +194,53 @@ func TestStopWhenSystemctlStartsSlowly(t *testing.T) {
 		t.Errorf("the unit is %q after the stop (%v)", st, err)
 	}
 }
+
+// TestReadinessPollsTheHostOnNews: while a server loads (4 s here), WaitReady polls the host (a
+// command: the state and the journal) on the watcher's news and once a second, not at every
+// backoff step, and no loop on the host checks the port: the processes started on the host during
+// the wait are counted by its PID namespace's last PID. Before, a 4 s wait polled 22 times and
+// started 189 processes (ss, grep and sleep every 100 ms; timeout, sh, journalctl and head per
+// poll); now 5 polls and 31 processes.
+func TestReadinessPollsTheHostOnNews(t *testing.T) {
+	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
+	h, r := bootRemote(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	lastPID := func() int {
+		out, err := h.Nsenter(ctx, "cat", "/proc/sys/kernel/ns_last_pid")
+		n, cerr := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil || cerr != nil {
+			t.Fatalf("reading the host's last PID: %v %v %q", err, cerr, out)
+		}
+		return n
+	}
+	// 60 s of load and 20 of warmup at a time scale of 0.05: 3 s, then 1 s.
+	l := launch(driver{simBin: testhost.SimPath}, map[string]string{"SGLANGSIM_LOAD_SECONDS": "60", "SGLANGSIM_WARMUP_SECONDS": "20"})
+	in, err := r.Start(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, pid0 := r.conn.shellCmds.Load(), lastPID()
+	ready, err := in.WaitReady(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := lastPID() - pid0 - 1 // the first read's own process
+	polls := r.conn.shellCmds.Load() - cmds
+	t.Logf("ready after %v: %d polls, %d processes on the host, %d probes", ready.Elapsed, polls, procs, ready.Probes)
+	// A poll a second, one at the start, and one for each line that says the port opens next
+	// (sglangsim logs three) or that warming up ended.
+	maxPolls := int64(ready.Elapsed/time.Second) + 1 + 5
+	if polls > maxPolls {
+		t.Errorf("%d polls in %v, want at most %d", polls, ready.Elapsed, maxPolls)
+	}
+	if max := 8*maxPolls + 10; int64(procs) > max {
+		t.Errorf("%d processes started on the host during the wait, want at most %d (the watcher's and %d polls')", procs, max, maxPolls)
+	}
+	if ready.Probes < int(ready.Elapsed/(200*time.Millisecond)) {
+		t.Errorf("%d probes in %v: the probe, not the host, watches the port (every 100 ms)", ready.Probes, ready.Elapsed)
+	}
+	if res, err := in.Stop(ctx, nil); err != nil || !res.Clean {
+		t.Fatalf("stop: %+v %v", res, err)
+	}
+}

@@ -978,7 +978,9 @@ func (p *jobProc) poll(ctx context.Context) (State, []string, error) {
 	return st, lines, nil
 }
 
-func (p *jobProc) follow(ctx context.Context, wake func()) (stop func()) { return func() {} }
+func (p *jobProc) follow(ctx context.Context, wake func()) (stop func(), watching <-chan struct{}) {
+	return func() {}, nil
+}
 
 // sendStop: scancel, the job's cancel: slurmd sends SIGTERM, then SIGKILL after KillWait. A kill
 // (Launch.Kill) cannot be that cancel: on Slurm 22.05 `scancel --signal=KILL`, with or without

@@ -5,6 +5,7 @@ package hostctl
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -69,22 +70,26 @@ func (p *unitProc) poll(ctx context.Context) (State, []string, error) {
 	return st, lines, nil
 }
 
-// follow runs a session on the host that prints a line for every new
-// journal line, the main process's death and the port opening, each one a
-// wake.
-func (p *unitProc) follow(ctx context.Context, wake func()) func() {
+// follow runs a session on the host that prints the invocation's new journal lines and a line
+// when the main process dies. A death, or a line that tells of a crash or of the port opening
+// soon, wakes readiness polling at once; other lines wait for the next poll (once a second while
+// the watcher runs): a poll is a command on the host (the state and the journal, several
+// processes), the watcher one session for the whole wait. The port's opening is the probe's to see
+// (every 100 ms, through the connection, no process on the host); a loop of ss checks on the host
+// cost three processes every 100 ms of a server's load.
+func (p *unitProc) follow(ctx context.Context, wake func()) (func(), <-chan struct{}) {
 	cl, _, err := p.conn.Client(ctx)
 	if err != nil {
-		return func() {}
+		return func() {}, nil
 	}
 	s, err := p.conn.newSession(cl)
 	if err != nil {
-		return func() {}
+		return func() {}, nil
 	}
 	stdin, err := s.StdinPipe()
 	if err != nil {
 		s.Close()
-		return func() {}
+		return func() {}, nil
 	}
 	out, err := s.StdoutPipe()
 	if err == nil {
@@ -93,29 +98,44 @@ func (p *unitProc) follow(ctx context.Context, wake func()) func() {
 		// Both end when the session's stdin closes (cat returns): nothing lingers on the host.
 		script := "journalctl -f -n 0 -q -o cat " + journalMatch(p.unitName, p.id, p.execPID) + " & j=$!; w=; "
 		if pid := p.mainPID; pid > 0 {
-			script += "{ tail --pid=" + strconv.Itoa(pid) + " -s 0.05 -f /dev/null </dev/null; echo @@exited; } & w=$!; "
+			script += "{ tail --pid=" + strconv.Itoa(pid) + " -s 0.05 -f /dev/null </dev/null; echo " + exitedMark + "; } & w=$!; "
 		}
-		// The port opening (the server then warms up for a few seconds): checked on the host
-		// every 100 ms, so readiness polling speeds up without waiting for a journal line.
-		script += "{ while ! ss -Htln 'sport = :" + strconv.Itoa(p.port) + "' 2>/dev/null | grep -q .; do sleep 0.1; done; echo @@listening; } </dev/null & p=$!; "
-		script += "cat >/dev/null; kill $j $w $p 2>/dev/null; true"
+		script += "cat >/dev/null; kill $j $w 2>/dev/null; true"
 		cmd := Cmd{Args: []string{"sh", "-c", script}, Sudo: true, Timeout: p.followFor}
 		err = s.Start(cmd.CommandLine(p.conn.User()))
 	}
 	if err != nil {
 		s.Close()
-		return func() {}
+		return func() {}, nil
 	}
+	watching := make(chan struct{})
 	go func() {
+		defer func() {
+			close(watching)
+			wake() // polls go back to their own pace at once
+		}()
 		br := bufio.NewReader(out)
 		for {
-			if _, err := br.ReadSlice('\n'); err != nil && err != bufio.ErrBufferFull {
+			l, err := br.ReadSlice('\n')
+			if err != nil && err != bufio.ErrBufferFull {
 				return
 			}
-			wake()
+			if urgentLine(l) {
+				wake()
+			}
 		}
 	}()
-	return func() { stdin.Close(); s.Close() }
+	return func() { stdin.Close(); s.Close() }, watching
+}
+
+// exitedMark is the watcher's line for the main process's death.
+const exitedMark = "@@exited"
+
+// urgentLine: a watcher's line that readiness polling looks at now: the main process's death, a
+// crash or out-of-memory line (its exit follows), or a line that says the port opens next.
+func urgentLine(l []byte) bool {
+	l = bytes.TrimSuffix(l, []byte("\n"))
+	return string(l) == exitedMark || reCrash.Match(l) || reOOM.Match(l) || reNearReady.Match(l)
 }
 
 var _ exitWaiter = (*unitProc)(nil)
