@@ -18,7 +18,7 @@ import (
 // no session after its own.
 func TestPersistentShell(t *testing.T) {
 	t.Parallel() // its own test hosts: shares nothing (docs/development.md, "Tests")
-	_, r, ctx := bootOne(t, testhost.Options{})
+	h, r, ctx := bootOne(t, testhost.Options{})
 	c := r.conn
 	out, err := c.RunShell(ctx, "echo out; echo err >&2", 10*time.Second, 1<<10)
 	if err != nil || string(out.Stdout) != "out\n" || string(out.Stderr) != "err\n" {
@@ -52,6 +52,46 @@ func TestPersistentShell(t *testing.T) {
 	}
 	if n := c.sessions.Load() - sessions; n != 0 {
 		t.Errorf("%d sessions opened by commands in the persistent shell", n)
+	}
+	// A command costs the host one process, the subshell (a fork): no program is started for a
+	// builtin (it was two, timeout(1) and sh -c). Counted by the host's PID namespace's last PID.
+	lastPID := func() int {
+		out, err := h.Nsenter(ctx, "cat", "/proc/sys/kernel/ns_last_pid")
+		n, cerr := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil || cerr != nil {
+			t.Fatalf("reading the host's last PID: %v %v %q", err, cerr, out)
+		}
+		return n
+	}
+	pid0 := lastPID()
+	for range 20 {
+		if _, err := c.RunShell(ctx, "true", 10*time.Second, 1<<10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := lastPID() - pid0 - 1; n > 20 {
+		t.Errorf("20 commands started %d processes on the host, want 20 (a subshell each)", n)
+	}
+	// A syntax error is the command's (exit 2), and the shell goes on.
+	if _, err := c.RunShell(ctx, "echo (", 10*time.Second, 1<<10); !errors.As(err, &ee) || ee.Out.Code != 2 {
+		t.Errorf("a syntax error: %v, want exit 2", err)
+	}
+	// A command past its timeout: it and what it started get SIGTERM (no timeout(1) on the host: this
+	// process sends them from a session of its own), its exit is timeout(1)'s 124, the shell goes on.
+	t0 := time.Now()
+	_, err = c.RunShell(ctx, "sleep 3001 & sleep 3002; echo never", time.Second, 1<<10)
+	if !errors.As(err, &ee) || ee.Out.Code != 124 || !strings.Contains(err.Error(), "timed out") || time.Since(t0) > 8*time.Second {
+		t.Errorf("past its timeout: %v after %v, want exit 124 within seconds", err, time.Since(t0))
+	}
+	waitUntil(t, 10*time.Second, "the timed-out command's processes gone", func() bool {
+		out, _ := h.Nsenter(ctx, "sh", "-c", "pgrep -f 'sleep 300[12]' || true")
+		return strings.TrimSpace(string(out)) == ""
+	})
+	if out, err := c.RunShell(ctx, "echo after", 10*time.Second, 1<<10); err != nil || string(out.Stdout) != "after\n" {
+		t.Errorf("after a timeout: %q %v", out.Stdout, err)
+	}
+	if n := c.sessions.Load() - sessions; n != 1 {
+		t.Errorf("%d sessions opened by commands in the persistent shell and the kill, want the kill's 1", n)
 	}
 }
 
