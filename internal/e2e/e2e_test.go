@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,10 +25,24 @@ import (
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
+// parallelDefault is the package's -parallel when the command line gives none.
+const parallelDefault = 4
+
 // TestMain holds the default ports (testhost.GuardDefaultPorts): a test whose local server, daemon
 // or probe uses one fails here every time, not only on a machine where another program holds it.
 // The specsweep binary's folder goes with the test process: a 28 MB binary per run stayed in /tmp.
+//
+// The parallel phase runs parallelDefault tests at once unless -parallel is given: its tests wait
+// on simulated servers and test hosts most of the time, and go test's default (GOMAXPROCS, 2 on
+// the CI machine) left the two cores 45% idle over the phase (docs/benchmarks.md, "The test suite").
+// The lanes (TestQuietLanes) run before it, alone, whatever the setting.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelDefault))
+	}
 	done := testhost.GuardDefaultPorts()
 	code := done(m.Run())
 	if binPath != "" {

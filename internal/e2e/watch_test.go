@@ -25,7 +25,18 @@ func TestWatchOnATestHost(t *testing.T) {
 	hosts := testhost.Boot(t, 1, testhost.Options{UnitEnabled: true, Env: map[string]string{"SGLANGSIM_ENGINE_VERSION": "0.5.9"}})
 	h := hosts[0]
 	ctx := t.Context()
-	f := writeSpec(t, hostSpecHead("e2e-watch", hostsYAML(hosts, []int{4}))+`methods:
+	// The simulator at a fifth of real time, not a twentieth: at c=4 the baseline's 6000 output tok/s
+	// at a twentieth were what a loaded machine's simulator and client could make at all, and a watch
+	// in the parallel phase measured the applied configuration at 1.02x where the sweep had 2.54x
+	// (a "regression" of the machine, 2026-12-07). A quarter of the rate leaves them room; the load
+	// and warmup stay as long as fastEnv's (10 s and 2 s at a twentieth).
+	head := strings.Replace(hostSpecHead("e2e-watch", hostsYAML(hosts, []int{4})),
+		`SGLANGSIM_TIME_SCALE: "0.05", SGLANGSIM_LOAD_SECONDS: "10", SGLANGSIM_WARMUP_SECONDS: "2"`,
+		`SGLANGSIM_TIME_SCALE: "0.2", SGLANGSIM_LOAD_SECONDS: "2.5", SGLANGSIM_WARMUP_SECONDS: "0.5"`, 1)
+	if !strings.Contains(head, `SGLANGSIM_TIME_SCALE: "0.2"`) {
+		t.Fatalf("the spec's head has no time scale to slow:\n%s", head)
+	}
+	f := writeSpec(t, head+`methods:
   baseline: []
   eagle3: [--speculative-algorithm, EAGLE3]
 matrix: {method: [baseline, eagle3], num_steps: [3], topk: [1], tp: [4]}
