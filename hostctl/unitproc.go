@@ -63,12 +63,34 @@ func (p *unitProc) poll(ctx context.Context) (State, []string, error) {
 	if err != nil {
 		return State{}, nil, err
 	}
-	lines, c := parseJournal(out.Stdout, out.Truncated)
+	lines, c := parseJournal(out.Stdout, atCap(out))
 	if c != "" {
 		p.cursor = c
 	}
+	// A read that reached its cap (a server that logged a megabyte or more since the last poll):
+	// read on, so that a poll returns what was logged before it (Logs right after WaitReady had only
+	// the first megabyte once polls became rarer). Bounded: a server logging faster than this reads
+	// is read on at the next poll.
+	for i := 0; atCap(out) && c != "" && i < maxJournalReads; i++ {
+		if out, err = p.conn.RunShell(ctx, journalRead(match, p.cursor), 15*time.Second, 1<<20); err != nil {
+			return State{}, nil, err
+		}
+		var more []string
+		more, c = parseJournal(out.Stdout, atCap(out))
+		lines = append(lines, more...)
+		if c != "" {
+			p.cursor = c
+		}
+	}
 	return st, lines, nil
 }
+
+// atCap: a journal read's output reached journalReadCap (head -c cut it there): its last entry may
+// be unfinished, and more may follow.
+func atCap(out Output) bool { return out.Truncated || len(out.Stdout) >= journalReadCap }
+
+// maxJournalReads bounds the reads of one poll after the first (each up to journalReadCap bytes).
+const maxJournalReads = 16
 
 // follow runs a session on the host that prints the invocation's new journal lines and a line
 // when the main process dies. A death, or a line that tells of a crash or of the port opening
