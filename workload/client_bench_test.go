@@ -24,27 +24,36 @@ func cpuTime(tb testing.TB) time.Duration {
 // child process over loopback, 128 in / 256 out, at c=16 and c=64, and reports this process's CPU
 // time per output token (cpu-ns/token). Its syscalls per token are counted
 // outside, by bench/client.sh (perf stat on the whole process). An op is one level of 4c requests.
+// Each level runs on either of the event loop's readers (SPECSWEEP_EVLOOP), side by side;
+// -bench 'ClientPerToken/c=16/loop=epoll' picks one.
 func BenchmarkClientPerToken(b *testing.B) {
 	for _, c := range []int{16, 64} {
-		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
-			sim := startSim(b, simOpts{scale: "0.05", args: []string{"--max-running-requests", "256"}})
-			cfg := workload.Config{URL: sim.URL, Concurrency: c, Requests: 4 * c, InputTokens: 128, OutputTokens: 256,
-				StallTimeout: time.Minute}
-			var tokens int64
-			var cpu time.Duration
-			for b.Loop() {
-				before := cpuTime(b)
-				res, err := workload.Run(context.Background(), cfg)
-				cpu += cpuTime(b) - before
-				if err != nil {
-					b.Fatal(err)
-				}
-				if res.Failed > 0 {
-					b.Fatalf("%d requests failed", res.Failed)
-				}
-				tokens += res.TotalOutputTokens
-			}
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(tokens), "cpu-ns/token")
-		})
+		for _, loop := range []string{"epoll", "io_uring"} {
+			b.Run(fmt.Sprintf("c=%d/loop=%s", c, loop), func(b *testing.B) {
+				b.Setenv("SPECSWEEP_EVLOOP", loop)
+				benchClientPerToken(b, c)
+			})
+		}
 	}
+}
+
+func benchClientPerToken(b *testing.B, c int) {
+	sim := startSim(b, simOpts{scale: "0.05", args: []string{"--max-running-requests", "256"}})
+	cfg := workload.Config{URL: sim.URL, Concurrency: c, Requests: 4 * c, InputTokens: 128, OutputTokens: 256,
+		StallTimeout: time.Minute}
+	var tokens int64
+	var cpu time.Duration
+	for b.Loop() {
+		before := cpuTime(b)
+		res, err := workload.Run(context.Background(), cfg)
+		cpu += cpuTime(b) - before
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Failed > 0 {
+			b.Fatalf("%d requests failed", res.Failed)
+		}
+		tokens += res.TotalOutputTokens
+	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(tokens), "cpu-ns/token")
 }

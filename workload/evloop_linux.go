@@ -39,7 +39,7 @@ import (
 // epoll set is the fallback (no io_uring, or one without multishot receives), and
 // $SPECSWEEP_EVLOOP (epoll or io_uring) forces either.
 type evLoop struct {
-	ring    *uring   // the io_uring reader; nil: the epoll set
+	ring    *uring // the io_uring reader; nil: the epoll set
 	closing atomic.Bool
 	epfd    *os.File // the epoll set, non-blocking, in Go's netpoller
 	ep      int      // its descriptor
@@ -54,7 +54,7 @@ type evLoop struct {
 	mu      sync.Mutex
 	streams map[uint64]*loopStream // by the id their epoll registration carries
 	next    uint64
-	idle    []int // kept-alive connections (fds), most recent last
+	idle    []int                // kept-alive connections (fds), most recent last
 	rconns  map[uint64]*ringConn // the ring's connections by their recv's user_data
 	rfds    map[int]*ringConn    // and by descriptor
 
