@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -152,7 +153,6 @@ type uring struct {
 	sqMask  uint32
 	sqes    []iouSQE
 	tail    uint32 // our tail, published on each queue
-	pending uint32 // queued, not yet submitted
 	sqFlags *uint32
 
 	// completion queue, only the loop goroutine's
@@ -282,7 +282,7 @@ func (r *uring) probe() error {
 	}
 	r.mu.Lock()
 	r.queueRecv(sp[0], 1)
-	err = r.enterLocked(0, 0)
+	err = r.enterLocked()
 	r.mu.Unlock()
 	unix.Close(sp[1]) // the recv's end after the byte
 	if err != nil {
@@ -337,36 +337,38 @@ func (r *uring) enter(n, min, flags uint32) error {
 	}
 }
 
-// enterLocked submits what is queued (mu held) without waiting, raw for rawRead's reason.
-func (r *uring) enterLocked(min, flags uint32) error {
-	for r.pending > 0 {
-		n, _, e := unix.RawSyscall6(sysIOUringEnter, uintptr(r.fd), uintptr(r.pending), uintptr(min), uintptr(flags), 0, 0)
-		switch {
-		case e == unix.EINTR || e == unix.EAGAIN || e == unix.EBUSY:
-			continue // the kernel was short of memory or its CQ was full: try again
-		case e != 0:
-			r.pending = 0 // the entries stay in the ring for the next call
-			return e
+// enterLocked submits what is queued (mu held): every entry between the kernel's head and our
+// tail, so that an entry a failed call left behind goes with the next. It does not wait (raw for
+// rawRead's reason).
+func (r *uring) enterLocked() error {
+	for {
+		n := r.tail - atomic.LoadUint32(r.sqHead)
+		if n == 0 {
+			return nil
 		}
-		r.pending -= uint32(n)
-		min = 0
+		_, _, e := unix.RawSyscall6(sysIOUringEnter, uintptr(r.fd), uintptr(n), 0, 0, 0, 0)
+		switch {
+		case e == unix.EINTR:
+		case e != 0:
+			return e // EAGAIN, EBUSY: the kernel is short of memory, or its CQ overflows
+		}
 	}
-	return nil
 }
 
 // submit sends what is queued.
 func (r *uring) submit() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.enterLocked(0, 0)
+	return r.enterLocked()
 }
 
 // sqe returns the next free submission entry, zeroed (mu held): when the queue is full, what it
-// holds is submitted first.
+// holds is submitted first (a failed submission is tried again: an entry is never written over
+// before the kernel took it).
 func (r *uring) sqe() *iouSQE {
 	for r.tail-atomic.LoadUint32(r.sqHead) > r.sqMask {
-		if err := r.enterLocked(0, 0); err != nil {
-			break // unreachable in practice; the entry is written over an unsubmitted one
+		if err := r.enterLocked(); err != nil {
+			runtime.Gosched()
 		}
 	}
 	e := &r.sqes[r.tail&r.sqMask]
@@ -377,7 +379,6 @@ func (r *uring) sqe() *iouSQE {
 // push publishes the entry sqe returned.
 func (r *uring) push() {
 	r.tail++
-	r.pending++
 	atomic.StoreUint32(r.sqTail, r.tail)
 }
 
