@@ -444,6 +444,7 @@ func (r *uring) unmap() {
 // ringCQ is a completion the loop took, with the stream it was for.
 type ringCQ struct {
 	c   iouCQE
+	rc  *ringConn
 	s   *loopStream
 	sid uint64
 }
@@ -486,7 +487,7 @@ func (l *evLoop) reap() bool {
 		if rc == nil {
 			continue // a cancel's completion, or a connection closed since
 		}
-		q.s, q.sid = rc.s, rc.sid
+		q.rc, q.s, q.sid = rc, rc.s, rc.sid
 		if q.c.res > 0 && rc.s == nil {
 			rc.dead = true // bytes nobody asked for: the connection is not used again
 		}
@@ -506,6 +507,7 @@ func (l *evLoop) reap() bool {
 	r.mu.Unlock()
 	l.mu.Unlock()
 
+	stray := false
 	for i := range l.cqs {
 		q := &l.cqs[i]
 		n := int(q.c.res)
@@ -513,10 +515,21 @@ func (l *evLoop) reap() bool {
 		if q.c.flags&iouCQEFBuffer != 0 {
 			p = r.buf(uint16(q.c.flags>>iouCQEBufferShift), max(n, 0)) // read in place by the parse
 		}
-		if s := q.s; s != nil {
-			l.deliver(s, q.sid, n, p)
+		if q.s != nil && !l.deliver(q.s, q.sid, n, p) && n > 0 {
+			stray = true // bytes after the stream's end: the connection is not used again
+		} else {
+			q.rc = nil
 		}
 		q.s = nil
+	}
+	if stray {
+		l.mu.Lock()
+		for _, q := range l.cqs {
+			if q.rc != nil {
+				q.rc.dead = true
+			}
+		}
+		l.mu.Unlock()
 	}
 	for _, q := range l.cqs {
 		if q.c.flags&iouCQEFBuffer != 0 {
@@ -528,15 +541,16 @@ func (l *evLoop) reap() bool {
 	return true
 }
 
-// deliver hands one completion to its stream, as serve does a read's result.
-func (l *evLoop) deliver(s *loopStream, sid uint64, n int, p []byte) {
+// deliver hands one completion to its stream, as serve does a read's result; false when the
+// stream had ended before it.
+func (l *evLoop) deliver(s *loopStream, sid uint64, n int, p []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.id != sid || s.ended {
-		return // a stream that ended (cancelled) since: its connection is being closed
+		return false // a stream that ended since (read to its end, or cancelled)
 	}
 	if n == -int(unix.ENOBUFS) || n == -int(unix.ECANCELED) {
-		return // the recv is armed again: not the stream's business
+		return true // the recv is armed again: not the stream's business
 	}
 	at := time.Now()
 	s.last.Store(at.UnixNano())
@@ -557,4 +571,5 @@ func (l *evLoop) deliver(s *loopStream, sid uint64, n int, p []byte) {
 		default:
 		}
 	}
+	return true
 }
