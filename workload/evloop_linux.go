@@ -34,10 +34,11 @@ import (
 // goroutine when the loop's epoll set, itself registered with the netpoller, has a ready socket.
 // No thread blocks in epoll_wait.
 //
-// Where the kernel allows it, the loop reads through io_uring instead (evloop_uring_linux.go): one
-// multishot receive per connection, whose completions the loop takes without a system call. The
-// epoll set is the fallback (no io_uring, or one without multishot receives), and
-// $SPECSWEEP_EVLOOP (epoll or io_uring) forces either.
+// With $SPECSWEEP_EVLOOP=io_uring the loop reads through io_uring instead (evloop_uring_linux.go):
+// one multishot receive per connection, whose completions the loop takes without a system call.
+// It makes half the syscalls or fewer but costs more CPU per token (the kernel runs each receive
+// on the thread that armed it, which it must wake: docs/benchmarks.md, "The io_uring reader"), so
+// epoll is the default, and the fallback where io_uring is missing.
 type evLoop struct {
 	ring    *uring // the io_uring reader; nil: the epoll set
 	closing atomic.Bool
@@ -65,8 +66,8 @@ type evLoop struct {
 	cqs  []ringCQ
 }
 
-// evLoopEnv names the environment variable that forces the event loop's reader: "epoll" or
-// "io_uring" (which then fails when the kernel has none); unset, io_uring when it works.
+// evLoopEnv names the environment variable that picks the event loop's reader: "epoll" (the
+// default) or "io_uring" (epoll where the kernel has no io_uring with multishot receives).
 const evLoopEnv = "SPECSWEEP_EVLOOP"
 
 // newEvLoop returns the runner's event loop, started, or nil when client's requests cannot go
@@ -104,18 +105,15 @@ func newEvLoop(client *http.Client, u *url.URL, apiKey string, maxIdle int) (*ev
 	l.head = []byte(h)
 
 	switch mode := os.Getenv(evLoopEnv); mode {
-	case "", "io_uring":
+	case "io_uring":
 		r, err := newUring()
 		if err == nil {
 			l.ring, l.rconns, l.rfds = r, map[uint64]*ringConn{}, map[int]*ringConn{}
 			go l.runRing()
 			return l, nil
 		}
-		if mode != "" {
-			return nil, fmt.Errorf("%s=io_uring: %w", evLoopEnv, err)
-		}
 		slog.Debug("the load generator reads with epoll", "reason", err)
-	case "epoll":
+	case "", "epoll":
 	default:
 		return nil, fmt.Errorf("%s=%q: want epoll or io_uring", evLoopEnv, mode)
 	}
