@@ -25,7 +25,10 @@ import (
 // its completion queue holds entries, and wakes its pollers when it posts one: io_uring_poll and
 // io_poll_wq_wake in io_uring/io_uring.c), then takes every completion from the shared queue with
 // no system call, stamps it, parses its bytes and gives the buffer back. A read costs no syscall
-// of ours: the kernel runs the receive as task work of the thread that armed it.
+// of ours: the kernel runs the receive as task work of the thread that armed it (notify_method
+// TWA_SIGNAL, io_uring_create in io_uring/io_uring.c). That thread is woken for it, in a Go process
+// most often asleep, and that second wake-up per completion costs more CPU than the read saves
+// (docs/benchmarks.md, "The io_uring reader"): epoll stays the default.
 //
 // The ABI below (struct layouts, opcodes, flags and offsets) is from include/uapi/linux/io_uring.h
 // as liburing ships it, axboe/liburing src/include/liburing/io_uring.h at
@@ -196,8 +199,8 @@ func iouRegister(fd int, op uintptr, arg unsafe.Pointer, n uintptr) error {
 	return nil
 }
 
-// newUring sets up a ring with its provided buffers and checks that multishot receives work on
-// this kernel (5.19 brought buffer rings, 6.0 multishot recv); any failure means the epoll loop.
+// newUring sets up a ring with its provided buffers and checks that multishot receives with
+// buffer selection work on this kernel (older ones have neither); any failure means epoll.
 func newUring() (r *uring, err error) {
 	p := iouParams{flags: iouSetupCQSize | iouSetupClamp, cqEntries: uringCQEntries}
 	fd, err := iouSetup(uringSQEntries, &p)
@@ -206,8 +209,13 @@ func newUring() (r *uring, err error) {
 	}
 	r = &uring{fd: fd}
 	defer func() {
-		if err != nil {
-			r.unmap()
+		if err == nil {
+			return
+		}
+		r.unmap()
+		if r.file != nil {
+			r.file.Close()
+		} else {
 			unix.Close(fd)
 		}
 	}()
@@ -261,8 +269,6 @@ func newUring() (r *uring, err error) {
 	}
 	r.file = os.NewFile(uintptr(fd), "io_uring") // non-blocking: os registers it with the netpoller
 	if r.rc, err = r.file.SyscallConn(); err != nil {
-		r.file.Close()
-		r.file = nil
 		return nil, fmt.Errorf("io_uring: cannot wrap the ring: %w", err)
 	}
 	return r, nil
