@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -32,7 +33,15 @@ import (
 // Go's netpoller), so the netpoller never wakes for a stream's bytes: it only wakes the loop's
 // goroutine when the loop's epoll set, itself registered with the netpoller, has a ready socket.
 // No thread blocks in epoll_wait.
+//
+// With $SPECSWEEP_EVLOOP=io_uring the loop reads through io_uring instead (evloop_uring_linux.go):
+// one multishot receive per connection, whose completions the loop takes without a system call.
+// It makes half the syscalls or fewer but costs more CPU per token (the kernel runs each receive
+// on the thread that armed it, which it must wake: docs/benchmarks.md, "The io_uring reader"), so
+// epoll is the default, and the fallback where io_uring is missing.
 type evLoop struct {
+	ring    *uring // the io_uring reader; nil: the epoll set
+	closing atomic.Bool
 	epfd    *os.File // the epoll set, non-blocking, in Go's netpoller
 	ep      int      // its descriptor
 	rc      syscall.RawConn
@@ -46,13 +55,20 @@ type evLoop struct {
 	mu      sync.Mutex
 	streams map[uint64]*loopStream // by the id their epoll registration carries
 	next    uint64
-	idle    []int // kept-alive connections (fds), most recent last
+	idle    []int                // kept-alive connections (fds), most recent last
+	rconns  map[uint64]*ringConn // the ring's connections by their recv's user_data
+	rfds    map[int]*ringConn    // and by descriptor
 
 	// only the loop goroutine
 	buf  []byte
 	evs  []unix.EpollEvent
 	todo []*loopStream
+	cqs  []ringCQ
 }
+
+// evLoopEnv names the environment variable that picks the event loop's reader: "epoll" (the
+// default) or "io_uring" (epoll where the kernel has no io_uring with multishot receives).
+const evLoopEnv = "SPECSWEEP_EVLOOP"
 
 // newEvLoop returns the runner's event loop, started, or nil when client's requests cannot go
 // through one (HTTPS, a proxy, a cookie jar, an overall timeout, a transport that is not
@@ -76,8 +92,7 @@ func newEvLoop(client *http.Client, u *url.URL, apiKey string, maxIdle int) (*ev
 		port = "80"
 	}
 	l := &evLoop{dial: dial, addr: net.JoinHostPort(u.Hostname(), port), maxHead: int(t.MaxResponseHeaderBytes),
-		maxIdle: maxIdle, exited: make(chan struct{}), streams: map[uint64]*loopStream{},
-		buf: make([]byte, 64<<10), evs: make([]unix.EpollEvent, 128)}
+		maxIdle: maxIdle, exited: make(chan struct{}), streams: map[uint64]*loopStream{}}
 	if l.maxHead <= 0 {
 		l.maxHead = 10 << 20 // net/http's default
 	}
@@ -89,6 +104,20 @@ func newEvLoop(client *http.Client, u *url.URL, apiKey string, maxIdle int) (*ev
 	h += "Accept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: "
 	l.head = []byte(h)
 
+	switch mode := os.Getenv(evLoopEnv); mode {
+	case "io_uring":
+		r, err := newUring()
+		if err == nil {
+			l.ring, l.rconns, l.rfds = r, map[uint64]*ringConn{}, map[int]*ringConn{}
+			go l.runRing()
+			return l, nil
+		}
+		slog.Debug("the load generator reads with epoll", "reason", err)
+	case "", "epoll":
+	default:
+		return nil, fmt.Errorf("%s=%q: want epoll or io_uring", evLoopEnv, mode)
+	}
+	l.buf, l.evs = make([]byte, 64<<10), make([]unix.EpollEvent, 128)
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("create the load generator's epoll set: %w", err)
@@ -109,8 +138,16 @@ func newEvLoop(client *http.Client, u *url.URL, apiKey string, maxIdle int) (*ev
 
 // Close stops the loop and closes its idle connections. Every stream must have ended.
 func (l *evLoop) Close() {
-	l.epfd.Close() // wakes the loop's goroutine, which then exits
-	<-l.exited
+	if r := l.ring; r != nil {
+		l.closing.Store(true)
+		r.stop()
+		r.file.Close() // wakes the loop's goroutine, which then exits; the kernel cancels the recvs
+		<-l.exited
+		r.unmap()
+	} else {
+		l.epfd.Close() // wakes the loop's goroutine, which then exits
+		<-l.exited
+	}
 	l.mu.Lock()
 	for _, fd := range l.idle {
 		unix.Close(fd)
@@ -221,6 +258,9 @@ func (l *evLoop) serve(s *loopStream, id uint64, hup bool) {
 }
 
 func (l *evLoop) register(s *loopStream) error {
+	if l.ring != nil {
+		return nil // attach did it
+	}
 	l.mu.Lock()
 	l.next++
 	id := l.next
@@ -241,10 +281,94 @@ func (l *evLoop) register(s *loopStream) error {
 
 // unregister takes s out of the set; s.mu is held.
 func (l *evLoop) unregister(s *loopStream) {
+	if l.ring != nil {
+		l.mu.Lock()
+		if rc := l.rfds[s.fd]; rc != nil && rc.s == s {
+			rc.s = nil
+		}
+		l.mu.Unlock()
+		return
+	}
 	_ = unix.EpollCtl(l.ep, unix.EPOLL_CTL_DEL, s.fd, nil)
 	l.mu.Lock()
 	delete(l.streams, s.id)
 	l.mu.Unlock()
+}
+
+// errIdleClosed is a kept-alive connection's end seen before its next request.
+var errIdleClosed = errors.New("server closed the connection before answering (EOF)")
+
+// attach puts s on the ring before its request goes out (so that no byte of the answer comes
+// before the ring knows whose it is), arming the connection's recv at its first request; a no-op
+// for the epoll set, which register joins after the request.
+func (l *evLoop) attach(s *loopStream) error {
+	if l.ring == nil {
+		return nil
+	}
+	s.mu.Lock()
+	l.mu.Lock()
+	rc := l.rfds[s.fd]
+	if rc != nil && rc.dead {
+		l.mu.Unlock()
+		s.mu.Unlock()
+		return errIdleClosed
+	}
+	fresh := rc == nil
+	if fresh {
+		l.next++
+		rc = &ringConn{fd: s.fd, id: l.next, armed: true}
+		l.rfds[rc.fd], l.rconns[rc.id] = rc, rc
+		l.ring.mu.Lock()
+		l.ring.queueRecv(rc.fd, rc.id)
+		l.ring.mu.Unlock()
+	}
+	l.next++
+	s.id = l.next
+	rc.s, rc.sid = s, s.id
+	l.mu.Unlock()
+	s.mu.Unlock()
+	if fresh {
+		if err := l.ring.submit(); err != nil {
+			return fmt.Errorf("io_uring: cannot arm a receive: %w", err)
+		}
+	}
+	return nil
+}
+
+// detach takes s off the ring after its request failed to go out.
+func (l *evLoop) detach(s *loopStream) {
+	if l.ring == nil {
+		return
+	}
+	s.mu.Lock()
+	l.unregister(s)
+	s.id = 0 // what the loop took for s before is dropped
+	s.mu.Unlock()
+}
+
+// drop closes a connection; on the ring, its recv is cancelled first (the request holds the
+// socket open).
+func (l *evLoop) drop(fd int) {
+	if r := l.ring; r != nil {
+		cancel := false
+		l.mu.Lock()
+		if rc := l.rfds[fd]; rc != nil {
+			delete(l.rfds, fd)
+			delete(l.rconns, rc.id)
+			if cancel = rc.armed; cancel {
+				r.mu.Lock()
+				r.queueCancel(rc.id)
+				r.mu.Unlock()
+			}
+		}
+		l.mu.Unlock()
+		if cancel {
+			// returns once the cancel (and any arm queued before it) is in the kernel, so the
+			// descriptor's number is free for reuse only after
+			_ = r.submit()
+		}
+	}
+	unix.Close(fd)
 }
 
 // conn returns a kept-alive connection, or a new one.
@@ -308,7 +432,7 @@ func (l *evLoop) keep(fd int) {
 	}
 	l.mu.Unlock()
 	if fd >= 0 {
-		unix.Close(fd)
+		l.drop(fd)
 	}
 }
 
@@ -589,8 +713,16 @@ func (w *worker) doLoop(ctx context.Context, c *conversation) (o *outcome, ok bo
 		s.mu.Lock()
 		s.reset(fd, l.maxHead)
 		s.mu.Unlock()
+		if err := l.attach(s); err != nil {
+			l.drop(fd)
+			if reused && attempt == 0 {
+				continue // the server closed the kept-alive connection: a new one
+			}
+			return w.fail(rctx, err, ""), true
+		}
 		if err := w.send(rctx, c, fd); err != nil {
-			unix.Close(fd)
+			l.detach(s)
+			l.drop(fd)
 			if reused && attempt == 0 {
 				continue // the server closed the kept-alive connection: a new one
 			}
@@ -598,7 +730,7 @@ func (w *worker) doLoop(ctx context.Context, c *conversation) (o *outcome, ok bo
 		}
 		headers.Stop()
 		if err := l.register(s); err != nil {
-			unix.Close(fd)
+			l.drop(fd)
 			return w.fail(rctx, err, ""), true
 		}
 		t := time.NewTimer(stall)
@@ -614,7 +746,7 @@ func (w *worker) doLoop(ctx context.Context, c *conversation) (o *outcome, ok bo
 					l.unregister(s)
 					s.mu.Unlock()
 					t.Stop()
-					unix.Close(fd)
+					l.drop(fd)
 					what := ""
 					if s.started.Load() {
 						what = fmt.Sprintf("stream broke after %d chunks", o.chunks)
@@ -645,7 +777,7 @@ func (w *worker) doLoop(ctx context.Context, c *conversation) (o *outcome, ok bo
 		if reusable {
 			l.keep(fd)
 		} else {
-			unix.Close(fd)
+			l.drop(fd)
 		}
 		switch {
 		case redirect:
