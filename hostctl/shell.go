@@ -139,6 +139,9 @@ func (c *Conn) runShell(ctx context.Context, slot **shell, root bool, script str
 	// made five (each several milliseconds on a loaded host).
 	line := "[ -n \"$_sse\" ] || { _sse=$(mktemp) && trap 'rm -f \"$_sse\"' EXIT; }; : >\"$_sse\"; " + cmd + in + " 2>\"$_sse\"; _ssr=$?; printf '\\n" +
 		marker + "-stderr\\n'; [ -s \"$_sse\" ] && head -c " + strconv.Itoa(maxOut) + " \"$_sse\"; printf '\\n" + marker + " %s\\n' $_ssr\n" + doc
+	if timeout <= 0 {
+		timeout = 30 * time.Second // Cmd's default
+	}
 	// The session is closed when ctx ends, or when the command's end has not come within its timeout
 	// and 10 s for the network: a bound of network I/O, on the real clock.
 	sctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
@@ -146,8 +149,8 @@ func (c *Conn) runShell(ctx context.Context, slot **shell, root bool, script str
 	stop := context.AfterFunc(sctx, func() { sh.sess.Close() })
 	defer stop()
 	// At the timeout the command's processes are sent SIGTERM, as timeout(1) did, once its PID is
-	// known; its exit is then reported as timeout(1)'s 124.
-	// (A context's deadline: the host's time bound is one of remote I/O, on the real clock.)
+	// known; its exit is then reported as timeout(1)'s 124. (A context's deadline: the host's time
+	// bound is one of remote I/O, on the real clock.)
 	k := &shellKill{c: c, root: root}
 	kctx, kcancel := context.WithTimeout(context.Background(), timeout)
 	defer kcancel()
@@ -264,15 +267,19 @@ func (k *shellKill) kill() {
 	}
 	k.sent = true
 	go func(pid int) {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_, _ = k.c.Run(ctx, Cmd{Args: []string{"sh", "-c", killTree(pid)}, Sudo: k.root, Timeout: 10 * time.Second})
+		_, _ = k.c.Run(ctx, Cmd{Args: []string{"sh", "-c", killTree(pid)}, Sudo: k.root, Timeout: 12 * time.Second})
 	}(k.pid)
 }
 
 // killTree is the shell command sending SIGTERM to pid and every process under it (read from ps
-// at once: a parent killed first would leave its children to init, out of reach).
+// at once: a parent killed first would leave its children to init, out of reach), then SIGKILL to
+// them if pid still runs 5 s later (timeout(1)'s --kill-after=5s).
 func killTree(pid int) string {
-	return "kill -TERM $(ps -e -o pid= -o ppid= | awk -v r=" + strconv.Itoa(pid) + " '{pp[$1] = $2} " +
-		"END {k[r] = 1; do {n = 0; for (p in pp) if (!(p in k) && (pp[p] in k)) {k[p] = 1; n++}} while (n); for (p in k) print p}') 2>/dev/null; true"
+	p := strconv.Itoa(pid)
+	return "t=$(ps -e -o pid= -o ppid= | awk -v r=" + p + " '{pp[$1] = $2} " +
+		"END {k[r] = 1; do {n = 0; for (p in pp) if (!(p in k) && (pp[p] in k)) {k[p] = 1; n++}} while (n); for (p in k) print p}'); " +
+		"kill -TERM $t 2>/dev/null; i=0; while [ $i -lt 50 ] && kill -0 " + p + " 2>/dev/null; do sleep 0.1; i=$((i+1)); done; " +
+		"kill -0 " + p + " 2>/dev/null && kill -KILL $t 2>/dev/null; true"
 }

@@ -55,14 +55,7 @@ func TestPersistentShell(t *testing.T) {
 	}
 	// A command costs the host one process, the subshell (a fork): no program is started for a
 	// builtin (it was two, timeout(1) and sh -c). Counted by the host's PID namespace's last PID.
-	lastPID := func() int {
-		out, err := h.Nsenter(ctx, "cat", "/proc/sys/kernel/ns_last_pid")
-		n, cerr := strconv.Atoi(strings.TrimSpace(string(out)))
-		if err != nil || cerr != nil {
-			t.Fatalf("reading the host's last PID: %v %v %q", err, cerr, out)
-		}
-		return n
-	}
+	lastPID := func() int { return hostLastPID(ctx, t, h) }
 	pid0 := lastPID()
 	for range 20 {
 		if _, err := c.RunShell(ctx, "true", 10*time.Second, 1<<10); err != nil {
@@ -90,8 +83,18 @@ func TestPersistentShell(t *testing.T) {
 	if out, err := c.RunShell(ctx, "echo after", 10*time.Second, 1<<10); err != nil || string(out.Stdout) != "after\n" {
 		t.Errorf("after a timeout: %q %v", out.Stdout, err)
 	}
-	if n := c.sessions.Load() - sessions; n != 1 {
-		t.Errorf("%d sessions opened by commands in the persistent shell and the kill, want the kill's 1", n)
+	// One that ignores SIGTERM gets SIGKILL 5 s later (timeout(1)'s --kill-after=5s).
+	t0 = time.Now()
+	_, err = c.RunShell(ctx, "trap '' TERM; sleep 3003", time.Second, 1<<10)
+	if !errors.As(err, &ee) || ee.Out.Code != 124 || time.Since(t0) < 5*time.Second || time.Since(t0) > 10*time.Second {
+		t.Errorf("past its timeout, SIGTERM ignored: %v after %v, want exit 124 after 6 s", err, time.Since(t0))
+	}
+	// No timeout given: Cmd's default (30 s), not none.
+	if out, err := c.RunShell(ctx, "sleep 0.5; echo default", 0, 1<<10); err != nil || string(out.Stdout) != "default\n" {
+		t.Errorf("no timeout given: %q %v", out.Stdout, err)
+	}
+	if n := c.sessions.Load() - sessions; n != 2 {
+		t.Errorf("%d sessions opened by commands in the persistent shell and the kills, want the kills' 2", n)
 	}
 }
 
@@ -246,14 +249,7 @@ func TestReadinessPollsTheHostOnNews(t *testing.T) {
 	h, r := bootRemote(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	lastPID := func() int {
-		out, err := h.Nsenter(ctx, "cat", "/proc/sys/kernel/ns_last_pid")
-		n, cerr := strconv.Atoi(strings.TrimSpace(string(out)))
-		if err != nil || cerr != nil {
-			t.Fatalf("reading the host's last PID: %v %v %q", err, cerr, out)
-		}
-		return n
-	}
+	lastPID := func() int { return hostLastPID(ctx, t, h) }
 	// 60 s of load and 20 of warmup at a time scale of 0.05: 3 s, then 1 s.
 	l := launch(driver{simBin: testhost.SimPath}, map[string]string{"SGLANGSIM_LOAD_SECONDS": "60", "SGLANGSIM_WARMUP_SECONDS": "20"})
 	in, err := r.Start(ctx, l)
@@ -283,4 +279,16 @@ func TestReadinessPollsTheHostOnNews(t *testing.T) {
 	if res, err := in.Stop(ctx, nil); err != nil || !res.Clean {
 		t.Fatalf("stop: %+v %v", res, err)
 	}
+}
+
+// hostLastPID is the last PID the host's PID namespace gave out: the processes started on the host
+// between two reads are their difference, less one (the first read's own).
+func hostLastPID(ctx context.Context, t *testing.T, h *testhost.Host) int {
+	t.Helper()
+	out, err := h.Nsenter(ctx, "cat", "/proc/sys/kernel/ns_last_pid")
+	n, cerr := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || cerr != nil {
+		t.Fatalf("reading the host's last PID: %v %v %q", err, cerr, out)
+	}
+	return n
 }
