@@ -130,7 +130,7 @@ func (c *Conn) runShell(ctx context.Context, slot **shell, root bool, script str
 	// side nothing bounds the command's time any more, so at its timeout this process ends the
 	// command's processes itself (killTree). `timeout N sh -c` cost each command two programs, about
 	// 9-14 ms of the host's CPU on this machine, the largest share of a poll.
-	cmd := "( read -r _ssp _ </proc/self/stat && printf '" + marker + "-pid %s\\n' \"$_ssp\"; eval " + ShellQuote(script) + " )"
+	cmd := "( read -r _ssp _ </proc/self/stat && printf '" + marker + "-pid %s %s\\n' \"$_ssp\" \"$$\"; eval " + ShellQuote(script) + " )"
 	if stdin != nil {
 		cmd = "base64 -d <<'" + marker + "-in' | " + cmd
 	}
@@ -178,8 +178,13 @@ func (c *Conn) runShell(ctx context.Context, slot **shell, root bool, script str
 			return Output{}, sent, err
 		}
 		if rest, ok := bytes.CutPrefix(l, pidLine); ok && stdout == nil && buf.Len() == 0 {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(rest))); err == nil {
-				k.started(pid)
+			// The subshell's PID, then the shell's ($$ is the shell's in a subshell).
+			if f := strings.Fields(string(rest)); len(f) == 2 {
+				pid, err1 := strconv.Atoi(f[0])
+				ppid, err2 := strconv.Atoi(f[1])
+				if err1 == nil && err2 == nil {
+					k.started(pid, ppid)
+				}
 			}
 			continue
 		}
@@ -233,6 +238,7 @@ type shellKill struct {
 
 	mu      sync.Mutex
 	pid     int
+	ppid    int
 	expired bool
 	sent    bool
 }
@@ -245,11 +251,11 @@ func (k *shellKill) expire() {
 	k.kill()
 }
 
-// started: the command's subshell is pid.
-func (k *shellKill) started(pid int) {
+// started: the command's subshell is pid, a child of the shell ppid.
+func (k *shellKill) started(pid, ppid int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.pid = pid
+	k.pid, k.ppid = pid, ppid
 	k.kill()
 }
 
@@ -266,20 +272,22 @@ func (k *shellKill) kill() {
 		return
 	}
 	k.sent = true
-	go func(pid int) {
+	go func(pid, ppid int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_, _ = k.c.Run(ctx, Cmd{Args: []string{"sh", "-c", killTree(pid)}, Sudo: k.root, Timeout: 12 * time.Second})
-	}(k.pid)
+		_, _ = k.c.Run(ctx, Cmd{Args: []string{"sh", "-c", killTree(pid, ppid)}, Sudo: k.root, Timeout: 12 * time.Second})
+	}(k.pid, k.ppid)
 }
 
 // killTree is the shell command sending SIGTERM to pid and every process under it (read from ps
 // at once: a parent killed first would leave its children to init, out of reach), then SIGKILL to
-// them if pid still runs 5 s later (timeout(1)'s --kill-after=5s).
-func killTree(pid int) string {
+// them if pid still runs 5 s later (timeout(1)'s --kill-after=5s). Nothing is sent unless pid is
+// still a child of the shell ppid: a command that ended as its timeout passed has left its PID
+// free for another process.
+func killTree(pid, ppid int) string {
 	p := strconv.Itoa(pid)
-	return "t=$(ps -e -o pid= -o ppid= | awk -v r=" + p + " '{pp[$1] = $2} " +
-		"END {k[r] = 1; do {n = 0; for (p in pp) if (!(p in k) && (pp[p] in k)) {k[p] = 1; n++}} while (n); for (p in k) print p}'); " +
-		"kill -TERM $t 2>/dev/null; i=0; while [ $i -lt 50 ] && kill -0 " + p + " 2>/dev/null; do sleep 0.1; i=$((i+1)); done; " +
+	return "t=$(ps -e -o pid= -o ppid= | awk -v r=" + p + " -v s=" + strconv.Itoa(ppid) + " '{pp[$1] = $2} " +
+		"END {if (pp[r] != s) exit; k[r] = 1; do {n = 0; for (p in pp) if (!(p in k) && (pp[p] in k)) {k[p] = 1; n++}} while (n); for (p in k) print p}'); " +
+		"[ -n \"$t\" ] || exit 0; kill -TERM $t 2>/dev/null; i=0; while [ $i -lt 50 ] && kill -0 " + p + " 2>/dev/null; do sleep 0.1; i=$((i+1)); done; " +
 		"kill -0 " + p + " 2>/dev/null && kill -KILL $t 2>/dev/null; true"
 }

@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -291,4 +294,44 @@ func hostLastPID(ctx context.Context, t *testing.T, h *testhost.Host) int {
 		t.Fatalf("reading the host's last PID: %v %v %q", err, cerr, out)
 	}
 	return n
+}
+
+// TestKillTreeChecksTheParent: the timeout's kill ends a command's subshell and what runs under it,
+// and sends nothing when the PID is no longer the shell's child (the command ended and its PID may
+// be another process's). Run here, on this machine's sh and ps.
+func TestKillTreeChecksTheParent(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sh", "-c", "sleep 3004 & sleep 3005; true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	children := func() string {
+		out, _ := exec.Command("sh", "-c", "pgrep -P "+strconv.Itoa(cmd.Process.Pid)+" || true").Output()
+		return strings.TrimSpace(string(out))
+	}
+	waitUntil(t, 10*time.Second, "the command's two sleeps", func() bool { return len(strings.Fields(children())) == 2 })
+	grandchildren := strings.Fields(children())
+	if out, err := exec.Command("sh", "-c", killTree(cmd.Process.Pid, os.Getpid()+100000)).CombinedOutput(); err != nil {
+		t.Fatalf("kill with another parent: %v %s", err, out)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("killed though its parent is not the one named: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if out, err := exec.Command("sh", "-c", killTree(cmd.Process.Pid, os.Getpid())).CombinedOutput(); err != nil {
+		t.Fatalf("kill: %v %s", err, out)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command still runs 10 s after its kill")
+	}
+	for _, g := range grandchildren {
+		pid, _ := strconv.Atoi(g)
+		waitUntil(t, 10*time.Second, "sleep "+g+" gone", func() bool { return syscall.Kill(pid, 0) != nil })
+	}
 }
