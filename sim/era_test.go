@@ -405,6 +405,9 @@ func TestEraDecodeLine(t *testing.T) {
 		p := startEra(t, era, map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, args...)
 		p.waitReady()
 		p.post("/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"max_new_tokens": 200, "ignore_eos": true, "temperature": 0}})
+		// The lines may still be in the pipe when the answer is here (a CI run under load read the
+		// stderr before them, 2026-12-07).
+		p.waitLog(re, 5*time.Second)
 		m := re.FindStringSubmatch(p.stderr.String())
 		if m == nil {
 			t.Errorf("%s: no Decode batch line like %s in %s", era, re, tail(p.stderr.String(), 4))
@@ -440,6 +443,7 @@ func TestEraDecodeForwardCount(t *testing.T) {
 	p := startEra(t, "0.5.4", map[string]string{"SGLANGSIM_WARMUP_SECONDS": "0"}, append([]string{"--decode-log-interval", "4"}, spec3...)...)
 	p.waitReady()
 	p.post("/generate", map[string]any{"text": "a", "sampling_params": map[string]any{"max_new_tokens": 200, "ignore_eos": true, "temperature": 0}})
+	p.waitLog(regexp.MustCompile(`(?s)\] Prefill batch \[\d+\], .*\] Decode batch \[\d+\], .*\] Decode batch \[\d+\], `), 5*time.Second) // still in the pipe, maybe
 	ms := regexp.MustCompile(`\] (Prefill|Decode) batch \[(\d+)\], `).FindAllStringSubmatch(p.stderr.String(), -1)
 	if len(ms) < 3 || ms[0][1] != "Prefill" {
 		t.Fatalf("want a Prefill batch [N] line, then Decode batch [N] lines: %v in %s", ms, tail(p.stderr.String(), 4))

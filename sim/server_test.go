@@ -320,10 +320,11 @@ func TestEndpoints(t *testing.T) {
 	if _, ok := st["memory_usage"]; !ok {
 		t.Errorf("internal_states lacks memory_usage: %v", st)
 	}
-	if !regexp.MustCompile(`Decode batch, #running-req: \d+, #token: \d+, token usage: [\d.]+, accept len: [\d.]+, accept rate: [\d.]+, cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: \d+\n`).MatchString(p.stderr.String()) {
+	// The lines may still be in the pipe to the test when the answers are here.
+	if !p.waitLog(regexp.MustCompile(`Decode batch, #running-req: \d+, #token: \d+, token usage: [\d.]+, accept len: [\d.]+, accept rate: [\d.]+, cuda graph: True, gen throughput \(token/s\): [\d.]+, #queue-req: \d+\n`), 5*time.Second) {
 		t.Errorf("no Decode batch line")
 	}
-	if !strings.Contains(p.stderr.String(), "Prefill batch. #new-seq: 1, #new-token: 37,") {
+	if !p.waitLog(regexp.MustCompile(regexp.QuoteMeta("Prefill batch. #new-seq: 1, #new-token: 37,")), 5*time.Second) {
 		t.Errorf("no Prefill batch line")
 	}
 	if !strings.Contains(p.stdout.String(), `"POST /v1/chat/completions HTTP/1.1" 200 OK`) {
