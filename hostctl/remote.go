@@ -140,7 +140,7 @@ func (r *Remote) newInstance(id string, l Launch, startedAt time.Time, fromEnd b
 // unitProc is the process of invocation id of the unit, its journal read from
 // the start of the invocation or, with fromEnd, from the newest entry.
 func (r *Remote) unitProc(id string, l Launch, fromEnd bool) *unitProc {
-	return &unitProc{conn: r.conn, unit: r.unit, unitName: r.o.Unit, id: id, port: l.Port,
+	return &unitProc{conn: r.conn, unit: r.unit, unitName: r.o.Unit, id: id,
 		followFor: l.ReadyTimeout + 30*time.Second, atEnd: !fromEnd}
 }
 

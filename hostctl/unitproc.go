@@ -18,10 +18,9 @@ type unitProc struct {
 	conn      *Conn
 	unit      unitControl
 	unitName  string
-	id        string // the InvocationID
-	mainPID   int    // at start: for the death watcher
-	execPID   int    // the main process's PID: its journal lines, see journalMatch
-	port      int
+	id        string        // the InvocationID
+	mainPID   int           // at start: for the death watcher
+	execPID   int           // the main process's PID: its journal lines, see journalMatch
 	followFor time.Duration // the follower session's bound
 
 	mu     sync.Mutex // one read at a time: the cursor
