@@ -26,7 +26,7 @@ func testApplyOnATestHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end on a test host")
 	}
-	hosts := testhost.Boot(t, 1, testhost.Options{UnitEnabled: true})
+	hosts := boot(t, 1, testhost.Options{UnitEnabled: true})
 	h := hosts[0]
 	ctx := t.Context()
 	sh := func(cmd string) string {

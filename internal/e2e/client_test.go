@@ -152,7 +152,7 @@ func relay(t *testing.T, target string) (addr string, sent *syncBuffer) {
 // and that listener never receives the token; and the daemon cannot start there: exit 3, "address in
 // use", naming the holder.
 func TestDashboardTalksOnlyToTheDaemon(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}
@@ -249,7 +249,7 @@ func TestDashboardTalksOnlyToTheDaemon(t *testing.T) {
 // TestDaemonRefusesAnExposedPlainListen: a --listen that is not loopback needs TLS or
 // --insecure-listen (exit 2, naming both), so the token does not cross the network in clear.
 func TestDaemonRefusesAnExposedPlainListen(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("runs the daemon")
 	}
@@ -300,7 +300,7 @@ func selfSigned(t *testing.T, dir string, ips []net.IP, names ...string) (certFi
 // self-signed certificate (pinned in the record, no InsecureSkipVerify), and prints an https URL; the
 // API admits its own https origin.
 func TestDashboardOverTLS(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}

@@ -192,8 +192,8 @@ func pointIntervals(t *testing.T, db string) []interval {
 // and /metrics answer; cancel stops a sweep and restores units; SIGKILL of the daemon mid-sweep and
 // a restart finish the sweep with every run exactly once; SIGTERM exits cleanly.
 func TestDaemonOnRealHosts(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 3, testhost.Options{})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 3, testhost.Options{})
 	a, b, c := hosts[0], hosts[1], hosts[2]
 	db := filepath.Join(t.TempDir(), "daemon.db")
 	d := startDaemon(t, db, "--min-every", "1s")
@@ -344,7 +344,7 @@ func TestDaemonOnRealHosts(t *testing.T) {
 }
 
 func TestDaemonTokenIsRequired(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}
@@ -380,7 +380,7 @@ func TestDaemonTokenIsRequired(t *testing.T) {
 // TestRunRefusesASweepTheDaemonRuns: `specsweep run` of a spec whose sweep the daemon is running
 // must not resume it behind the daemon's back.
 func TestRunRefusesASweepTheDaemonRuns(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}

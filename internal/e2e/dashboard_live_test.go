@@ -223,7 +223,7 @@ func testDashboardLiveChartProvisionalBestAndHosts(t *testing.T) {
 		t.Skip(msg)
 	}
 	ctx := browser(t)
-	hosts := testhost.Boot(t, 2, testhost.Options{})
+	hosts := boot(t, 2, testhost.Options{})
 	db := filepath.Join(t.TempDir(), "d.db")
 	d := startDaemon(t, db)
 	base := "http://" + d.addr

@@ -46,8 +46,12 @@ func browser(t testing.TB) context.Context {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(tmp) })
+	exe, err := laneGroup(t).Script(t.TempDir(), bin) // in the lane's cpu cgroup
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
+		chromedp.ExecPath(exe),
 		chromedp.NoSandbox, // root in CI
 		chromedp.Flag("disable-gpu", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
@@ -139,7 +143,7 @@ func testDashboardInABrowser(t *testing.T) {
 		t.Skip(msg)
 	}
 	ctx := browser(t)
-	hosts := testhost.Boot(t, 2, testhost.Options{})
+	hosts := boot(t, 2, testhost.Options{})
 	db := filepath.Join(t.TempDir(), "d.db")
 	d := startDaemon(t, db)
 	id := submit(t, db, dashboardSpec(hosts))

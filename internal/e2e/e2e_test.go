@@ -25,36 +25,68 @@ import (
 	"github.com/specsweep/specsweep/internal/testhost"
 )
 
-// parallelDefault is the package's -parallel when the command line gives none.
+// parallelDefault is how many of the package's parallel tests run at once (besides the lanes) when
+// the command line gives no -parallel.
 const parallelDefault = 4
+
+var (
+	// gate holds one slot per parallel test running (parallel); its size is -parallel's.
+	gate chan struct{}
+	// lanesGroup is the cpu cgroup of the lanes' processes (laneGroup), nil where there is none.
+	lanesGroup *testhost.CPUGroup
+)
 
 // TestMain holds the default ports (testhost.GuardDefaultPorts): a test whose local server, daemon
 // or probe uses one fails here every time, not only on a machine where another program holds it.
 // The specsweep binary's folder goes with the test process: a 28 MB binary per run stayed in /tmp.
 //
-// The parallel phase runs parallelDefault tests at once unless -parallel is given: its tests wait
-// on simulated servers and test hosts most of the time, and go test's default (GOMAXPROCS, 2 on
-// the CI machine) left the two cores 45% idle over the phase (docs/benchmarks.md, "The test suite").
-// The lanes (TestQuietLanes) run before it, alone, whatever the setting.
+// Parallel tests run parallelDefault at a time unless -parallel is given: they wait on simulated
+// servers and test hosts most of the time, and go test's default (GOMAXPROCS, 2 on the CI machine)
+// left the two cores 45% idle (docs/benchmarks.md, "The test suite"). The count is kept by gate
+// (parallel), not by go test, whose own limit is lifted: the lanes (TestQuietLanes) must start at
+// once, beside them, and go test hands its slots out in no set order. The lanes' processes are
+// served first, in a cpu cgroup of their own (laneGroup).
 func TestMain(m *testing.M) {
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(parallelDefault))
+	width := parallelDefault
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "test.parallel" {
+			width = f.Value.(flag.Getter).Get().(int)
+		}
+	})
+	gate = make(chan struct{}, max(width, 1))
+	_ = flag.Set("test.parallel", "1000")
+	g, err := testhost.NewCPUGroup(fmt.Sprintf("sst-lanes-%d", os.Getpid()), lanesShares, lanesCores)
+	if err != nil {
+		// Not root, or no cpu controller to write: the lanes run as every test does.
+		fmt.Fprintf(os.Stderr, "e2e: the lanes run without a cpu cgroup: %v\n", err)
 	}
+	lanesGroup = g
 	done := testhost.GuardDefaultPorts()
 	code := done(m.Run())
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}
+	if err := lanesGroup.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		code = max(code, 1)
+	}
 	os.Exit(code)
+}
+
+// parallel marks t parallel and waits for a slot of the gate; the function it returns gives the
+// slot back, at the end of t's own function (before parallel subtests, which take slots of their
+// own): `defer parallel(t)()`. Every parallel test of the package but TestQuietLanes calls it.
+func parallel(t *testing.T) func() {
+	t.Parallel()
+	gate <- struct{}{}
+	return func() { <-gate }
 }
 
 // TestTestProcessLeavesNoBinary runs this test binary again, with a TMPDIR of its own, for a test
 // that builds the specsweep binary, and checks that nothing is left in that TMPDIR after it.
 func TestTestProcessLeavesNoBinary(t *testing.T) {
-	t.Parallel()
+	defer parallel(t)()
 	if os.Getenv("SST_E2E_CHILD") == "1" {
 		specsweepBin(t)
 		return
@@ -202,12 +234,14 @@ func stateHome(t testing.TB) string {
 }
 
 // specsweepCmd is one invocation of the binary, the one place the tests make one: the test
-// process's environment with the test's own XDG_STATE_HOME (stateHome). specsweep reads no
+// process's environment with the test's own XDG_STATE_HOME (stateHome), in the cpu cgroup of the
+// test's lane if it has one (laneGroup). specsweep reads no
 // configuration from XDG_CONFIG_HOME, so that is left as it is.
 func specsweepCmd(ctx context.Context, t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, specsweepBin(t), args...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+stateHome(t)) // the last of a duplicate key wins
+	laneGroup(t).Command(cmd)
 	return cmd
 }
 

@@ -23,7 +23,7 @@ import (
 // levels); the tokens per streamed step on the oldest, whose log lines have no accept length.
 // EAGLE is the algorithm every release knows.
 func TestSweepOnEveryAcceptLengthSource(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	eras := testhost.SimEras(t)
 	// 0.4.4, 0.5.3.post2 and 0.5.4 are the Decode-line shapes between: "accept len" with
 	// "largest-len" and no "cuda graph", "accept rate" while the line still starts "Decode batch.",
@@ -33,8 +33,8 @@ func TestSweepOnEveryAcceptLengthSource(t *testing.T) {
 	for _, c := range []struct{ era, source string }{{eras[0], "stream"}, {"0.4.4", "decode_log"}, {"0.5.3.post2", "decode_log"},
 		{"0.5.4", "decode_log"}, {eras[len(eras)-2], "decode_log"}, {eras[len(eras)-1], "metrics"}} {
 		t.Run(c.era, func(t *testing.T) {
-			t.Parallel() // each release on a host of its own
-			hosts := testhost.Boot(t, 1, testhost.Options{})
+			defer parallel(t)() // each release on a host of its own
+			hosts := boot(t, 1, testhost.Options{})
 			h := hosts[0]
 			const truth = "/var/tmp/sglangsim-truth.jsonl"
 			f := writeSpec(t, fmt.Sprintf(`version: 1

@@ -53,10 +53,10 @@ func nodeClean(ctx context.Context, h *testhost.Host) string {
 // that point within seconds naming its node, stops rank 0, and the sweep goes on; specsweep killed
 // with -9 mid-point leaves ranks that a resumed run stops, and `restore` restores both nodes.
 func TestGroupSweepOnTwoTestHosts(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	// NCCL's transport is logged by the operator's unit environment, not the spec's (whose values
 	// of four characters and more are redacted as secrets).
-	hosts := testhost.BootCluster(t, 2, testhost.Options{GPUs: 4, Env: map[string]string{"NCCL_DEBUG": "INFO", "SGLANGSIM_NCCL_NET": "Socket"}})
+	hosts := bootCluster(t, 2, testhost.Options{GPUs: 4, Env: map[string]string{"NCCL_DEBUG": "INFO", "SGLANGSIM_NCCL_NET": "Socket"}})
 	ctx := t.Context()
 
 	f := writeSpec(t, groupSpec("e2e-group", hosts, `methods:

@@ -17,8 +17,8 @@ import (
 // why) and restores the host instead of running it into a fourth death; `specsweep resume` releases
 // it and the daemon finishes it.
 func TestDaemonHoldsASweepItDiedRunningThreeTimes(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 1, testhost.Options{})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 1, testhost.Options{})
 	db := filepath.Join(t.TempDir(), "daemon.db")
 	id := submit(t, db, smallSpec("killer", hosts, "1, 2, 3, 4, 5, 6, 7, 8", ""))
 	running := fmt.Sprintf("SELECT count(*) FROM points WHERE sweep_id = %d AND state = 'running'", id)

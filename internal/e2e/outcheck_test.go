@@ -99,7 +99,7 @@ func checkVerdicts(t *testing.T, db *sql.DB) {
 }
 
 func TestOutputCheckOnTheSimulator(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
@@ -140,7 +140,7 @@ func TestOutputCheckOnTheSimulator(t *testing.T) {
 // TestOutputCheckSurvivesAKill: kill -9 once the reference has answered and again later; the rerun
 // keeps what was compared and compares the rest.
 func TestOutputCheckSurvivesAKill(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

@@ -94,7 +94,7 @@ func checkOperatorBack(t *testing.T, h *testhost.Host) {
 }
 
 func TestPackedOnARealHost(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
@@ -104,8 +104,8 @@ func TestPackedOnARealHost(t *testing.T) {
 	// Two parts on hosts of their own, side by side: a kill and resume of a whole sweep, and the
 	// shorter sweeps of gpu_busy, SIGTERM and restore.
 	t.Run("kill_and_resume", func(t *testing.T) {
-		t.Parallel()
-		h := testhost.Boot(t, 1, testhost.Options{GPUs: 8, UnitEnabled: true})[0]
+		defer parallel(t)()
+		h := boot(t, 1, testhost.Options{GPUs: 8, UnitEnabled: true})[0]
 		f := writeSpec(t, sshPackSpec("e2e-pack-ssh", h, "{method: [baseline, eagle3, crashy], num_steps: [1, 2], topk: [1], tp: [1, 2, 4]}", ""))
 
 		// kill -9 mid-sweep: the slot units stay, some of them running.
@@ -154,8 +154,8 @@ func TestPackedOnARealHost(t *testing.T) {
 		t.Logf("%d servers after the resume, %d pairs side by side", len(spans), overlapped)
 	})
 	t.Run("busy_term_restore", func(t *testing.T) {
-		t.Parallel()
-		h := testhost.Boot(t, 1, testhost.Options{GPUs: 8, UnitEnabled: true})[0]
+		defer parallel(t)()
+		h := boot(t, 1, testhost.Options{GPUs: 8, UnitEnabled: true})[0]
 		// gpu_busy: an orphan (started outside any unit) holds GPU 3. Two tp 4 points run packed: the
 		// one placed on GPUs 0-3 waits gpu_wait and fails gpu_busy naming it; the other, on 4-7, runs.
 		o, err := h.Run(t.Context(), "CUDA_VISIBLE_DEVICES=3 SGLANGSIM_LOAD_SECONDS=600 setsid "+testhost.SimPath+

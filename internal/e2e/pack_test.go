@@ -134,7 +134,7 @@ func checkCrashBeside(t *testing.T, db *sql.DB, sound, crashing int) {
 }
 
 func TestPackedPointsOnEightGPUs(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
@@ -211,7 +211,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 // TestPackedCrashAndResume: one packed point crashes during its load and the points beside it go
 // on; kill -9 of the run twice and a rerun finish the sweep with every run once and no GPU shared.
 func TestPackedCrashAndResume(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

@@ -14,7 +14,7 @@ import (
 // answers its API on loopback (with the token it made in its state directory), reloads on
 // `systemctl reload` and stops cleanly.
 func TestServiceUnitUnderSystemd(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	// A short watchdog, so a daemon that does not ping would be killed during the test.
 	run, props := unitHost(t, "[Service]\nWatchdogSec=2s\n")
 	run("mkdir -p /root/.ssh && systemctl daemon-reload && systemctl start specsweep.service")
@@ -77,7 +77,7 @@ func TestServiceUnitUnderSystemd(t *testing.T) {
 // properties.
 func unitHost(t *testing.T, dropIn string) (run func(string) string, props func(...string) string) {
 	t.Helper()
-	hosts := testhost.Boot(t, 1, testhost.Options{})
+	hosts := boot(t, 1, testhost.Options{})
 	h := hosts[0]
 	bin, err := os.ReadFile(specsweepBin(t))
 	if err != nil {
@@ -121,7 +121,7 @@ func unitHost(t *testing.T, dropIn string) (run func(string) string, props func(
 // to start with "address in use" and the holder in its journal, exits 3, and systemd does not
 // restart it (RestartPreventExitStatus=3), past several RestartSec= periods.
 func TestServiceUnitOnAHeldPort(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	run, props := unitHost(t, "")
 	run("systemd-run --unit=porthog --uid=nobody /usr/bin/python3 -c " +
 		`'import socket, time; s = socket.socket(); s.bind(("127.0.0.1", 8377)); s.listen(); time.sleep(3600)'`)

@@ -16,7 +16,7 @@ import (
 // with every value of the spec's env (and a literal --api-key) replaced by <redacted>: in the
 // database (failure details, events), the run's output, status, export and the report.
 func TestServerPrintedSecretsAreRedacted(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

@@ -13,7 +13,7 @@ import (
 // user may send them, are refused (401) but logged as one line, not one line each (the summary of
 // the rest comes when the minute ends: internal/refusals' tests).
 func TestDaemonLogsRefusalsWithoutFlooding(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}

@@ -15,8 +15,8 @@ import (
 // marker on the host; doctor reports them as a failed check naming `specsweep restore`; restore
 // puts the operator's unit back (running, as before the sweep), is idempotent, and exits 0.
 func TestRestoreAfterAKill(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 1, testhost.Options{UnitEnabled: true})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 1, testhost.Options{UnitEnabled: true})
 	h := hosts[0]
 	f := writeSpec(t, smallSpec("e2e-restore", hosts, "1, 2", ""))
 	dropIn := filepath.Join(h.Root, "etc/systemd/system/sglang.service.d/50-specsweep.conf")

@@ -21,7 +21,7 @@ import (
 // field scontrol shows but ids and times), or the same refusal. Jobs are submitted held and never
 // run. The options sweep says sbatch ignores in a script leave the job as an empty script makes it.
 func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 1)
 	// About 200 submissions and as many reads of the job: 5 minutes ran out beside the package's
 	// other parallel tests on a loaded machine (each of the last submissions then "failed silently").

@@ -476,8 +476,8 @@ func testSearchWithRepeatsAndNoise(t *testing.T) {
 // kill -9 at several instants and a rerun finish the search with the decisions the recorded runs
 // give, every run once.
 func TestSearchResumeOnTwoHosts(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 2, testhost.Options{})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 2, testhost.Options{})
 	f := writeSpec(t, fmt.Sprintf(`version: 1
 name: e2e-search-hosts
 %s

@@ -17,7 +17,7 @@ import (
 // env value appears in what specsweep prints or writes for others: the results, status, export,
 // the report; the database file is the owner's alone.
 func TestSecretsFromTheEnvironment(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}

@@ -58,7 +58,7 @@ func stopDaemon(t *testing.T, d *daemonProc) {
 // TestDaemonAPIRefusesRequestsWithoutTheToken: on loopback too, every /api/ request needs the
 // token, reads included, and a refused submit stores nothing; /healthz and /metrics stay open.
 func TestDaemonAPIRefusesRequestsWithoutTheToken(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}
@@ -100,7 +100,7 @@ func TestDaemonAPIRefusesRequestsWithoutTheToken(t *testing.T) {
 // TestDaemonAPIRefusesBrowserRequests: the browser's ways in (a text/plain "simple" request, another
 // origin, a rebound DNS name) are refused even with the token; so is a schedule robfig/cron panicked on.
 func TestDaemonAPIRefusesBrowserRequests(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}
@@ -144,7 +144,7 @@ func TestDaemonAPIRefusesBrowserRequests(t *testing.T) {
 // TestDaemonAPISpecPolicy: over the API, driver local and key paths outside the daemon's ~/.ssh are
 // refused unless the daemon allows them.
 func TestDaemonAPISpecPolicy(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}
@@ -182,7 +182,7 @@ func TestDaemonAPISpecPolicy(t *testing.T) {
 
 // TestDaemonTokenFileIsPrivateAndSurvivesRestart: the daemon makes DB.token, 0600, and keeps it.
 func TestDaemonTokenFileIsPrivateAndSurvivesRestart(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}
@@ -221,7 +221,7 @@ func TestDaemonTokenFileIsPrivateAndSurvivesRestart(t *testing.T) {
 // TestDaemonAPIAsNobody runs the reproduction as user nobody: nobody cannot read the token file and
 // its submit of a driver local spec gets 401; nothing is stored, nothing runs.
 func TestDaemonAPIAsNobody(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("starts the daemon")
 	}

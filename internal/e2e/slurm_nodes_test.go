@@ -54,7 +54,7 @@ func killRankWhenReady(ctx context.Context, db string, h *testhost.Host, kill st
 // -9 during a two-node job, then resumed, and killed again, then restored, leaves no job queued and
 // no server running on any node.
 func TestSlurmSweepSpansNodes(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	ctx := t.Context()
 	spec := func(name, matrix string, long bool) sweepFiles {

@@ -53,14 +53,14 @@ func slurmCluster(t testing.TB, nodes int) *testhost.Cluster {
 	if msg := testhost.SlurmRequirements(); msg != "" {
 		t.Skip(msg)
 	}
-	hosts := testhost.BootCluster(t, nodes+1, testhost.Options{})
+	hosts := bootCluster(t, nodes+1, testhost.Options{})
 	return testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
 }
 
 // TestSweepOnASlurmCluster: 8 points as jobs on 2 nodes of 4 GPUs, up to 3 in flight: every point
 // done, on both nodes, some at once; provenance names the job and the node; nothing left queued.
 func TestSweepOnASlurmCluster(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	f := writeSpec(t, slurmSpec("e2e-slurm", c, 3, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2, 4]}", ""))
 	d := specsweep(t, time.Minute, "doctor", f.spec)
@@ -111,7 +111,7 @@ func TestSweepOnASlurmCluster(t *testing.T) {
 // bad_args, one out of memory is oom, one crashing under load is crash_during_load, each with the
 // job's output as evidence; the sound points beside them are done.
 func TestSlurmFailuresAreClassified(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	f := writeSpec(t, slurmSpec("e2e-slurm-fail", c, 4, "{method: [baseline, badargs, oom, crashy], num_steps: [1], topk: [1], tp: [2]}", ""))
 	// The methods are appended below the matrix's: the spec's methods section is rewritten.
@@ -149,7 +149,7 @@ func TestSlurmFailuresAreClassified(t *testing.T) {
 // the point is host trouble, not a server failure; it is tried again and ends done on the node that
 // is left, every run recorded once.
 func TestSlurmNodeLostRetriesThePoint(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	// Long levels (many requests), so the loss lands in the middle of one.
 	text := strings.Replace(slurmSpec("e2e-slurm-lost", c, 1, "{method: [baseline, eagle3], num_steps: [1], topk: [1], tp: [4]}", ""),
@@ -196,7 +196,7 @@ func TestSlurmNodeLostRetriesThePoint(t *testing.T) {
 // cancels them before it submits any (no point ever has two jobs) and finishes with every run once;
 // after another kill, `specsweep restore` cancels what is left.
 func TestSlurmKillAndResumeAndRestore(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	f := writeSpec(t, slurmSpec("e2e-slurm-kill", c, 2, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2, 4]}", ""))
 	queued := func() string {
@@ -282,7 +282,7 @@ func testSlurmPendingJobIsNotASlowStart(t *testing.T) {
 // TestSlurmFromTheLoginNode: specsweep on the login node itself (a cluster without an address): the
 // Slurm commands run there, as the user running specsweep.
 func TestSlurmFromTheLoginNode(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
 	bin, err := os.ReadFile(specsweepBin(t))
 	if err != nil {

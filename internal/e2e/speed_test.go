@@ -1,18 +1,57 @@
 package e2e
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/specsweep/specsweep/internal/testhost"
+)
 
 // The tests whose checks depend on measured speed or on a tight time, and those that drive
-// Chromium, stay out of the package's parallel phase (docs/development.md, "Parallel end-to-end
-// tests"): beside the parallel tests, on the CI machine's two cores at a load of 44, searches picked
-// other winners, the verification's switches went another way, a precision level missed its
-// interval and a browser's tab did not fill in within 3 minutes (2026-12-06). They run before it, as
-// lanes of TestQuietLanes, each lane's members in turn and the lanes one after another. Their own
-// load is light (94 s of CPU in the 375 s they took), and alone on the machine the three lanes side
-// by side took 150 s; but in `go test ./...`, beside hostctl's tests, side by side they failed: a
-// climb beside the two others pruned the grid's best (load 11-16), and with the winners lane alone
-// first, the speed lane beside Chromium picked another best at concurrency 1 in verify's sweep and an
-// eighth tab did not fill in within its bound (a clean-clone CI run, 2026-12-06).
+// Chromium, are the lanes of TestQuietLanes (docs/development.md, "Parallel end-to-end tests"):
+// beside the parallel tests, on the CI machine's two cores at a load of 44, searches picked other
+// winners, the verification's switches went another way, a precision level missed its interval and
+// a browser's tab did not fill in within 3 minutes (2026-12-06). Each lane's members run in turn and
+// the lanes one after another. Their own load is light (94 s of CPU in the 375 s they took), and
+// alone on the machine the three lanes side by side took 150 s; but in `go test ./...`, beside
+// hostctl's tests, side by side they failed: a climb beside the two others pruned the grid's best
+// (load 11-16), and with the winners lane alone first, the speed lane beside Chromium picked another
+// best at concurrency 1 in verify's sweep and an eighth tab did not fill in within its bound (a
+// clean-clone CI run, 2026-12-06).
+//
+// So the lanes ran alone first, for more than half of the package's time, with a core mostly idle.
+// Now they run beside the parallel tests with their processes served first: everything a lane's
+// test starts (specsweep and the simulators it starts, Chromium, its test hosts) is in one cpu
+// cgroup (laneGroup) that outweighs every other session on the machine, capped at lanesCores so
+// that Chromium's tabs leave the hosts beside them a core. (Weighing the hosts down instead, all of
+// them one session's worth, starved them: keepalives went unanswered; docs/benchmarks.md.)
+const (
+	lanesShares = 64 * 1024 // 64 sessions' worth: ahead of every other session here
+	lanesCores  = 1.5
+)
+
+// laneGroup is the cpu cgroup the processes of t go in: lanesGroup for a lane's test, nil (none)
+// for the others.
+func laneGroup(t testing.TB) *testhost.CPUGroup {
+	if strings.HasPrefix(t.Name(), "TestQuietLanes/") {
+		return lanesGroup
+	}
+	return nil
+}
+
+// boot boots test hosts for t, in its lane's cpu cgroup if it has one.
+func boot(t testing.TB, n int, o testhost.Options) []*testhost.Host {
+	t.Helper()
+	o.CPUGroup = laneGroup(t)
+	return testhost.Boot(t, n, o)
+}
+
+// bootCluster is boot for testhost.BootCluster.
+func bootCluster(t testing.TB, n int, o testhost.Options) []*testhost.Host {
+	t.Helper()
+	o.CPUGroup = laneGroup(t)
+	return testhost.BootCluster(t, n, o)
+}
 
 // measuresWinners: which configuration a search or a prompt set finds best, where a precision
 // level ends, a phase's figures.
@@ -37,8 +76,10 @@ var measuresSpeed = []namedTest{
 }
 
 // TestQuietLanes runs the winners, speed and Chromium lanes (inChromium: chromium_test.go) one after
-// another before the parallel phase; one member runs as `go test -run 'TestQuietLanes/MeasuresSpeed/VerifyOnTheSimulator'`.
+// another beside the parallel tests, outside their gate (parallel); one member runs as
+// `go test -run 'TestQuietLanes/MeasuresSpeed/VerifyOnTheSimulator'`.
 func TestQuietLanes(t *testing.T) {
+	t.Parallel()
 	for _, l := range []lane{
 		{"MeasuresWinners", measuresWinners},
 		{"MeasuresSpeed", measuresSpeed},

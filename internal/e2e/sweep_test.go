@@ -13,7 +13,7 @@ import (
 // TestLocalSweep is `make run` in small: the local driver, sglangsim child processes, a baseline and
 // EAGLE-3 steps, the results table, and the recorded figures.
 func TestLocalSweep(t *testing.T) {
-	t.Parallel() // shares nothing (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
@@ -96,8 +96,8 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 
 // TestSweepOnTwoHosts: placement by tp, both hosts used, figures recorded, units restored.
 func TestSweepOnTwoHosts(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 2, testhost.Options{})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 2, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{2, 4}, ""))
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	if r.code != 0 {
@@ -126,8 +126,8 @@ func TestSweepOnTwoHosts(t *testing.T) {
 // TestFailureClassesContinueTheSweep: each failure the simulator can produce is classified, its
 // evidence kept, and the sweep goes on to the end.
 func TestFailureClassesContinueTheSweep(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 1, testhost.Options{})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 1, testhost.Options{})
 	f := writeSpec(t, fmt.Sprintf(`version: 1
 name: e2e-failures
 %s
@@ -197,8 +197,8 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 // hosts, runs it again each time, and checks that in the end every run exists exactly once, the
 // database is intact and the units are restored.
 func TestKill9AnywhereThenResume(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 2, testhost.Options{})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 2, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{4, 4}, ""))
 	killRuns(t, f, 300*time.Millisecond, 1500*time.Millisecond, 0, 3*time.Second)
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
@@ -247,8 +247,8 @@ func killRuns(t *testing.T, f sweepFiles, afters ...time.Duration) {
 // TestSIGTERMStopsCleanly: SIGTERM stops the load, restores the units, puts the running points
 // back to pending and exits 0 within seconds; running again finishes the sweep.
 func TestSIGTERMStopsCleanly(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 1, testhost.Options{})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 1, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{4}, ""))
 	cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
 	waitFor(t, time.Minute, "a run to be recorded", func() bool { return countRows(f.db, "SELECT count(*) FROM runs") > 0 })
@@ -283,8 +283,8 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 // TestHostLostMidSweep: a host whose network goes away while it runs a point is marked down, its
 // point goes back to pending, the other host goes on, and the lost host is used again once back.
 func TestHostLostMidSweep(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	hosts := testhost.Boot(t, 2, testhost.Options{})
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	hosts := boot(t, 2, testhost.Options{})
 	f := writeSpec(t, twoHostSpec(hosts, []int{4, 4}, ""))
 	cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
 	lost := hosts[1]

@@ -18,11 +18,11 @@ import (
 // reported, draft acceptance at 0.3 of what it was); the next watch exits 1 with a regression event
 // naming the measure and the engine versions, and `watch --check` says the same.
 func TestWatchOnATestHost(t *testing.T) {
-	t.Parallel() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
+	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	if testing.Short() {
 		t.Skip("end-to-end on a test host")
 	}
-	hosts := testhost.Boot(t, 1, testhost.Options{UnitEnabled: true, Env: map[string]string{"SGLANGSIM_ENGINE_VERSION": "0.5.9"}})
+	hosts := boot(t, 1, testhost.Options{UnitEnabled: true, Env: map[string]string{"SGLANGSIM_ENGINE_VERSION": "0.5.9"}})
 	h := hosts[0]
 	ctx := t.Context()
 	// The simulator at a fifth of real time, not a twentieth: at c=4 the baseline's 6000 output tok/s

@@ -59,6 +59,10 @@ type Options struct {
 	// stand-in installed as /usr/local/bin/nvidia-smi, and a host file naming the GPU count and the
 	// registry the servers (and orphans) record their GPUs in (docs/sglangsim.md). 0: no nvidia-smi.
 	GPUs int
+	// CPUGroup, when not nil, puts every process of the host in a cgroup of its own under that
+	// group in the cpu controller's hierarchy (cpugroup.go): the host is served as the group's
+	// other members are.
+	CPUGroup *CPUGroup
 }
 
 // NvidiaSMIPath is where a host with GPUs has the nvidia-smi stand-in.
@@ -346,7 +350,7 @@ func (h *Host) boot(sim string, o Options) error {
 	if err := h.checkRoute(); err != nil {
 		return err
 	}
-	if err := h.startSystemd(); err != nil {
+	if err := h.startSystemd(o.CPUGroup); err != nil {
 		return err
 	}
 	return h.waitSSH(o.BootTimeout)
@@ -570,7 +574,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 // thread that lives until teardown, so its parent-death signal (SIGKILL)
 // fires only if the test process dies; unshare --kill-child passes it on
 // to the namespace's PID 1.
-func (h *Host) startSystemd() error {
+func (h *Host) startSystemd(cpu *CPUGroup) error {
 	console, err := os.Create(filepath.Join(h.scratch, "console.log"))
 	if err != nil {
 		return err
@@ -591,6 +595,9 @@ func (h *Host) startSystemd() error {
 	if err != nil {
 		console.Close()
 		return err
+	}
+	if d := cpu.Dir(); d != "" {
+		parents = append(parents, d)
 	}
 	h.cgroups, err = hostCgroups(parents, h.Name)
 	if err != nil {

@@ -1,0 +1,131 @@
+package testhost
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// CPUGroup is a cgroup of the v1 cpu controller whose processes the scheduler serves ahead of the
+// rest of the machine, up to a cap: for the tests that measure speed (internal/e2e's lanes), so
+// that they can run beside CPU-heavy tests and still measure what the simulator makes, not what the
+// loaded machine lets it make. The weight matters because of autogroup scheduling
+// (kernel.sched_autogroup_enabled): every session is weighed alike, and every service a test host's
+// systemd starts and every SSH login is a session of its own, so without a group the measured
+// processes are a few sessions among dozens. The cap keeps a busy member (Chromium's tabs) from
+// taking every core from the hosts beside it, which leave SSH keepalives unanswered when starved.
+//
+// A nil *CPUGroup (no v1 cpu hierarchy here) does nothing: its members run as any process does.
+type CPUGroup struct {
+	dir string
+}
+
+// cpuCgroupRoot is where this process's cgroup of the v1 cpu controller is, "" without one.
+func cpuCgroupRoot() (string, error) {
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("testhost: read mountinfo: %w", err)
+	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("testhost: read own cgroups: %w", err)
+	}
+	path := ""
+	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] != "" && hasOption(f[1], "cpu") {
+			path = f[2]
+		}
+	}
+	if path == "" {
+		return "", nil
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 || f[3] != "/" || g[0] != "cgroup" || !hasOption(g[2], "cpu") {
+			continue
+		}
+		return filepath.Join(f[4], path), nil
+	}
+	return "", nil
+}
+
+// NewCPUGroup makes the cgroup name under this process's cgroup of the cpu controller, with
+// cpu.shares shares (1024 is one session's weight) and at most cores CPUs' worth of time. It
+// returns nil, and no error, on a machine without a v1 cpu hierarchy. Close removes it.
+func NewCPUGroup(name string, shares int, cores float64) (*CPUGroup, error) {
+	root, err := cpuCgroupRoot()
+	if err != nil || root == "" {
+		return nil, err
+	}
+	g := &CPUGroup{dir: filepath.Join(root, name)}
+	if err := os.Mkdir(g.dir, 0o755); err != nil && !os.IsExist(err) {
+		return nil, fmt.Errorf("testhost: make cpu cgroup %s: %w", g.dir, err)
+	}
+	const period = 100000 // µs, the kernel's default cfs period
+	for file, v := range map[string]string{
+		"cpu.shares":        strconv.Itoa(shares),
+		"cpu.cfs_period_us": strconv.Itoa(period),
+		"cpu.cfs_quota_us":  strconv.Itoa(int(cores * period)),
+	} {
+		if err := os.WriteFile(filepath.Join(g.dir, file), []byte(v), 0o644); err != nil {
+			g.Close()
+			return nil, fmt.Errorf("testhost: set %s of %s: %w", file, g.dir, err)
+		}
+	}
+	return g, nil
+}
+
+// Dir is the group's directory ("" for a nil group).
+func (g *CPUGroup) Dir() string {
+	if g == nil {
+		return ""
+	}
+	return g.dir
+}
+
+// Command makes cmd join the group before it runs its program: a shell writes its own PID into the
+// group and execs the program in its place (same PID), so every process the program starts is
+// born in the group. Moving a running process would leave behind the children it started first.
+func (g *CPUGroup) Command(cmd *exec.Cmd) {
+	if g == nil {
+		return
+	}
+	args := append([]string{"sh", "-c", `echo $$ > "$0" || exit 125; exec "$@"`,
+		filepath.Join(g.dir, "cgroup.procs"), cmd.Path}, cmd.Args[1:]...)
+	cmd.Path, cmd.Args = "/bin/sh", args
+}
+
+// Script is a shell script that joins the group and then runs bin with its arguments (for a
+// program started by a library that takes only a path, as chromedp's allocator does), written
+// under dir.
+func (g *CPUGroup) Script(dir, bin string) (string, error) {
+	if g == nil {
+		return bin, nil
+	}
+	p := filepath.Join(dir, filepath.Base(bin)+"-in-cpu-group")
+	text := "#!/bin/sh\necho $$ > " + shq(filepath.Join(g.dir, "cgroup.procs")) + " || exit 125\nexec " + shq(bin) + " \"$@\"\n"
+	if err := os.WriteFile(p, []byte(text), 0o755); err != nil {
+		return "", fmt.Errorf("testhost: write %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// Close removes the group and every cgroup under it; it fails while a process is still in one.
+func (g *CPUGroup) Close() error {
+	if g == nil {
+		return nil
+	}
+	return removeCgroup(g.dir)
+}
+
+// shq quotes s for sh.
+func shq(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,133 @@
+package testhost
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCPUGroup: a command made to join the group (Command, Script) has its children born in it,
+// and every process of a host booted with the group (its systemd, a unit's process, an SSH login's
+// sshd) is under it in the cpu hierarchy; the group's weight and cap are written, and Close removes
+// it once its processes are gone.
+func TestCPUGroup(t *testing.T) {
+	if msg := Requirements(); msg != "" {
+		t.Skip(msg)
+	}
+	g, err := NewCPUGroup("sst-test-cpugroup-"+strings.ReplaceAll(t.Name(), "/", "-"), 8192, 1.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g == nil {
+		t.Skip("no cgroup v1 cpu hierarchy on this machine")
+	}
+	t.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		if _, err := os.Stat(g.Dir()); !os.IsNotExist(err) {
+			t.Errorf("the group %s is still there: %v", g.Dir(), err)
+		}
+	})
+	for file, want := range map[string]string{"cpu.shares": "8192", "cpu.cfs_quota_us": "150000"} {
+		if b, err := os.ReadFile(filepath.Join(g.Dir(), file)); err != nil || strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s = %q (%v), want %s", file, b, err, want)
+		}
+	}
+	own := cpuCgroupOf(t, "self")
+	rel := strings.TrimPrefix(g.Dir(), strings.TrimSuffix(g.Dir(), "/"+filepath.Base(g.Dir())))
+	wantPath := filepath.Join(own, rel)
+
+	// A child's child, started before the shell could be moved by anyone from outside.
+	cmd := exec.Command("/bin/sh", "-c", `sleep 30 & echo $!; wait`)
+	g.Command(cmd)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	n, _ := out.Read(buf)
+	grandchild := strings.TrimSpace(string(buf[:n]))
+	if got := cpuCgroupOf(t, grandchild); got != wantPath {
+		t.Errorf("the command's child (pid %s) is in cpu cgroup %q, want %q", grandchild, got, wantPath)
+	}
+	if got := cpuCgroupOf(t, "self"); got != own {
+		t.Errorf("the test process moved to %q", got)
+	}
+	_ = exec.Command("kill", grandchild).Run()
+	_ = cmd.Wait()
+
+	script, err := g.Script(t.TempDir(), "/bin/cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command(script, "/proc/self/cgroup").Output(); err != nil || !strings.Contains(string(b), ":"+wantPath+"\n") {
+		t.Errorf("the script's program: %v\n%s\nwant cpu cgroup %s", err, b, wantPath)
+	}
+
+	h := Boot(t, 1, Options{NoUnit: true, CPUGroup: g})[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if out, err := h.Run(ctx, "systemd-run --unit=busy sleep 600"); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _, _ = h.Run(lctx, "exec sleep 601") }()
+	hostDir := filepath.Join(wantPath, h.Name)
+	names := map[string]bool{}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && !(names["sleep"] && names["sshd"] && names["systemd"]) {
+		names = map[string]bool{}
+		b, err := os.ReadFile(filepath.Join(g.Dir(), h.Name, "cgroup.procs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Processes of the host's own cpu cgroups (its systemd may make some) are under it too.
+		err = filepath.WalkDir(filepath.Join(g.Dir(), h.Name), func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() || e.Name() != "cgroup.procs" {
+				return err
+			}
+			more, _ := os.ReadFile(p)
+			b = append(b, more...)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pid := range strings.Fields(string(b)) {
+			comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+			if got := cpuCgroupOf(t, pid); got != "" && got != hostDir && !strings.HasPrefix(got, hostDir+"/") {
+				t.Errorf("%s (pid %s) is in cpu cgroup %s, not under %s", strings.TrimSpace(string(comm)), pid, got, hostDir)
+			}
+			names[strings.TrimSpace(string(comm))] = true
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !(names["sleep"] && names["sshd"] && names["systemd"]) {
+		t.Errorf("processes in the host's cpu cgroup %v; want the unit's sleep, the login's sshd and systemd among them", names)
+	}
+}
+
+// cpuCgroupOf is the path of pid's ("self" for this process) cgroup in the v1 cpu controller's
+// hierarchy, "" when it has none or is gone.
+func cpuCgroupOf(t *testing.T, pid string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] != "" && hasOption(f[1], "cpu") {
+			return f[2]
+		}
+	}
+	return ""
+}
