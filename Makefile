@@ -5,7 +5,10 @@ DB        ?= specsweep.db
 QUICKSTART = examples/quickstart.yaml
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    = -X github.com/specsweep/specsweep/internal/cli.version=$(VERSION)
-TESTFLAGS ?= -count=1 -timeout 60m
+TESTFLAGS ?= -count=1 -timeout 60m -p 3
+# The packages that take longest first (go test starts them in the order given), so that the short
+# ones fill in beside them rather than run alone at the end (docs/development.md, "Tests").
+TESTPKGS  ?= ./internal/e2e ./hostctl ./internal/testhost ./...
 
 # SQLite: link the system's library when its headers are there (Debian's libsqlite3-dev) and it is new
 # enough for the store (3.33: sqlite_schema; store's TestLinkedSQLite checks every feature it uses),
@@ -51,7 +54,7 @@ run: build
 
 # Unit and integration tests: everything CI runs (integration tests need root; CI is root).
 test: lint
-	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(TESTFLAGS) $(TESTPKGS)
 
 # The inner loop: lint's fast parts (the gofmt check, go vet), then the fast tests (-short: no test
 # hosts, no end-to-end sweeps, no recorded sweeps). unit is its old name.

@@ -77,9 +77,14 @@ func TestMain(m *testing.M) {
 // parallel marks t parallel and waits for a slot of the gate; the function it returns gives the
 // slot back, at the end of t's own function (before parallel subtests, which take slots of their
 // own): `defer parallel(t)()`. Every parallel test of the package but TestQuietLanes calls it.
+// The wait is logged: go test's elapsed time for t includes it.
 func parallel(t *testing.T) func() {
 	t.Parallel()
+	start := time.Now()
 	gate <- struct{}{}
+	if w := time.Since(start); w > time.Second {
+		t.Logf("waited %s for one of the %d slots of parallel tests", w.Round(time.Second), cap(gate))
+	}
 	return func() { <-gate }
 }
 
@@ -303,15 +308,23 @@ func scalar[T any](t testing.TB, db *sql.DB, q string, args ...any) T {
 	return v
 }
 
-// waitFor polls cond until it holds or the timeout passes.
+// waitFor polls cond every 50 ms until it holds or the timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	waitEvery(t, timeout, 50*time.Millisecond, what, cond)
+}
+
+// waitEvery is waitFor polling every `every`: for a cond that starts processes (specsweep, a
+// command on a test host), which at waitFor's pace cost more CPU than the rest of a long wait's
+// test (the watch test's minute for its daemon's first firing: about 1 200 `specsweep status`).
+func waitEvery(t testing.TB, timeout, every time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 
@@ -363,13 +376,14 @@ func openRO(path string) (*sql.DB, error) {
 }
 
 // untilOnHost runs a loop on h, in an SSH session of its own, until the shell condition cond holds
-// (checked every 50 ms on the host) or within passes, and sends nil when cond held, an error
+// (checked every 200 ms on the host) or within passes, and sends nil when cond held, an error
 // otherwise. A test's own polls over SSH missed states that last a second or two (a rank of a
-// two-node point of short levels) once the machine was loaded: a command took seconds.
+// two-node point of short levels) once the machine was loaded: a command took seconds. (Every 50
+// ms, a cond of two `systemctl` calls was a hundred processes a second for as long as it waited.)
 func untilOnHost(ctx context.Context, h *testhost.Host, cond string, within time.Duration) <-chan error {
 	held := make(chan error, 1)
 	go func() {
-		script := fmt.Sprintf("end=$(($(date +%%s)+%d)); until %s; do [ $(date +%%s) -lt $end ] || exit 3; sleep 0.05; done",
+		script := fmt.Sprintf("end=$(($(date +%%s)+%d)); until %s; do [ $(date +%%s) -lt $end ] || exit 3; sleep 0.2; done",
 			int(within.Seconds()), cond)
 		out, err := h.Run(ctx, script)
 		if err != nil {

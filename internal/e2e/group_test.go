@@ -65,7 +65,7 @@ func TestGroupSweepOnTwoTestHosts(t *testing.T) {
 matrix: {method: [baseline, eagle3], num_steps: [2], topk: [1], tp: [4, 8]}
 `))
 	// Rank 1 of the first tp 8 point (the baseline's, in plan order) is killed mid-load, once ready.
-	killed := killRankWhenReady(ctx, f.db, hosts[1], "kill -9 $(systemctl show -p MainPID --value sglang.service)")
+	killed := killRankWhenReady(ctx, t, f.db, hosts[1], "kill -9 $(systemctl show -p MainPID --value sglang.service)")
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	var at time.Time
 	select {

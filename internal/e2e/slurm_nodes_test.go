@@ -20,14 +20,21 @@ import (
 // SSH session opened before the sweep starts, for a file the test creates in the cluster's shared
 // directory: on a loaded machine a new session took seconds, and the kill landed in the point's
 // last level instead, whose failure the point's end may not see in time (the point was done).
-func killRankWhenReady(ctx context.Context, db string, h *testhost.Host, kill string) <-chan time.Time {
+// The session blocks opening a FIFO there, until the test opens it to write: the waiter's loop of
+// `sleep 0.02` before was two processes on the host every 20 ms for the whole sweep, most of the
+// test's CPU.
+func killRankWhenReady(ctx context.Context, t testing.TB, db string, h *testhost.Host, kill string) <-chan time.Time {
+	t.Helper()
 	killed := make(chan time.Time, 1)
 	trigger := fmt.Sprintf("kill-rank-%d", time.Now().UnixNano())
+	fifo := filepath.Join(h.SharedDir(), trigger)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatalf("the kill's trigger: %v", err)
+	}
 	var fired atomic.Int64
 	go func() {
 		// The waiter gives up by itself after 5 minutes (a sweep that never reaches the point).
-		waiter := fmt.Sprintf("end=$(($(date +%%s)+300)); while [ ! -e %[1]s ] && [ $(date +%%s) -lt $end ]; do sleep 0.02; done; [ -e %[1]s ] && { %[2]s; }",
-			testhost.SharedPath+"/"+trigger, kill)
+		waiter := fmt.Sprintf("timeout 300 cat %s >/dev/null && { %s; }", testhost.SharedPath+"/"+trigger, kill)
 		if _, err := h.Run(ctx, waiter); err == nil && fired.Load() != 0 {
 			killed <- time.Unix(0, fired.Load())
 		}
@@ -41,7 +48,15 @@ func killRankWhenReady(ctx context.Context, db string, h *testhost.Host, kill st
 			}
 			time.Sleep(300 * time.Millisecond) // into the load
 			fired.Store(time.Now().UnixNano())
-			_ = os.WriteFile(filepath.Join(h.SharedDir(), trigger), nil, 0o644)
+			// Opened and closed: the waiter's cat reads its end. Not blocking: the open fails
+			// (ENXIO) while the waiter has not opened its end yet, and is tried again.
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					w.Close()
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 			return
 		}
 	}()
@@ -82,7 +97,7 @@ func TestSlurmSweepSpansNodes(t *testing.T) {
 	if p := specsweep(t, time.Minute, "plan", f.spec); p.code != 0 || !strings.Contains(p.stdout, "cluster  8   2 x 4 GPUs  the job's nodes  <first node of the job>:<free port>") {
 		t.Errorf("plan:\n%s", p)
 	}
-	killed := killRankWhenReady(ctx, f.db, c.Nodes[1], "pkill -9 -f '^"+testhost.SimPath+" '")
+	killed := killRankWhenReady(ctx, t, f.db, c.Nodes[1], "pkill -9 -f '^"+testhost.SimPath+" '")
 	r := specsweep(t, 5*time.Minute, "run", "--db", f.db, f.spec)
 	var at time.Time
 	select {

@@ -85,7 +85,7 @@ workload: {concurrency: [1, 4], requests: 8, warmup_requests: 1, input_tokens: 3
 	defer stopDaemon(t, d)
 	// The firing's verdict and regressions are events the daemon records once the firing ended.
 	var firing string
-	waitFor(t, 4*time.Minute, "a firing of the watch judged by the daemon", func() bool {
+	waitEvery(t, 4*time.Minute, time.Second, "a firing of the watch judged by the daemon", func() bool {
 		if firing == "" {
 			st := specsweep(t, time.Minute, "status", "--db", f.db)
 			for _, l := range strings.Split(st.stdout, "\n") {
