@@ -104,3 +104,42 @@ func TestOutputCheckFailOnMismatch(t *testing.T) {
 		t.Errorf("failure detail %q", d)
 	}
 }
+
+// cancellingChecks is the store, whose reads of the output checks come as the run is interrupted:
+// each cancels the run's context first.
+type cancellingChecks struct {
+	*store.DB
+	cancel context.CancelFunc
+}
+
+func (s cancellingChecks) OutputChecks(ctx context.Context, sweepID int64) ([]store.PointOutputs, error) {
+	s.cancel()
+	return s.DB.OutputChecks(ctx, sweepID)
+}
+
+// TestInterruptedBeforeTheWorkersStart: an interruption (Ctrl-C, the daemon's stop) while the run
+// compares the answers a resume found, before any worker started, leaves the sweep interrupted and
+// says so, as one during a point does, and the sweep resumes to the end. It was an error ("output
+// check of sweep 1: store: ...: context deadline exceeded", a run of the tests on a loaded machine).
+func TestInterruptedBeforeTheWorkersStart(t *testing.T) {
+	h := newHarness(t, 1, nil)
+	if !h.spec.Workload.OutputCheck.Enabled {
+		t.Fatal("the harness's spec has no output check")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, out, err := h.run(ctx, func(c *Config) { c.Store = cancellingChecks{h.db, cancel} })
+	if err != nil {
+		t.Fatalf("run interrupted before its workers: %v", err)
+	}
+	if !out.Interrupted || out.State != store.SweepInterrupted || out.Pending != len(h.spec.Plan().Points) {
+		t.Fatalf("outcome %+v, want interrupted with every point pending", out)
+	}
+	if st := h.scalar("SELECT state FROM sweeps"); st != "interrupted" {
+		t.Errorf("sweep state %v, want interrupted", st)
+	}
+	_, out, err = h.run(context.Background())
+	if err != nil || out.State != store.SweepDone || out.Done != len(h.spec.Plan().Points) {
+		t.Fatalf("resumed: %+v %v", out, err)
+	}
+}

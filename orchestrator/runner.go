@@ -119,8 +119,17 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 			sr.files[pt.ID] = pt.Files
 		}
 	}
+	// Interrupted (Ctrl-C, the daemon's stop) before a worker started: the sweep is left to resume,
+	// as after an interruption during a point, not failed and not an error.
+	interrupted := func() (Outcome, error) {
+		r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepInterrupted, "interrupted")
+		return r.outcome(context.WithoutCancel(ctx), sweepID, Outcome{SweepID: sweepID, Interrupted: true, State: store.SweepInterrupted})
+	}
 	sr.sources, err = sourcesOf(ctx, spec, sw.SpecHash)
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted()
+		}
 		r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepFailed, err.Error())
 		return Outcome{}, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err)
 	}
@@ -144,6 +153,9 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		sr.outputs = &outputChecker{st: os}
 		// A resume may hold answers whose reference came after them.
 		if err := r.compareAll(ctx, sr); err != nil {
+			if ctx.Err() != nil {
+				return interrupted()
+			}
 			return Outcome{}, err
 		}
 	}
@@ -211,27 +223,9 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 			firstErr = errors.Join(firstErr, err)
 		}
 	}
-	points, err := st.Points(rctx, sweepID)
+	out, err = r.outcome(rctx, sweepID, out)
 	if err != nil {
-		return out, errors.Join(firstErr, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err))
-	}
-	for _, p := range points {
-		switch p.State {
-		case store.PointPending:
-			out.Pending++
-		case store.PointRunning:
-			out.Running++
-		case store.PointDone:
-			out.Done++
-		case store.PointFailed:
-			out.Failed++
-		case store.PointCancelled:
-			out.Cancelled++
-		case store.PointWaiting:
-			out.Waiting++
-		case store.PointPruned:
-			out.Pruned++
-		}
+		return out, errors.Join(firstErr, err)
 	}
 	switch {
 	case cancelled:
@@ -1148,4 +1142,31 @@ func stepSwitches(sw []workload.StepSwitch) []store.StepSwitch {
 		out = append(out, store.StepSwitch{Runtime: x.Runtime, From: x.From, To: x.To, EMA: x.EMA, Clock: x.Clock})
 	}
 	return out
+}
+
+// outcome is out with the sweep's points counted by state.
+func (r *Runner) outcome(ctx context.Context, sweepID int64, out Outcome) (Outcome, error) {
+	points, err := r.cfg.Store.Points(ctx, sweepID)
+	if err != nil {
+		return out, fmt.Errorf("orchestrator: sweep %d: %w", sweepID, err)
+	}
+	for _, p := range points {
+		switch p.State {
+		case store.PointPending:
+			out.Pending++
+		case store.PointRunning:
+			out.Running++
+		case store.PointDone:
+			out.Done++
+		case store.PointFailed:
+			out.Failed++
+		case store.PointCancelled:
+			out.Cancelled++
+		case store.PointWaiting:
+			out.Waiting++
+		case store.PointPruned:
+			out.Pruned++
+		}
+	}
+	return out, nil
 }

@@ -57,7 +57,8 @@ func cpuCgroupRoot() (string, error) {
 }
 
 // NewCPUGroup makes the cgroup name under this process's cgroup of the cpu controller, with
-// cpu.shares shares (1024 is one session's weight) and at most cores CPUs' worth of time. It
+// cpu.shares shares (1024 is one session's weight) and at most cores CPUs' worth of time (0: no
+// cap; SetCores changes it). It
 // returns nil, and no error, on a machine without a v1 cpu hierarchy. Close removes it.
 func NewCPUGroup(name string, shares int, cores float64) (*CPUGroup, error) {
 	root, err := cpuCgroupRoot()
@@ -68,18 +69,40 @@ func NewCPUGroup(name string, shares int, cores float64) (*CPUGroup, error) {
 	if err := os.Mkdir(g.dir, 0o755); err != nil && !os.IsExist(err) {
 		return nil, fmt.Errorf("testhost: make cpu cgroup %s: %w", g.dir, err)
 	}
-	const period = 100000 // µs, the kernel's default cfs period
-	for file, v := range map[string]string{
-		"cpu.shares":        strconv.Itoa(shares),
-		"cpu.cfs_period_us": strconv.Itoa(period),
-		"cpu.cfs_quota_us":  strconv.Itoa(int(cores * period)),
-	} {
-		if err := os.WriteFile(filepath.Join(g.dir, file), []byte(v), 0o644); err != nil {
-			g.Close()
-			return nil, fmt.Errorf("testhost: set %s of %s: %w", file, g.dir, err)
-		}
+	if err := g.set("cpu.shares", strconv.Itoa(shares)); err != nil {
+		g.Close()
+		return nil, err
+	}
+	if err := g.SetCores(cores); err != nil {
+		g.Close()
+		return nil, err
 	}
 	return g, nil
+}
+
+// cfsPeriod is the kernel's default cfs period, in µs.
+const cfsPeriod = 100000
+
+// SetCores caps the group at cores CPUs' worth of time; 0 lifts the cap.
+func (g *CPUGroup) SetCores(cores float64) error {
+	if g == nil {
+		return nil
+	}
+	quota := -1
+	if cores > 0 {
+		quota = int(cores * cfsPeriod)
+	}
+	if err := g.set("cpu.cfs_period_us", strconv.Itoa(cfsPeriod)); err != nil {
+		return err
+	}
+	return g.set("cpu.cfs_quota_us", strconv.Itoa(quota))
+}
+
+func (g *CPUGroup) set(file, v string) error {
+	if err := os.WriteFile(filepath.Join(g.dir, file), []byte(v), 0o644); err != nil {
+		return fmt.Errorf("testhost: set %s of %s to %s: %w", file, g.dir, v, err)
+	}
+	return nil
 }
 
 // Dir is the group's directory ("" for a nil group).

@@ -38,6 +38,12 @@ func TestCPUGroup(t *testing.T) {
 			t.Errorf("%s = %q (%v), want %s", file, b, err, want)
 		}
 	}
+	if err := g.SetCores(0); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(g.Dir(), "cpu.cfs_quota_us")); strings.TrimSpace(string(b)) != "-1" {
+		t.Errorf("cpu.cfs_quota_us = %q after SetCores(0), want -1 (no cap)", b)
+	}
 	own := cpuCgroupOf(t, "self")
 	rel := strings.TrimPrefix(g.Dir(), strings.TrimSuffix(g.Dir(), "/"+filepath.Base(g.Dir())))
 	wantPath := filepath.Join(own, rel)
