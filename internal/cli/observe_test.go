@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -13,12 +14,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/report"
-	"github.com/specsweep/specsweep/workload"
 )
 
 // startSim starts the real simulator with args after its model, port and log level, and env, on a
@@ -80,20 +81,73 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 		done <- result{code, o.String(), e.String()}
 	}()
 	time.Sleep(300 * time.Millisecond) // idle samples first: left out
-	load := func(c int, d time.Duration) time.Duration {
-		t0 := time.Now()
-		res, err := workload.Run(context.Background(), workload.Config{URL: sim.URL, API: workload.APICompletions, Model: "/models/Qwen3.5-122B-A10B",
-			Concurrency: c, Duration: d, InputTokens: 32, OutputTokens: 256, Seed: uint64(c)})
-		took := time.Since(t0)
-		if err != nil || res.Failed > 0 {
-			t.Fatalf("load at %d: %v (%d failed)", c, err, res.Failed)
+	// The truth observe should find: how long each count of requests was in flight, by the level
+	// nearest it (a tie: the larger), as the load's clients saw it. Timing the levels from outside
+	// was not it on a loaded machine: there the clients keep fewer than 16 in flight for much of
+	// c=16's time (each request is short at the simulator's fiftieth of real time), and observe saw
+	// c=4 0.43 of the time where the levels' wall times said 0.33 (go test beside the end-to-end
+	// tests, 2026-12-07).
+	var (
+		mu       sync.Mutex
+		inFlight int
+		since    = time.Now()
+		busy     = map[int]time.Duration{}
+	)
+	change := func(delta int) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		if inFlight > 0 {
+			level := 4
+			if inFlight >= 10 {
+				level = 16
+			}
+			busy[level] += now.Sub(since)
 		}
-		return took
+		inFlight += delta
+		since = now
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	defer client.CloseIdleConnections()
+	body := `{"model": "/models/Qwen3.5-122B-A10B", "prompt": "` + strings.Repeat("word ", 32) + `", "max_tokens": 256}`
+	complete := func() error {
+		resp, err := client.Post(sim.URL+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("completion: %s", resp.Status)
+		}
+		return nil
+	}
+	// A closed loop of c clients for d; the requests in flight at the end finish (the server's
+	// drain is part of the mix).
+	load := func(c int, d time.Duration) {
+		end := time.Now().Add(d)
+		var wg sync.WaitGroup
+		for range c {
+			wg.Go(func() {
+				for time.Now().Before(end) {
+					change(+1)
+					err := complete()
+					change(-1)
+					if err != nil {
+						t.Errorf("load at %d: %v", c, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
 	}
 	// Unequal times, so a mix that only split the samples evenly would not pass.
-	t4 := load(4, 2500*time.Millisecond)
+	load(4, 2500*time.Millisecond)
 	time.Sleep(200 * time.Millisecond)
-	t16 := load(16, 5*time.Second)
+	load(16, 5*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	stop() // as Ctrl-C: observe writes what it observed
 	var r result
@@ -113,15 +167,17 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the observed mix does not parse: %v\n%s", err, text)
 	}
-	want := map[int]float64{4: t4.Seconds() / (t4 + t16).Seconds(), 16: t16.Seconds() / (t4 + t16).Seconds()}
+	total := busy[4] + busy[16]
+	want := map[int]float64{4: busy[4].Seconds() / total.Seconds(), 16: busy[16].Seconds() / total.Seconds()}
 	if len(mix) != 2 {
 		t.Fatalf("observed %s, want the levels 4 and 16 only\n%s", mix, text)
 	}
-	t.Logf("observed %s; the load ran %.4f of the busy time at 4 (%s), %.4f at 16 (%s)", mix, want[4], t4, want[16], t16)
+	t.Logf("observed %s; the load had requests in flight nearest 4 for %.4f of its busy time (%s), nearest 16 for %.4f (%s)",
+		mix, want[4], busy[4].Round(time.Millisecond), want[16], busy[16].Round(time.Millisecond))
 	for _, sh := range mix {
 		if math.Abs(sh.Share-want[sh.Concurrency]) > 0.05 {
-			t.Errorf("c=%d: observed share %.4f, the load ran %.4f of the busy time (%s at 4, %s at 16)\n%s%s",
-				sh.Concurrency, sh.Share, want[sh.Concurrency], t4, t16, text, r.errs)
+			t.Errorf("c=%d: observed share %.4f, the load had %.4f of its busy time there (%s at 4, %s at 16)\n%s%s",
+				sh.Concurrency, sh.Share, want[sh.Concurrency], busy[4], busy[16], text, r.errs)
 		}
 	}
 	for _, want := range []string{"# in flight = sglang:num_running_reqs + sglang:num_queue_reqs", "each sample counted at the nearest of 4, 16 (a tie: the larger)",
