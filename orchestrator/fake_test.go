@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,7 @@ type fakeWorld struct {
 	// speed, when set, is a speculative point's output tok/s per concurrent request (by its
 	// --speculative-num-steps); otherwise 100 x (1 + 0.3 x steps).
 	speed func(steps int) float64
+	alive *httptest.Server // aliveServer
 }
 
 type levelCall struct {
@@ -196,8 +198,24 @@ func (i *fakeInstance) BaseURL() string {
 		return i.b.hangURL
 	case i.b.aliveURL != "":
 		return i.b.aliveURL
+	case i.b.crashAt > 0 || i.b.warmupDies:
+		return "http://127.0.0.1:1" // loopback, refused: a probe of a server scripted to die fails
 	}
-	return "http://127.0.0.1:1" // loopback, refused: a probe of a server that was not scripted fails
+	// A server scripted to live answers the liveness probe, as a live one does: with a refused
+	// address, a level whose data came late on a loaded machine (no data for SilenceProbe, 200 ms)
+	// failed its point as "server gone" (go test -p 3 beside the end-to-end tests, 2026-12-07).
+	return i.h.w.aliveServer()
+}
+
+// aliveServer is the URL of a server whose every path answers 200, made on first use.
+func (w *fakeWorld) aliveServer() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.alive == nil {
+		w.alive = httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		w.t.Cleanup(w.alive.Close)
+	}
+	return w.alive.URL
 }
 func (i *fakeInstance) Address() string { return i.id + ".fake:30000" }
 

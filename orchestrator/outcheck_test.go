@@ -142,4 +142,12 @@ func TestInterruptedBeforeTheWorkersStart(t *testing.T) {
 	if err != nil || out.State != store.SweepDone || out.Done != len(h.spec.Plan().Points) {
 		t.Fatalf("resumed: %+v %v", out, err)
 	}
+
+	// Interrupted before the run read its sweep (the harness prepares it whatever the context).
+	h = newHarness(t, 1, nil)
+	gone, cancelGone := context.WithCancel(context.Background())
+	cancelGone()
+	if _, out, err = h.run(gone); err != nil || !out.Interrupted || out.Pending != len(h.spec.Plan().Points) {
+		t.Fatalf("run with its context ended: %+v %v", out, err)
+	}
 }

@@ -91,18 +91,36 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 	r.cfg.Store = withRedaction(r.cfg.Store, spec)
 	r.redact = newRedactor(spec)
 	st := r.cfg.Store
+	// Interrupted (Ctrl-C, the daemon's stop) before a worker started: the sweep is left to resume,
+	// as after an interruption during a point, not failed and not an error.
+	interrupted := func() (Outcome, error) {
+		r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepInterrupted, "interrupted")
+		return r.outcome(context.WithoutCancel(ctx), sweepID, Outcome{SweepID: sweepID, Interrupted: true, State: store.SweepInterrupted})
+	}
+	if ctx.Err() != nil {
+		return interrupted()
+	}
 	sw, err := st.Sweep(ctx, sweepID)
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted()
+		}
 		return Outcome{}, fmt.Errorf("orchestrator: run sweep %d: %w", sweepID, err)
 	}
 	if sw.State != store.SweepRunning {
 		if err := st.SetSweepState(ctx, sweepID, store.SweepRunning, "started"); err != nil {
+			if ctx.Err() != nil {
+				return interrupted()
+			}
 			return Outcome{}, fmt.Errorf("orchestrator: run sweep %d: %w", sweepID, err)
 		}
 	}
 	if r.cfg.Holder != "" {
 		h := store.Holder{Kind: r.cfg.Holder, PID: r.cfg.PID, Host: r.cfg.HostName}
 		if err := st.HoldSweep(ctx, sweepID, h); err != nil {
+			if ctx.Err() != nil {
+				return interrupted()
+			}
 			return Outcome{}, fmt.Errorf("orchestrator: run sweep %d: %w", sweepID, err)
 		}
 		// The heartbeat lasts until Run returns: restoring the hosts after an interruption (up to
@@ -118,12 +136,6 @@ func (r *Runner) Run(ctx context.Context, sweepID int64, spec *sweep.Spec) (Outc
 		if len(pt.Files) > 0 {
 			sr.files[pt.ID] = pt.Files
 		}
-	}
-	// Interrupted (Ctrl-C, the daemon's stop) before a worker started: the sweep is left to resume,
-	// as after an interruption during a point, not failed and not an error.
-	interrupted := func() (Outcome, error) {
-		r.finishSweep(context.WithoutCancel(ctx), sweepID, store.SweepInterrupted, "interrupted")
-		return r.outcome(context.WithoutCancel(ctx), sweepID, Outcome{SweepID: sweepID, Interrupted: true, State: store.SweepInterrupted})
 	}
 	sr.sources, err = sourcesOf(ctx, spec, sw.SpecHash)
 	if err != nil {
