@@ -22,6 +22,7 @@ func TestWatchOnATestHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end on a test host")
 	}
+	servedFirst(t) // its checks compare measured speeds
 	hosts := boot(t, 1, testhost.Options{UnitEnabled: true, Env: map[string]string{"SGLANGSIM_ENGINE_VERSION": "0.5.9"}})
 	h := hosts[0]
 	ctx := t.Context()
