@@ -17,6 +17,9 @@ func TestLocalSweep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
 	}
+	// Its check compares measured speeds (steps 4 against the baseline at c=1): a clean-clone CI run
+	// at a load of 23 measured 1.44x where it wants more than 1.5 (2026-12-07).
+	servedFirst(t)
 	sim := testhost.SimBinary(t)
 	f := writeSpec(t, fmt.Sprintf(`version: 1
 name: e2e-local
