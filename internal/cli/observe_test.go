@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,11 +67,11 @@ func startSim(t *testing.T, args []string, env ...string) string {
 // flight, small beside them; each sample counts for the time until the next, so a scrape slowed by a
 // busy machine does not shrink the busy level's share.
 func TestObserveMeasuresTheMixItRan(t *testing.T) {
-	// The simulator at a fifth of real time, not startBenchSim's fiftieth: what observe reads is the
-	// server's own count, and a server starved of CPU (go test -p 3, a load of 23) took requests in
-	// late: it counted c=4 0.47 of the time where its clients had 16 in flight 0.66 of it. Longer
-	// requests need a tenth of its CPU per second.
-	sim := &benchSim{URL: startSim(t, []string{"--enable-metrics"}, "SGLANGSIM_TIME_SCALE=0.2")}
+	// The simulator at a fifth of real time, not startBenchSim's fiftieth: longer requests need a
+	// tenth of its CPU per second, and a starved server takes requests in late. Its truth file has
+	// every request's arrival and finish: the server's own count in flight, which observe samples.
+	truthFile := filepath.Join(t.TempDir(), "truth.jsonl")
+	sim := &benchSim{URL: startSim(t, []string{"--enable-metrics"}, "SGLANGSIM_TIME_SCALE=0.2", "SGLANGSIM_TRUTH="+truthFile)}
 	out := filepath.Join(t.TempDir(), "mix.txt")
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -85,32 +87,6 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 		done <- result{code, o.String(), e.String()}
 	}()
 	time.Sleep(300 * time.Millisecond) // idle samples first: left out
-	// The truth observe should find: how long each count of requests was in flight, by the level
-	// nearest it (a tie: the larger), as the load's clients saw it. Timing the levels from outside
-	// was not it on a loaded machine: there the clients keep fewer than 16 in flight for much of
-	// c=16's time (each request is short at the simulator's fiftieth of real time), and observe saw
-	// c=4 0.43 of the time where the levels' wall times said 0.33 (go test beside the end-to-end
-	// tests, 2026-12-07).
-	var (
-		mu       sync.Mutex
-		inFlight int
-		since    = time.Now()
-		busy     = map[int]time.Duration{}
-	)
-	change := func(delta int) {
-		mu.Lock()
-		defer mu.Unlock()
-		now := time.Now()
-		if inFlight > 0 {
-			level := 4
-			if inFlight >= 10 {
-				level = 16
-			}
-			busy[level] += now.Sub(since)
-		}
-		inFlight += delta
-		since = now
-	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	defer client.CloseIdleConnections()
 	body := `{"model": "/models/Qwen3.5-122B-A10B", "prompt": "` + strings.Repeat("word ", 32) + `", "max_tokens": 256}`
@@ -136,9 +112,7 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 		for range c {
 			wg.Go(func() {
 				for time.Now().Before(end) {
-					change(+1)
 					err := complete()
-					change(-1)
 					if err != nil {
 						t.Errorf("load at %d: %v", c, err)
 						return
@@ -171,16 +145,28 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the observed mix does not parse: %v\n%s", err, text)
 	}
+	// The truth observe should find: how long the server had each count of requests in flight, by
+	// the level nearest it (a tie: the larger), from its truth file. Neither the levels' wall times
+	// nor the clients' own count were it on a loaded machine: the clients and the simulator kept
+	// fewer than 16 in flight for much of c=16's time (observed c=4 0.43 where the wall times said
+	// 0.33), and a starved test process saw its requests end late (its clients' count said c=4 0.46
+	// where the server's was 0.37; go test -p 3, 2026-12-07).
+	busy := serverBusy(t, truthFile, func(n int) int {
+		if n >= 10 {
+			return 16
+		}
+		return 4
+	})
 	total := busy[4] + busy[16]
 	want := map[int]float64{4: busy[4].Seconds() / total.Seconds(), 16: busy[16].Seconds() / total.Seconds()}
 	if len(mix) != 2 {
 		t.Fatalf("observed %s, want the levels 4 and 16 only\n%s", mix, text)
 	}
-	t.Logf("observed %s; the load had requests in flight nearest 4 for %.4f of its busy time (%s), nearest 16 for %.4f (%s)",
+	t.Logf("observed %s; the server had requests in flight nearest 4 for %.4f of its busy time (%s), nearest 16 for %.4f (%s)",
 		mix, want[4], busy[4].Round(time.Millisecond), want[16], busy[16].Round(time.Millisecond))
 	for _, sh := range mix {
 		if math.Abs(sh.Share-want[sh.Concurrency]) > 0.05 {
-			t.Errorf("c=%d: observed share %.4f, the load had %.4f of its busy time there (%s at 4, %s at 16)\n%s%s",
+			t.Errorf("c=%d: observed share %.4f, the server had %.4f of its busy time there (%s at 4, %s at 16)\n%s%s",
 				sh.Concurrency, sh.Share, want[sh.Concurrency], busy[4], busy[16], text, r.errs)
 		}
 	}
@@ -300,4 +286,55 @@ sglang:num_running_reqs_total 99
 	if _, hasRun, _, _, err := parseInFlight([]byte("up 1\n")); err != nil || hasRun {
 		t.Errorf("no gauge: %v %v", hasRun, err)
 	}
+}
+
+// serverBusy reads a simulator's truth file (SGLANGSIM_TRUTH) and returns how long the server had
+// requests in flight, between each one's arrival and finish, by level(count in flight); no time with
+// none in flight.
+func serverBusy(t *testing.T, path string, level func(n int) int) map[int]time.Duration {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type change struct {
+		at    float64 // unix ms
+		delta int
+	}
+	var changes []change
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var r struct {
+			Event   string   `json:"event"`
+			Arrival *float64 `json:"arrival_unix_ms"`
+			Finish  *float64 `json:"finish_unix_ms"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("truth line %q: %v", line, err)
+		}
+		if r.Event != "request" {
+			continue
+		}
+		if r.Arrival == nil || r.Finish == nil {
+			t.Fatalf("truth line without its times: %q", line)
+		}
+		changes = append(changes, change{*r.Arrival, +1}, change{*r.Finish, -1})
+	}
+	if len(changes) == 0 {
+		t.Fatalf("no request in the truth file %s", path)
+	}
+	sort.Slice(changes, func(i, j int) bool {
+		if changes[i].at != changes[j].at {
+			return changes[i].at < changes[j].at
+		}
+		return changes[i].delta < changes[j].delta // a finish before an arrival at the same instant
+	})
+	busy := map[int]time.Duration{}
+	n := 0
+	for i, c := range changes {
+		if i > 0 && n > 0 {
+			busy[level(n)] += time.Duration((c.at - changes[i-1].at) * float64(time.Millisecond))
+		}
+		n += c.delta
+	}
+	return busy
 }
