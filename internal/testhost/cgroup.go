@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -23,6 +24,20 @@ const cgroupParent = "sst-hosts"
 // (/system.slice/sglang.service for all of them), and hosts started side by side took each other's
 // cgroups away ("Failed at step CGROUP spawning ...: No such file or directory", status 219).
 func systemdCgroups() ([]string, error) {
+	dirs, err := ownCgroupDirs(true, "name=systemd", "pids", "devices", "memory")
+	if err != nil {
+		return nil, err
+	}
+	for i := range dirs {
+		dirs[i] = filepath.Join(dirs[i], cgroupParent)
+	}
+	sort.Strings(dirs)
+	return dirs, nil
+}
+
+// ownCgroupDirs lists this process's own cgroup, <mount><own path>, in every v1 hierarchy mounted
+// with one of controllers among its options, and in every cgroup2 mount if cgroup2.
+func ownCgroupDirs(cgroup2 bool, controllers ...string) ([]string, error) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("testhost: read mountinfo: %w", err)
@@ -52,10 +67,12 @@ func systemdCgroups() ([]string, error) {
 		key := ""
 		switch g[0] {
 		case "cgroup2":
+			if !cgroup2 {
+				continue
+			}
 		case "cgroup":
 			for _, o := range strings.Split(g[2], ",") {
-				switch {
-				case o == "name=systemd", o == "pids", o == "devices", o == "memory":
+				if slices.Contains(controllers, o) {
 					key = o
 				}
 			}
@@ -75,9 +92,8 @@ func systemdCgroups() ([]string, error) {
 		if !ok {
 			continue
 		}
-		dirs = append(dirs, filepath.Join(f[4], p, cgroupParent))
+		dirs = append(dirs, filepath.Join(f[4], p))
 	}
-	sort.Strings(dirs)
 	return dirs, nil
 }
 

@@ -23,49 +23,16 @@ type CPUGroup struct {
 	dir string
 }
 
-// cpuCgroupRoot is where this process's cgroup of the v1 cpu controller is, "" without one.
-func cpuCgroupRoot() (string, error) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", fmt.Errorf("testhost: read mountinfo: %w", err)
-	}
-	own, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", fmt.Errorf("testhost: read own cgroups: %w", err)
-	}
-	path := ""
-	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
-		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[1] != "" && hasOption(f[1], "cpu") {
-			path = f[2]
-		}
-	}
-	if path == "" {
-		return "", nil
-	}
-	for _, line := range strings.Split(string(mi), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 || f[3] != "/" || g[0] != "cgroup" || !hasOption(g[2], "cpu") {
-			continue
-		}
-		return filepath.Join(f[4], path), nil
-	}
-	return "", nil
-}
-
 // NewCPUGroup makes the cgroup name under this process's cgroup of the cpu controller, with
 // cpu.shares shares (1024 is one session's weight) and at most cores CPUs' worth of time (0: no
 // cap; SetCores changes it). It
 // returns nil, and no error, on a machine without a v1 cpu hierarchy. Close removes it.
 func NewCPUGroup(name string, shares int, cores float64) (*CPUGroup, error) {
-	root, err := cpuCgroupRoot()
-	if err != nil || root == "" {
+	roots, err := ownCgroupDirs(false, "cpu")
+	if err != nil || len(roots) == 0 {
 		return nil, err
 	}
-	g := &CPUGroup{dir: filepath.Join(root, name)}
+	g := &CPUGroup{dir: filepath.Join(roots[0], name)}
 	if err := os.Mkdir(g.dir, 0o755); err != nil && !os.IsExist(err) {
 		return nil, fmt.Errorf("testhost: make cpu cgroup %s: %w", g.dir, err)
 	}
