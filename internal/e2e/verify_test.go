@@ -23,6 +23,10 @@ import (
 // the local driver writes before the point starts, read by the simulator's loader that follows
 // SGLang's), runs it under phases 1, 64, 1, and compares each adaptive server with the fixed ones; the
 // fitted server switches to no speculation in the c=64 phase and back.
+//
+// The matrix has no steps 5: by the profile's model it is 8% below steps 7 at one stream (395 and
+// 428 tok/s), and a CI run's source sweep measured it first there at a load of 25 (the fitted
+// schedule's slot 1 was [5 7]); steps 3 is 25% below.
 func testVerifyOnTheSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep")
@@ -42,7 +46,7 @@ server:
 methods:
   baseline: []
   eagle3: [--speculative-algorithm, EAGLE3, --speculative-draft-model-path, /models/falling-eagle3]
-matrix: {method: [baseline, eagle3], num_steps: [1, 3, 5, 7], topk: [1], tp: [1]}
+matrix: {method: [baseline, eagle3], num_steps: [1, 3, 7], topk: [1], tp: [1]}
 workload:
   concurrency: [1, 16, 64]
   requests: 64
