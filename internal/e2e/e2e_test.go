@@ -61,6 +61,7 @@ func TestMain(m *testing.M) {
 		// Not root, or no cpu controller to write: the lanes run as every test does.
 		fmt.Fprintf(os.Stderr, "e2e: the lanes run without a cpu cgroup: %v\n", err)
 	}
+	g.SetSlice(lanesSlice)
 	lanesGroup = g
 	done := testhost.GuardDefaultPorts()
 	code := done(m.Run())
@@ -240,8 +241,8 @@ func stateHome(t testing.TB) string {
 
 // specsweepCmd is one invocation of the binary, the one place the tests make one: the test
 // process's environment with the test's own XDG_STATE_HOME (stateHome), in the cpu cgroup of the
-// test's lane if it has one (laneGroup). specsweep reads no
-// configuration from XDG_CONFIG_HOME, so that is left as it is.
+// test's lane if it has one (laneGroup; specsweep and startSpecsweep start it with the lane's
+// slice). specsweep reads no configuration from XDG_CONFIG_HOME, so that is left as it is.
 func specsweepCmd(ctx context.Context, t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, specsweepBin(t), args...)
@@ -258,7 +259,10 @@ func specsweep(t testing.TB, timeout time.Duration, args ...string) result {
 	cmd := specsweepCmd(ctx, t, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	err := laneGroup(t).Start(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
 	r := result{stdout: out.String(), stderr: errb.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
@@ -277,7 +281,7 @@ func startSpecsweep(t testing.TB, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	cmd := specsweepCmd(context.Background(), t, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
+	if err := laneGroup(t).Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -5,9 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestCPUGroup: a command made to join the group (Command, Script) has its children born in it,
@@ -48,27 +51,44 @@ func TestCPUGroup(t *testing.T) {
 	rel := strings.TrimPrefix(g.Dir(), strings.TrimSuffix(g.Dir(), "/"+filepath.Base(g.Dir())))
 	wantPath := filepath.Join(own, rel)
 
-	// A child's child, started before the shell could be moved by anyone from outside.
-	cmd := exec.Command("/bin/sh", "-c", `sleep 30 & echo $!; wait`)
-	g.Command(cmd)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	// A child's child, started before the shell could be moved by anyone from outside; by Start, it
+	// runs with the group's slice too (where the kernel reports one), and this process does not.
+	const slice = 100 * time.Microsecond
+	g.SetSlice(slice)
+	reportsSlices := sliceOf(t, "self") != 0
+	for _, viaStart := range []bool{false, true} {
+		cmd := exec.Command("/bin/sh", "-c", `sleep 30 & echo $!; wait`)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if viaStart {
+			err = g.Start(cmd)
+		} else {
+			g.Command(cmd)
+			err = cmd.Start()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 32)
+		n, _ := out.Read(buf)
+		grandchild := strings.TrimSpace(string(buf[:n]))
+		if got := cpuCgroupOf(t, grandchild); got != wantPath {
+			t.Errorf("the command's child (pid %s) is in cpu cgroup %q, want %q", grandchild, got, wantPath)
+		}
+		if got := cpuCgroupOf(t, "self"); got != own {
+			t.Errorf("the test process moved to %q", got)
+		}
+		if got := sliceOf(t, grandchild); reportsSlices && viaStart && got != slice {
+			t.Errorf("the child of a command started by Start runs with a slice of %s, want %s", got, slice)
+		}
+		_ = exec.Command("kill", grandchild).Run()
+		_ = cmd.Wait()
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if got := sliceOf(t, "self"); reportsSlices && got == slice {
+		t.Errorf("this process's main thread took the group's slice")
 	}
-	buf := make([]byte, 32)
-	n, _ := out.Read(buf)
-	grandchild := strings.TrimSpace(string(buf[:n]))
-	if got := cpuCgroupOf(t, grandchild); got != wantPath {
-		t.Errorf("the command's child (pid %s) is in cpu cgroup %q, want %q", grandchild, got, wantPath)
-	}
-	if got := cpuCgroupOf(t, "self"); got != own {
-		t.Errorf("the test process moved to %q", got)
-	}
-	_ = exec.Command("kill", grandchild).Run()
-	_ = cmd.Wait()
 
 	script, err := g.Script(t.TempDir(), "/bin/cat")
 	if err != nil {
@@ -88,10 +108,10 @@ func TestCPUGroup(t *testing.T) {
 	defer stop()
 	go func() { _, _ = h.Run(lctx, "exec sleep 601") }()
 	hostDir := filepath.Join(wantPath, h.Name)
-	names := map[string]bool{}
+	names, pids := map[string]bool{}, map[string]string{}
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) && !(names["sleep"] && names["sshd"] && names["systemd"]) {
-		names = map[string]bool{}
+		names, pids = map[string]bool{}, map[string]string{}
 		b, err := os.ReadFile(filepath.Join(g.Dir(), h.Name, "cgroup.procs"))
 		if err != nil {
 			t.Fatal(err)
@@ -114,12 +134,37 @@ func TestCPUGroup(t *testing.T) {
 				t.Errorf("%s (pid %s) is in cpu cgroup %s, not under %s", strings.TrimSpace(string(comm)), pid, got, hostDir)
 			}
 			names[strings.TrimSpace(string(comm))] = true
+			pids[strings.TrimSpace(string(comm))] = pid
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	if !(names["sleep"] && names["sshd"] && names["systemd"]) {
 		t.Errorf("processes in the host's cpu cgroup %v; want the unit's sleep, the login's sshd and systemd among them", names)
 	}
+	// The host's systemd got the group's slice when it started, and everything it starts with it.
+	for name, pid := range pids {
+		if got := sliceOf(t, pid); reportsSlices && got != slice {
+			t.Errorf("the host's %s (pid %s) runs with a slice of %s, want the group's %s", name, pid, got, slice)
+		}
+	}
+}
+
+// sliceOf is the scheduler slice pid ("self": this thread) runs with, as sched_getattr reports it
+// (0: not reported, before Linux 6.12, or the process is gone).
+func sliceOf(t *testing.T, pid string) time.Duration {
+	t.Helper()
+	n := 0
+	if pid != "self" {
+		var err error
+		if n, err = strconv.Atoi(pid); err != nil {
+			t.Fatalf("pid %q: %v", pid, err)
+		}
+	}
+	attr, err := unix.SchedGetAttr(n, 0)
+	if err != nil || attr.Policy != unix.SCHED_NORMAL {
+		return 0
+	}
+	return time.Duration(attr.Runtime)
 }
 
 // cpuCgroupOf is the path of pid's ("self" for this process) cgroup in the v1 cpu controller's

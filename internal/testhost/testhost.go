@@ -618,6 +618,12 @@ func (h *Host) startSystemd(cpu *CPUGroup) error {
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, after teardown
+		// The host's systemd, and so all the host runs, gets the cpu group's slice from this
+		// thread (cpugroup.go); the thread only waits after this.
+		if err := cpu.sliceThisThread(); err != nil {
+			started <- err
+			return
+		}
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
