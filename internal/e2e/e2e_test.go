@@ -61,7 +61,9 @@ func TestMain(m *testing.M) {
 		// Not root, or no cpu controller to write: the lanes run as every test does.
 		fmt.Fprintf(os.Stderr, "e2e: the lanes run without a cpu cgroup: %v\n", err)
 	}
-	g.SetSlice(lanesSlice)
+	if err := g.SetSlice(lanesSlice); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: the lanes run at the kernel's default slice: %v\n", err)
+	}
 	lanesGroup = g
 	done := testhost.GuardDefaultPorts()
 	code := done(m.Run())

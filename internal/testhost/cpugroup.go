@@ -106,11 +106,28 @@ func (g *CPUGroup) Command(cmd *exec.Cmd) {
 }
 
 // SetSlice sets the scheduler slice Start's commands and a host's systemd run with (0: the
-// kernel's default). The kernel takes 0.1 ms to 100 ms, and ignores it before Linux 6.12.
-func (g *CPUGroup) SetSlice(d time.Duration) {
-	if g != nil {
-		g.slice = d
+// kernel's default). The kernel takes 0.1 ms to 100 ms, and ignores it before Linux 6.12. It tries
+// the slice on a thread of its own first: where the kernel refuses it (a seccomp filter) the group
+// keeps the default and the error says why, so that a caller may go on. (The kernel clamps a slice
+// out of its range.)
+func (g *CPUGroup) SetSlice(d time.Duration) error {
+	if g == nil {
+		return nil
 	}
+	if d < 0 {
+		return fmt.Errorf("testhost: a negative scheduler slice (%s) for the cpu group %s", d, g.dir)
+	}
+	g.slice = d
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread, and its slice, end with this goroutine
+		errc <- g.sliceThisThread()
+	}()
+	if err := <-errc; err != nil {
+		g.slice = 0
+		return err
+	}
+	return nil
 }
 
 // Start starts cmd in the group (Command) with the group's slice: it forks from a thread of its own

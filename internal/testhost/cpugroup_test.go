@@ -54,7 +54,12 @@ func TestCPUGroup(t *testing.T) {
 	// A child's child, started before the shell could be moved by anyone from outside; by Start, it
 	// runs with the group's slice too (where the kernel reports one), and this process does not.
 	const slice = 100 * time.Microsecond
-	g.SetSlice(slice)
+	if err := g.SetSlice(-time.Millisecond); err == nil {
+		t.Errorf("SetSlice took a negative slice")
+	}
+	if err := g.SetSlice(slice); err != nil {
+		t.Fatalf("SetSlice(%s): %v", slice, err)
+	}
 	reportsSlices := sliceOf(t, "self") != 0
 	for _, viaStart := range []bool{false, true} {
 		cmd := exec.Command("/bin/sh", "-c", `sleep 30 & echo $!; wait`)
