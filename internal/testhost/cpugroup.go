@@ -23,8 +23,9 @@ import (
 // taking every core from the hosts beside it, which leave SSH keepalives unanswered when starved.
 //
 // The weight gives the group its share of the CPU, not its wake-ups on time: a woken member waits
-// for the running task to finish its slice (the kernel's base slice, 1.4 ms on this machine), several times per
-// request a client makes, which moved a simulated point's figure by up to 6% beside 25 busy loops.
+// for the running task to finish its slice (the kernel's base slice, 1.4 ms on this machine),
+// several times per request a client makes, which moved a simulated point's figure by up to 6%
+// beside 25 busy loops.
 // So a member started by Start, and a host's systemd, run with a short slice (SetSlice): on Linux
 // 6.12 and later the scheduler lets a task with a shorter slice preempt on wake-up; the slice is
 // inherited by everything the member starts. (Chromium, started by chromedp through Script, keeps
