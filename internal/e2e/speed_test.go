@@ -34,7 +34,7 @@ import (
 // The weight alone gave the lanes their share but not their wake-ups on time: beside 25 busy loops
 // a climb's points measured 4.67-4.94 times the model's figure at a fifth of real time (5 is exact;
 // three runs), and one run of three picked another answer; with the lanes' processes at the
-// shortest slice (lanesSlice, testhost.CPUGroup.SetSlice) 4.91-5.05, the same in every run, and
+// shortest slice (lanesSlice, testhost.CPUGroup.SetSlice) 4.92-5.05, the same in every run, and
 // no wrong answer (2026-12-07).
 const (
 	lanesShares        = 64 * 1024 // 64 sessions' worth: ahead of every other session here

@@ -119,12 +119,7 @@ func (g *CPUGroup) SetSlice(d time.Duration) error {
 		return fmt.Errorf("testhost: a negative scheduler slice (%s) for the cpu group %s", d, g.dir)
 	}
 	g.slice = d
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread, and its slice, end with this goroutine
-		errc <- g.sliceThisThread()
-	}()
-	if err := <-errc; err != nil {
+	if err := g.onSlicedThread(func() error { return nil }); err != nil {
 		g.slice = 0
 		return err
 	}
@@ -140,6 +135,12 @@ func (g *CPUGroup) Start(cmd *exec.Cmd) error {
 		return cmd.Start()
 	}
 	g.Command(cmd)
+	return g.onSlicedThread(cmd.Start)
+}
+
+// onSlicedThread runs fn on a thread of its own with the group's slice, and returns its error (or
+// the kernel's refusal of the slice).
+func (g *CPUGroup) onSlicedThread(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread, and its slice, end with this goroutine
@@ -147,7 +148,7 @@ func (g *CPUGroup) Start(cmd *exec.Cmd) error {
 			errc <- err
 			return
 		}
-		errc <- cmd.Start()
+		errc <- fn()
 	}()
 	return <-errc
 }
