@@ -50,6 +50,12 @@ func TestBootTwoHosts(t *testing.T) {
 		if out, err := h.Run(ctx, "systemctl daemon-reload && find /run/systemd/generator /run/systemd/generator.early /run/systemd/generator.late -mindepth 1 2>/dev/null | head -5"); err != nil || len(bytes.TrimSpace(out)) != 0 {
 			t.Errorf("%s: generators ran (%v):\n%s", h.Name, err, out)
 		}
+		// systemd-tmpfiles did not run at boot (masked: it emptied the overlay's /tmp entry by entry).
+		tmpfiles := "systemd-tmpfiles-setup.service systemd-tmpfiles-setup-dev.service systemd-tmpfiles-setup-dev-early.service"
+		if out, err := h.Run(ctx, "systemctl show -p LoadState -p ActiveState --value "+tmpfiles+" | grep . | sort | uniq -c"); err != nil ||
+			strings.Join(strings.Fields(string(out)), " ") != "3 inactive 3 masked" {
+			t.Errorf("%s: systemd-tmpfiles' boot units (%v), want 3 masked and inactive:\n%s", h.Name, err, out)
+		}
 		outs := make(chan string, 8)
 		for range 8 {
 			go func() {
