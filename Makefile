@@ -54,8 +54,14 @@ run: build
 	$(BIN)/specsweep run --db $(DB) $(RUNFLAGS) $(QUICKSTART)
 
 # Unit and integration tests: everything CI runs (integration tests need root; CI is root).
+# One build of specsweep and sglangsim for every test package (testhost.BinDirEnv), in a directory
+# of this run's own, removed after it: each test process built its own before.
 test: lint
-	$(GO) test $(TESTFLAGS) $(TESTPKGS)
+	@bindir=$$(mktemp -d "$${TMPDIR:-/tmp}/sst-testbin-XXXXXX") && trap 'rm -rf "$$bindir"' EXIT INT TERM && \
+	echo "$(GO) build -o $$bindir/ ./cmd/specsweep ./cmd/sglangsim" && \
+	$(GO) build -o "$$bindir/" ./cmd/specsweep ./cmd/sglangsim && \
+	echo "SPECSWEEP_TEST_BINDIR=$$bindir $(GO) test $(TESTFLAGS) $(TESTPKGS)" && \
+	SPECSWEEP_TEST_BINDIR="$$bindir" $(GO) test $(TESTFLAGS) $(TESTPKGS)
 
 # The inner loop: lint's fast parts (the gofmt check, go vet), then the fast tests (-short: no test
 # hosts, no end-to-end sweeps, no recorded sweeps). unit is its old name.

@@ -93,9 +93,8 @@ func TestMain(m *testing.M) {
 // runs in the test t (the first to call recorded), for testhost.FreePort's sake.
 func recordSweeps(t *testing.T, dir string) error {
 	for _, b := range []string{"specsweep", "sglangsim"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), "github.com/specsweep/specsweep/cmd/"+b).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", b, err, out)
+		if err := testhost.BuildCommand(b, filepath.Join(dir, b)); err != nil {
+			return err
 		}
 	}
 	dbFile = filepath.Join(dir, "sweeps.db")

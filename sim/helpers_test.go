@@ -31,13 +31,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	simBin = filepath.Join(dir, "sglangsim")
-	args := []string{"build", "-o", simBin}
+	var flags []string
 	if raceBuild {
-		args = append(args, "-race")
+		flags = append(flags, "-race")
 	}
-	out, err := exec.Command("go", append(args, "github.com/specsweep/specsweep/cmd/sglangsim")...).CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building sglangsim: %v\n%s", err, out)
+	if err := testhost.BuildCommand("sglangsim", simBin, flags...); err != nil {
+		fmt.Fprintf(os.Stderr, "building sglangsim: %v\n", err)
 		os.Exit(1)
 	}
 	// A simulator a test starts without --port would listen on 30000: held here, it fails every time.

@@ -30,9 +30,8 @@ func TestMain(m *testing.M) {
 	}
 	if !testing.Short() {
 		simBin = filepath.Join(dir, "sglangsim")
-		cmd := exec.Command("go", "build", "-o", simBin, "github.com/specsweep/specsweep/cmd/sglangsim")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build sglangsim: %v\n%s", err, out)
+		if err := testhost.BuildCommand("sglangsim", simBin); err != nil {
+			fmt.Fprintf(os.Stderr, "build sglangsim: %v\n", err)
 			os.RemoveAll(dir)
 			os.Exit(1)
 		}

@@ -133,10 +133,7 @@ func specsweepBin(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "specsweep")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/specsweep/specsweep/cmd/specsweep").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build specsweep: %v\n%s", err, out)
-		}
+		buildErr = testhost.BuildCommand("specsweep", binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

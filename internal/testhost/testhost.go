@@ -178,11 +178,6 @@ const simKeep = 2 * time.Hour
 func SimBinary(t testing.TB) string {
 	t.Helper()
 	simOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			simErr = err
-			return
-		}
 		// One directory per test process, removed by a later Boot once the process is gone.
 		dir := fmt.Sprintf("/var/tmp/sst-sim-%d", os.Getpid())
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -190,11 +185,7 @@ func SimBinary(t testing.TB) string {
 			return
 		}
 		simPath = filepath.Join(dir, "sglangsim")
-		cmd := exec.Command("go", "build", "-o", simPath, "./cmd/sglangsim")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			simErr = fmt.Errorf("go build ./cmd/sglangsim: %v\n%s", err, out)
-		}
+		simErr = BuildCommand("sglangsim", simPath)
 	})
 	if simErr != nil {
 		t.Fatalf("testhost: %v", simErr)
