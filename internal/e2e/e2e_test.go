@@ -317,6 +317,12 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	waitEvery(t, timeout, 50*time.Millisecond, what, cond)
 }
 
+// hostPoll is waitEvery's pace for a condition that runs a command on a test host (each an SSH
+// session, and systemctl a request of the host's systemd): at waitFor's 50 ms, the packing test's
+// three waits for two running slots ran most of its 488 systemctl processes, and its hosts' systemd
+// took more CPU than its sweeps' clients and simulators.
+const hostPoll = 200 * time.Millisecond
+
 // waitEvery is waitFor polling every `every`: for a cond that starts processes (specsweep, a
 // command on a test host), which at waitFor's pace cost more CPU than the rest of a long wait's
 // test (the watch test's minute for its daemon's first firing: about 1 200 `specsweep status`).

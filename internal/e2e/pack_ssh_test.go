@@ -110,7 +110,7 @@ func TestPackedOnARealHost(t *testing.T) {
 
 		// kill -9 mid-sweep: the slot units stay, some of them running.
 		cmd, out := startSpecsweep(t, "run", "--db", f.db, f.spec)
-		waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
+		waitEvery(t, 2*time.Minute, hostPoll, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
 		waitFor(t, time.Minute, "a run to be recorded", func() bool { return countRows(f.db, "SELECT count(*) FROM runs") > 0 })
 		signal(t, cmd, syscall.SIGKILL)
 		_ = cmd.Wait()
@@ -165,7 +165,7 @@ func TestPackedOnARealHost(t *testing.T) {
 		}
 		orphan := strings.TrimSpace(string(o))
 		defer h.Run(t.Context(), "kill -9 "+orphan)
-		waitFor(t, 20*time.Second, "nvidia-smi to list the orphan", func() bool {
+		waitEvery(t, 20*time.Second, hostPoll, "nvidia-smi to list the orphan", func() bool {
 			out, _ := h.Run(t.Context(), "nvidia-smi --query-compute-apps=pid --format=csv,noheader")
 			return strings.Contains(string(out), orphan)
 		})
@@ -188,7 +188,7 @@ func TestPackedOnARealHost(t *testing.T) {
 		// again and exits 0.
 		tf := writeSpec(t, sshPackSpec("e2e-pack-term", h, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [1]}", ""))
 		cmd, out := startSpecsweep(t, "run", "--db", tf.db, tf.spec)
-		waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
+		waitEvery(t, 2*time.Minute, hostPoll, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
 		signal(t, cmd, syscall.SIGTERM)
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("exit after SIGTERM: %v\n%s", err, tail(out.String(), 10))
@@ -198,7 +198,7 @@ func TestPackedOnARealHost(t *testing.T) {
 		// restore after a kill -9 removes every slot unit and starts the operator's server again.
 		rf := writeSpec(t, sshPackSpec("e2e-pack-restore", h, "{method: [baseline, eagle3], num_steps: [1, 2], topk: [1], tp: [1]}", ""))
 		cmd, _ = startSpecsweep(t, "run", "--db", rf.db, rf.spec)
-		waitFor(t, 2*time.Minute, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
+		waitEvery(t, 2*time.Minute, hostPoll, "two slot units running at once", func() bool { return activeSlots(t, h) >= 2 })
 		signal(t, cmd, syscall.SIGKILL)
 		_ = cmd.Wait()
 		if r := specsweep(t, time.Minute, "cancel", "--db", rf.db, "e2e-pack-restore"); r.code != 0 {

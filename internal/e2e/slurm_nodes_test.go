@@ -154,7 +154,7 @@ func TestSlurmSweepSpansNodes(t *testing.T) {
 		if q := queued(); strings.Contains(q, "specsweep.") {
 			t.Errorf("%s: jobs left: %q", when, q)
 		}
-		waitFor(t, time.Minute, "no server on any node", func() bool { return !simOn(c.Nodes[0]) && !simOn(c.Nodes[1]) })
+		waitEvery(t, time.Minute, hostPoll, "no server on any node", func() bool { return !simOn(c.Nodes[0]) && !simOn(c.Nodes[1]) })
 	}
 	check("after the resumed sweep")
 	g = spec("e2e-slurm-nodes-restore", "{method: [baseline], tp: [8, 4]}", true)
