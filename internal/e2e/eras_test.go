@@ -30,13 +30,15 @@ func TestSweepOnEveryAcceptLengthSource(t *testing.T) {
 	// and "Decode batch [FORWARD_CT],". The other releases' lines (0.4.2, 0.4.7, 0.4.9.post1) start
 	// "Decode batch." as 0.4.4's do and differ only after the accept length: sim's TestEraDecodeLine
 	// parses them with the same parser.
+	// One host for the six releases, one sweep after another: a host of each cost a fifth of the
+	// test's CPU (docs/benchmarks.md, "The test suite"). Each release's runs are read from the truth
+	// file (appended to by every simulator) by their own time windows.
+	hosts := boot(t, 1, testhost.Options{})
+	h := hosts[0]
+	const truth = "/var/tmp/sglangsim-truth.jsonl"
 	for _, c := range []struct{ era, source string }{{eras[0], "stream"}, {"0.4.4", "decode_log"}, {"0.5.3.post2", "decode_log"},
 		{"0.5.4", "decode_log"}, {eras[len(eras)-2], "decode_log"}, {eras[len(eras)-1], "metrics"}} {
 		t.Run(c.era, func(t *testing.T) {
-			defer parallel(t)() // each release on a host of its own
-			hosts := boot(t, 1, testhost.Options{})
-			h := hosts[0]
-			const truth = "/var/tmp/sglangsim-truth.jsonl"
 			f := writeSpec(t, fmt.Sprintf(`version: 1
 name: e2e-era
 %s
