@@ -57,11 +57,25 @@ func slurmCluster(t testing.TB, nodes int) *testhost.Cluster {
 	return testhost.Slurm(t, hosts, testhost.SlurmOptions{GPUsPerNode: 4})
 }
 
-// TestSweepOnASlurmCluster: 8 points as jobs on 2 nodes of 4 GPUs, up to 3 in flight: every point
-// done, on both nodes, some at once; provenance names the job and the node; nothing left queued.
-func TestSweepOnASlurmCluster(t *testing.T) {
+// TestSweepsOnOneSlurmCluster runs the sweeps that leave a cluster as they found it (every job
+// ended, every node up) one after another on one cluster of 2 nodes: a cluster of its own for each
+// cost a login node, two nodes and Slurm's daemons booted and torn down (docs/benchmarks.md, "The
+// test suite").
+func TestSweepsOnOneSlurmCluster(t *testing.T) {
 	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
+	for _, s := range []struct {
+		name string
+		test func(*testing.T, *testhost.Cluster)
+	}{{"SweepOnASlurmCluster", testSweepOnASlurmCluster}, {"SlurmFailuresAreClassified", testSlurmFailuresAreClassified},
+		{"SlurmFromTheLoginNode", testSlurmFromTheLoginNode}} {
+		t.Run(s.name, func(t *testing.T) { s.test(t, c) })
+	}
+}
+
+// testSweepOnASlurmCluster: 8 points as jobs on 2 nodes of 4 GPUs, up to 3 in flight: every point
+// done, on both nodes, some at once; provenance names the job and the node; nothing left queued.
+func testSweepOnASlurmCluster(t *testing.T, c *testhost.Cluster) {
 	f := writeSpec(t, slurmSpec("e2e-slurm", c, 3, "{method: [baseline, eagle3], num_steps: [1, 2, 3], topk: [1], tp: [2, 4]}", ""))
 	d := specsweep(t, time.Minute, "doctor", f.spec)
 	if d.code != 0 || !strings.Contains(d.stdout, "slurm-wlm 22.") || !strings.Contains(d.stdout, "2 node(s), 2 up, 2 with >= 4 GPUs") {
@@ -107,12 +121,10 @@ func TestSweepOnASlurmCluster(t *testing.T) {
 	t.Logf("%d pairs of points at once; nodes %s", overlap, nodes)
 }
 
-// TestSlurmFailuresAreClassified: on the cluster, a point whose server rejects its arguments is
+// testSlurmFailuresAreClassified: on the cluster, a point whose server rejects its arguments is
 // bad_args, one out of memory is oom, one crashing under load is crash_during_load, each with the
 // job's output as evidence; the sound points beside them are done.
-func TestSlurmFailuresAreClassified(t *testing.T) {
-	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	c := slurmCluster(t, 2)
+func testSlurmFailuresAreClassified(t *testing.T, c *testhost.Cluster) {
 	f := writeSpec(t, slurmSpec("e2e-slurm-fail", c, 4, "{method: [baseline, badargs, oom, crashy], num_steps: [1], topk: [1], tp: [2]}", ""))
 	// The methods are appended below the matrix's: the spec's methods section is rewritten.
 	text := strings.Replace(mustRead(t, f.spec), "methods:\n  baseline: []\n  eagle3: [--speculative-algorithm, EAGLE3]\n", `methods:
@@ -279,11 +291,9 @@ func testSlurmPendingJobIsNotASlowStart(t *testing.T) {
 	t.Logf("longest queue wait %.1f s", waited)
 }
 
-// TestSlurmFromTheLoginNode: specsweep on the login node itself (a cluster without an address): the
+// testSlurmFromTheLoginNode: specsweep on the login node itself (a cluster without an address): the
 // Slurm commands run there, as the user running specsweep.
-func TestSlurmFromTheLoginNode(t *testing.T) {
-	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	c := slurmCluster(t, 2)
+func testSlurmFromTheLoginNode(t *testing.T, c *testhost.Cluster) {
 	bin, err := os.ReadFile(specsweepBin(t))
 	if err != nil {
 		t.Fatal(err)
