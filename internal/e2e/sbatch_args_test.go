@@ -11,18 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/specsweep/specsweep/internal/testhost"
 	"github.com/specsweep/specsweep/sweep"
 )
 
-// TestSbatchReadsSbatchArgsAsSweepDoes: for each item, the real sbatch 22.05 of the test cluster
+// testSbatchReadsSbatchArgsAsSweepDoes (a part of TestSweepsOnOneSlurmCluster, last: its held jobs
+// are cancelled at its end): for each item, the real sbatch 22.05 of the test cluster
 // reads the line "#SBATCH ITEM" as sweep.ReadSbatchArg does (docs/slurm.md, "sbatch_args"): where
 // sweep says sbatch refuses the line, sbatch refuses the script; otherwise a script with the item
 // as written and a script with sweep's canonical options, one per line, give the same job (every
 // field scontrol shows but ids and times), or the same refusal. Jobs are submitted held and never
 // run. The options sweep says sbatch ignores in a script leave the job as an empty script makes it.
-func TestSbatchReadsSbatchArgsAsSweepDoes(t *testing.T) {
-	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
-	c := slurmCluster(t, 1)
+func testSbatchReadsSbatchArgsAsSweepDoes(t *testing.T, c *testhost.Cluster) {
 	// About 200 submissions and as many reads of the job: 5 minutes ran out beside the package's
 	// other parallel tests on a loaded machine (each of the last submissions then "failed silently").
 	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)

@@ -58,7 +58,8 @@ func slurmCluster(t testing.TB, nodes int) *testhost.Cluster {
 }
 
 // TestSweepsOnOneSlurmCluster runs the sweeps that leave a cluster as they found it (every job
-// ended, every node up) one after another on one cluster of 2 nodes: a cluster of its own for each
+// ended, every node up), and sbatch's reading of sbatch_args, one after another on one cluster of 2
+// nodes: a cluster of its own for each
 // cost a login node, two nodes and Slurm's daemons booted and torn down (docs/benchmarks.md, "The
 // test suite").
 func TestSweepsOnOneSlurmCluster(t *testing.T) {
@@ -68,7 +69,7 @@ func TestSweepsOnOneSlurmCluster(t *testing.T) {
 		name string
 		test func(*testing.T, *testhost.Cluster)
 	}{{"SweepOnASlurmCluster", testSweepOnASlurmCluster}, {"SlurmFailuresAreClassified", testSlurmFailuresAreClassified},
-		{"SlurmFromTheLoginNode", testSlurmFromTheLoginNode}} {
+		{"SlurmFromTheLoginNode", testSlurmFromTheLoginNode}, {"SbatchReadsSbatchArgsAsSweepDoes", testSbatchReadsSbatchArgsAsSweepDoes}} {
 		t.Run(s.name, func(t *testing.T) { s.test(t, c) })
 	}
 }
