@@ -266,7 +266,7 @@ func TestSettleWaitsForTheErrorAfterAUsageBlock(t *testing.T) {
 type watchedProc struct {
 	polls    atomic.Int64
 	alive    atomic.Int64 // the polls before the death
-	told     atomic.Bool // the death's lines were returned (once, as a journal read by cursor would)
+	told     atomic.Bool  // the death's lines were returned (once, as a journal read by cursor would)
 	dies     chan struct{}
 	wake     chan func()
 	watching chan struct{}
