@@ -59,9 +59,8 @@ func slurmCluster(t testing.TB, nodes int) *testhost.Cluster {
 
 // TestSweepsOnOneSlurmCluster runs the sweeps that leave a cluster as they found it (every job
 // ended, every node up), and sbatch's reading of sbatch_args, one after another on one cluster of 2
-// nodes: a cluster of its own for each
-// cost a login node, two nodes and Slurm's daemons booted and torn down (docs/benchmarks.md, "The
-// test suite").
+// nodes: a cluster of its own for each cost a login node, two nodes and Slurm's daemons booted and
+// torn down (docs/benchmarks.md, "The test suite").
 func TestSweepsOnOneSlurmCluster(t *testing.T) {
 	defer parallel(t)() // shares nothing: its own test hosts (docs/development.md, "Parallel end-to-end tests")
 	c := slurmCluster(t, 2)
