@@ -173,63 +173,131 @@ type observation struct {
 	stoppedEarly bool // ctx ended before --for
 }
 
+// maxScrapes bounds the scrapes awaiting an answer at once: a tick that finds that many is skipped
+// (the sample before it holds on).
+const maxScrapes = 8
+
+// attempt is one scrape, kept small (up to maxSamples of them are kept until the end): when it was
+// sent, after the start, and what it found.
+type attempt struct {
+	at       time.Duration
+	inFlight int32
+	state    attemptState
+	queue    bool
+}
+
+type attemptState uint8
+
+const (
+	attemptSent     attemptState = iota
+	attemptAnswered              // a sample
+	attemptFailed                // counted, holds no time
+	attemptDropped               // cut short by ctx's end: counts as never made
+)
+
 // observe samples until forD has passed or ctx ends. The first sample must succeed: its failure
-// (an unreachable server, no /metrics, no gauge) is the error; a later one is counted and skipped.
-// Each sample holds from its request to the next one's (the last: to the end), so a scrape that is
-// slow under load does not make the busy time count less.
+// (an unreachable server, no /metrics, no gauge) is the error; a later one is counted and holds no
+// time. The samples after the first are sent on the clock, every `every`, each without waiting for
+// the answers before it, and each holds from its sending to the next one's (the last: to the end).
+// Sending the next only after an answer let the answer's latency decide how long a sample held: a
+// server slower to answer at a higher count had its samples there hold longer, and that level count
+// for more than its time (a loaded run of the test: c=4 0.444 where the server had 0.503).
 func observe(ctx context.Context, client *http.Client, metricsURL, shown, key string, forD, every time.Duration) (*observation, error) {
 	ob := &observation{start: time.Now()}
 	end := ob.start.Add(forD)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	done := time.NewTimer(forD)
-	defer done.Stop()
-	prev := -1 // the last sample, until the next attempt tells how long it held
-	var prevAt time.Time
-	for at := ob.start; ; at = time.Now() {
-		n, queue, err := scrape(ctx, client, metricsURL, key)
+	n, queue, err := scrape(ctx, client, metricsURL, key)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("observing %s: stopped before the first sample", shown)
+		}
+		return nil, fmt.Errorf("observing %s: %w", shown, err)
+	}
+	attempts := []attempt{{inFlight: int32(n), state: attemptAnswered, queue: queue}}
+	type answer struct {
+		i        int
+		inFlight int
+		queue    bool
+		err      error
+	}
+	answers := make(chan answer, maxScrapes)
+	pending := 0
+	lastFailed := -1 // the index of the last failure, whose error is kept
+	record := func(r answer) {
+		pending--
+		a := &attempts[r.i]
 		switch {
-		case err != nil && len(ob.samples) == 0 && ob.failed == 0:
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("observing %s: stopped before the first sample", shown)
-			}
-			return nil, fmt.Errorf("observing %s: %w", shown, err)
-		case err != nil:
-			if ctx.Err() == nil {
-				ob.failed++
-				ob.lastErr = err
+		case r.err != nil && ctx.Err() != nil:
+			a.state = attemptDropped
+		case r.err != nil:
+			a.state = attemptFailed
+			if r.i > lastFailed {
+				lastFailed, ob.lastErr = r.i, r.err
 			}
 		default:
-			ob.queue = ob.queue || queue
+			a.state, a.inFlight, a.queue = attemptAnswered, int32(r.inFlight), r.queue
 		}
-		if prev >= 0 {
-			ob.samples[prev].Held = at.Sub(prevAt)
-			prev = -1
-		}
-		if err == nil {
-			ob.samples = append(ob.samples, report.ObservedSample{InFlight: n})
-			prev, prevAt = len(ob.samples)-1, at
-		}
-		next := false
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	done := time.NewTimer(time.Until(end))
+	defer done.Stop()
+loop:
+	for {
 		select {
 		case <-ctx.Done():
 			ob.stoppedEarly = true
+			break loop
 		case <-done.C:
+			break loop
+		case r := <-answers:
+			record(r)
 		case <-tick.C:
-			next = time.Now().Before(end)
+			at := time.Now()
+			if pending >= maxScrapes || !at.Before(end) {
+				continue
+			}
+			i := len(attempts)
+			attempts = append(attempts, attempt{at: at.Sub(ob.start)})
+			pending++
+			go func() {
+				n, queue, err := scrape(ctx, client, metricsURL, key)
+				answers <- answer{i, n, queue, err}
+			}()
 		}
-		if next {
+	}
+	ob.end = time.Now()
+	if ob.end.After(end) {
+		ob.end = end
+	}
+	// The scrapes still out are answered (they were sent before the end) or, ctx ended, cut
+	// short; each ends within the client's timeout.
+	for pending > 0 {
+		record(<-answers)
+	}
+	// Each sample holds until the next attempt not dropped (the last: until the end); a failure's
+	// time counts for nothing.
+	prev := -1 // the last sample in ob.samples, until the next attempt tells how long it held
+	var prevAt time.Duration
+	for _, a := range attempts {
+		if a.state == attemptDropped {
 			continue
 		}
-		ob.end = time.Now()
-		if ob.end.After(end) {
-			ob.end = end
-		}
 		if prev >= 0 {
-			ob.samples[prev].Held = max(ob.end.Sub(prevAt), 0)
+			ob.samples[prev].Held = max(a.at-prevAt, 0)
+			prev = -1
 		}
-		return ob, nil
+		if a.state == attemptFailed {
+			ob.failed++
+			continue
+		}
+		ob.queue = ob.queue || a.queue
+		ob.samples = append(ob.samples, report.ObservedSample{InFlight: int(a.inFlight)})
+		prev, prevAt = len(ob.samples)-1, a.at
 	}
+	if prev >= 0 {
+		ob.samples[prev].Held = max(ob.end.Sub(ob.start)-prevAt, 0)
+	}
+	return ob, nil
 }
 
 // scrape reads the requests in flight from one /metrics answer: sglang:num_running_reqs and, when

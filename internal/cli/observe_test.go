@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -64,28 +63,36 @@ func startSim(t *testing.T, args []string, env ...string) string {
 // share of the load's time the test measured itself at that level (the idle time before, between and
 // after left out); counted at the levels 4 and 16, the file names only those, and recommend reads it.
 // Requests of 256 tokens (about 60 ms each) keep the closed loop's turnaround, when fewer are in
-// flight, small beside them; each sample counts for the time until the next, so a scrape slowed by a
-// busy machine does not shrink the busy level's share.
+// flight, small beside them. observe runs as its own process and is stopped by SIGINT, as Ctrl-C.
 func TestObserveMeasuresTheMixItRan(t *testing.T) {
 	// The simulator at a fifth of real time, not startBenchSim's fiftieth: longer requests need a
 	// tenth of its CPU per second, and a starved server takes requests in late. Its truth file has
 	// every request's arrival and finish: the server's own count in flight, which observe samples.
 	truthFile := filepath.Join(t.TempDir(), "truth.jsonl")
 	sim := &benchSim{URL: startSim(t, []string{"--enable-metrics"}, "SGLANGSIM_TIME_SCALE=0.2", "SGLANGSIM_TRUTH="+truthFile)}
-	out := filepath.Join(t.TempDir(), "mix.txt")
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	type result struct {
-		code         int
-		stdout, errs string
+	// observe runs in a process of its own, as on the user's machine, not in the test's: a loaded
+	// machine starving the test process would stop its clients and the sampling together.
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "specsweep")
+	if err := testhost.BuildCommand("specsweep", bin); err != nil {
+		t.Fatal(err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		var o, e bytes.Buffer
-		code := Main(ctx, []string{"observe", sim.URL, "--for", "5m", "--every", "20ms", "--levels", "4,16", "-o", out},
-			Env{Stdout: &o, Stderr: &e, Getenv: func(string) string { return "" }})
-		done <- result{code, o.String(), e.String()}
-	}()
+	out := filepath.Join(dir, "mix.txt")
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "observe", sim.URL, "--for", "5m", "--every", "20ms", "--levels", "4,16", "-o", out)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
 	time.Sleep(300 * time.Millisecond) // idle samples first: left out
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	defer client.CloseIdleConnections()
@@ -127,15 +134,17 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	load(16, 5*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	stop() // as Ctrl-C: observe writes what it observed
-	var r result
+	// Ctrl-C: observe writes what it observed.
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
 	select {
-	case r = <-done:
+	case err := <-done:
+		if err != nil || stdout.Len() != 0 {
+			t.Fatalf("observe: %v, stdout %q\n%s", err, stdout.String(), stderr.String())
+		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("observe did not stop")
-	}
-	if r.code != ExitOK || r.stdout != "" {
-		t.Fatalf("observe: exit %d, stdout %q\n%s", r.code, r.stdout, r.errs)
 	}
 	text, err := os.ReadFile(out)
 	if err != nil {
@@ -167,7 +176,7 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 	for _, sh := range mix {
 		if math.Abs(sh.Share-want[sh.Concurrency]) > 0.05 {
 			t.Errorf("c=%d: observed share %.4f, the server had %.4f of its busy time there (%s at 4, %s at 16)\n%s%s",
-				sh.Concurrency, sh.Share, want[sh.Concurrency], busy[4], busy[16], text, r.errs)
+				sh.Concurrency, sh.Share, want[sh.Concurrency], busy[4], busy[16], text, stderr.String())
 		}
 	}
 	for _, want := range []string{"# in flight = sglang:num_running_reqs + sglang:num_queue_reqs", "each sample counted at the nearest of 4, 16 (a tie: the larger)",
@@ -176,13 +185,50 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 			t.Errorf("the file lacks %q:\n%s", want, text)
 		}
 	}
-	if !strings.Contains(r.errs, "wrote "+out+": "+mix.String()) {
-		t.Errorf("stderr:\n%s", r.errs)
+	if !strings.Contains(stderr.String(), "wrote "+out+": "+mix.String()) {
+		t.Errorf("stderr:\n%s", stderr.String())
 	}
 	// recommend reads the file as it is, against a sweep of those levels.
 	db, _ := recordedDB(t) // the quickstart plan: 1, 4 and 16 measured
 	if _, errs, code := runMain(t, map[string]string{"SPECSWEEP_DB": db}, "recommend", "quickstart", "--traffic", "@"+out); code != ExitOK {
 		t.Errorf("recommend --traffic @%s: exit %d\n%s", out, code, errs)
+	}
+}
+
+// TestObserveSamplesOnTheClock: a server whose count in flight alternates between 16 and 4 every
+// 23.5 ms (half the time each) and answers /metrics 40 ms late when it has 16: observe's shares are
+// each about half. Sending a sample only after the last one's answer made each sample at 16 hold
+// for its 40 ms answer and each at 4 for the 10 ms period: c=16 about 0.8 of the time.
+func TestObserveSamplesOnTheClock(t *testing.T) {
+	t.Parallel()
+	const half = 23500 * time.Microsecond
+	start := time.Now()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := 4
+		if time.Since(start)%(2*half) < half {
+			n = 16
+			time.Sleep(40 * time.Millisecond)
+		}
+		fmt.Fprintf(w, "sglang:num_running_reqs %d\n", n)
+	}))
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "mix.txt")
+	if _, errs, code := runMain(t, nil, "observe", srv.URL, "--for", "2s", "--every", "10ms", "-o", out); code != ExitOK {
+		t.Fatalf("observe: exit %d\n%s", code, errs)
+	}
+	text, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mix, err := report.ParseTraffic(string(text))
+	if err != nil || len(mix) != 2 {
+		t.Fatalf("the observed mix: %v\n%s", err, text)
+	}
+	t.Logf("observed %s", mix)
+	for _, sh := range mix {
+		if math.Abs(sh.Share-0.5) > 0.12 {
+			t.Errorf("c=%d: observed share %.4f, the server had 0.5 of the time there\n%s", sh.Concurrency, sh.Share, text)
+		}
 	}
 }
 
