@@ -76,9 +76,17 @@ func dialBus(ctx context.Context, conn *Conn) (*sdbus.Conn, error) {
 
 // with runs fn on the bus, re-dialling it once when a call fails and the
 // bus is gone (the SSH connection under it may have been re-established).
+// A unit made without a bus (a slot's, slotDBusUnit) dials it at its first call.
 func (d *dbusUnit) with(ctx context.Context, fn func(*sdbus.Conn) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.c == nil {
+		c, err := dialBus(ctx, d.conn)
+		if err != nil {
+			return err
+		}
+		d.c = c
+	}
 	err := fn(d.c)
 	if err == nil || ctx.Err() != nil {
 		return err
@@ -98,7 +106,15 @@ func (d *dbusUnit) with(ctx context.Context, fn func(*sdbus.Conn) error) error {
 func (d *dbusUnit) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.c.Close()
+	if d.c != nil {
+		d.c.Close()
+	}
+}
+
+// slotDBusUnit is a packed slot's unit on the bus of a host driven over D-Bus: its own bus
+// connection (another channel of the host's SSH connection), dialled at its first call.
+func slotDBusUnit(conn *Conn, unit string) *dbusUnit {
+	return &dbusUnit{conn: conn, unit: unit}
 }
 
 func (d *dbusUnit) state(ctx context.Context) (State, error) {

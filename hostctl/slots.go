@@ -53,8 +53,13 @@ func (r *Remote) Slot(k int) *Remote {
 	}
 	o := r.o
 	o.Unit = SlotUnit(r.o.Unit, k)
-	o.DBus = false
-	s := &Remote{o: o, conn: r.conn, unit: &systemctlUnit{conn: r.conn, unit: o.Unit}, parent: r, slotNo: k}
+	// A slot is driven as its host is: over D-Bus when the host's unit is (a systemctl process
+	// for every command of every slot was most of a packed sweep's processes on the host).
+	var u unitControl = &systemctlUnit{conn: r.conn, unit: o.Unit}
+	if _, bus := r.unit.(*dbusUnit); bus {
+		u = slotDBusUnit(r.conn, o.Unit)
+	}
+	s := &Remote{o: o, conn: r.conn, unit: u, parent: r, slotNo: k}
 	if r.slots == nil {
 		r.slots = map[int]*Remote{}
 	}

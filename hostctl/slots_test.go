@@ -79,7 +79,8 @@ func TestPackedSlotsOnARealHost(t *testing.T) {
 	h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, GPUs: 8, UnitEnabled: true})[0]
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	opts := RemoteOptions{Name: h.Name, SSH: rootSSH(h), GPUWait: 1500 * time.Millisecond}
+	// Over D-Bus, as a root login's sweep by default: the slots too (TestPackedSlotKeepsAPrivateDropInPrivate's, over systemctl).
+	opts := RemoteOptions{Name: h.Name, SSH: rootSSH(h), GPUWait: 1500 * time.Millisecond, DBus: true}
 	if out, err := h.Run(ctx, "systemctl is-active sglang.service"); strings.TrimSpace(string(out)) != "active" {
 		t.Fatalf("the operator's server should run before the sweep: %s %v", out, err)
 	}
@@ -96,6 +97,9 @@ func TestPackedSlotsOnARealHost(t *testing.T) {
 	for k, g := range []int{0, 2} {
 		go func() {
 			s := r.Slot(k)
+			if _, bus := s.unit.(*dbusUnit); !bus {
+				t.Errorf("slot %d of a host over D-Bus is driven with %T", k, s.unit)
+			}
 			in, err := s.Start(ctx, slotLaunch(k, g, 2))
 			if err == nil {
 				_, err = in.WaitReady(ctx)
