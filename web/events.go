@@ -137,8 +137,12 @@ func (h *hub) poll(ctx context.Context, first, idle bool) error {
 			return err
 		}
 		h.mu.Lock()
-		h.run, h.ev = run, ev
-		// A page that subscribed since idle was read has rebased the sweeps itself.
+		// A page that subscribed since idle was read took the ids as they were for its hello:
+		// moving them to the store's newest now would skip what was logged in between (the next
+		// poll publishes from them). It has rebased the sweeps itself.
+		if first || len(h.subs) == 0 {
+			h.run, h.ev = run, ev
+		}
 		h.stale = h.stale || (idle && len(h.subs) == 0)
 		h.mu.Unlock()
 		if idle {
