@@ -367,7 +367,21 @@ func TestSlurmKillStopsAJobOverTwoNodes(t *testing.T) {
 	if _, err := in.WaitReady(ctx); err != nil {
 		t.Fatalf("WaitReady: %v", err)
 	}
+	// A kill that slurmd does not finish within 15 s (it took 0.2-0.4 s; twice in clean-clone runs a
+	// node's slurmd answered 15 s late and its step ended only at UnkillableStepTimeout, the node
+	// drained): what each node runs then, for the failure's log.
+	logged := make(chan struct{})
+	stalled := time.AfterFunc(15*time.Second, func() {
+		defer close(logged)
+		for _, n := range c.Nodes {
+			out, err := n.Run(ctx, "ps -eo pid,ppid,stat,wchan:24,etimes,args --sort=pid; tail -n 30 /var/log/slurm/slurmd.log")
+			t.Logf("the kill still runs after 15 s; %s:\n%s%v", n.Name, out, err)
+		}
+	})
 	res, err := in.Stop(ctx, nil)
+	if !stalled.Stop() {
+		<-logged
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,8 @@ SlurmdPidFile=/run/slurmd.pid
 SlurmctldLogFile=/var/log/slurm/slurmctld.log
 SlurmdLogFile=/var/log/slurm/slurmd.log
 SlurmctldDebug=info
-SlurmdDebug=info
+# debug: each RPC and each signal a step's processes get, for a kill that stalls (docs/slurm.md).
+SlurmdDebug=debug
 # No cgroups: processes are tracked by their parent pids, tasks are not confined.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
