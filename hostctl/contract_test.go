@@ -118,7 +118,13 @@ func sshDriver(t *testing.T) driver {
 	return driver{name: "ssh", simBin: testhost.SimPath, refusedAtStart: map[string]string{
 		"file_not_writable": "the launch's files are written over SFTP before the unit starts",
 	}, host: func(t *testing.T) Host {
-		h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv})[0]
+		// A stock host's logins: each a logind session (test hosts leave them out by default).
+		h := testhost.Boot(t, 1, testhost.Options{Env: fastEnv, LoginSessions: true})[0]
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		if out, err := h.Run(ctx, "loginctl list-sessions --no-legend | wc -l"); err != nil || strings.TrimSpace(string(out)) == "0" {
+			t.Fatalf("a host with LoginSessions: no logind session while logged in (%v): %s", err, out)
+		}
 		return dialTestHost(t, h)
 	}}
 }

@@ -59,6 +59,12 @@ type Options struct {
 	// stand-in installed as /usr/local/bin/nvidia-smi, and a host file naming the GPU count and the
 	// registry the servers (and orphans) record their GPUs in (docs/sglangsim.md). 0: no nvidia-smi.
 	GPUs int
+	// LoginSessions keeps pam_systemd in the host's PAM session stack, as on a stock Debian host:
+	// each SSH login is then a logind session (a scope in PID 1, root's runtime directory mounted
+	// at the first and unmounted after the last). Off by default: nothing specsweep does reads a
+	// session, and each login cost about 100 ms of CPU more (40 logins to one host: 8.6-8.8
+	// CPU-seconds with it, 4.0-4.8 without; docs/testhosts.md).
+	LoginSessions bool
 	// CPUGroup, when not nil, puts every process of the host in a cgroup of its own under that
 	// group in the cpu controller's hierarchy (cpugroup.go): the host is served as the group's
 	// other members are.
@@ -450,6 +456,11 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 	// every SSH login, processes no test reads.
 	if err := dropPAMLines(filepath.Join(r, "etc/pam.d/sshd"), "pam_motd.so"); err != nil {
 		return err
+	}
+	if !o.LoginSessions {
+		if err := dropPAMLines(filepath.Join(r, "etc/pam.d/common-session"), "pam_systemd.so"); err != nil {
+			return err
+		}
 	}
 	// root's shell start-up files are a fresh Debian system's (/etc/skel's), not this machine's:
 	// the machine's .bashrc (bash reads it for sshd's commands) ran pyenv's init, whose rehash of a

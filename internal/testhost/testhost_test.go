@@ -56,6 +56,10 @@ func TestBootTwoHosts(t *testing.T) {
 			strings.Join(strings.Fields(string(out)), " ") != "3 inactive 3 masked" {
 			t.Errorf("%s: systemd-tmpfiles' boot units (%v), want 3 masked and inactive:\n%s", h.Name, err, out)
 		}
+		// An SSH login is no logind session (pam_systemd dropped: Options.LoginSessions).
+		if out, err := h.Run(ctx, "loginctl list-sessions --no-legend | wc -l"); err != nil || strings.TrimSpace(string(out)) != "0" {
+			t.Errorf("%s: logind sessions while logged in (%v): %s", h.Name, err, out)
+		}
 		outs := make(chan string, 8)
 		for range 8 {
 			go func() {
