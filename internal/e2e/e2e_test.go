@@ -392,8 +392,10 @@ func openRO(path string) (*sql.DB, error) {
 func untilOnHost(ctx context.Context, h *testhost.Host, cond string, within time.Duration) <-chan error {
 	held := make(chan error, 1)
 	go func() {
-		script := fmt.Sprintf("end=$(($(date +%%s)+%d)); until %s; do [ $(date +%%s) -lt $end ] || exit 3; sleep 0.2; done",
-			int(within.Seconds()), cond)
+		// bash's SECONDS (seconds since the shell started; root's shell on a test host is bash), not a
+		// date process a check.
+		script := fmt.Sprintf("until %s; do [ \"$SECONDS\" -lt %d ] || exit 3; sleep 0.2; done",
+			cond, int(within.Seconds()))
 		out, err := h.Run(ctx, script)
 		if err != nil {
 			err = fmt.Errorf("waiting on %s for %q: %w %s", h.Name, cond, err, out)
