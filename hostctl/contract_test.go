@@ -3,6 +3,8 @@ package hostctl
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"os"
@@ -579,6 +581,23 @@ func TestRemoteOnly(t *testing.T) {
 		if err != nil || p.Hostname != h.Name || p.DropInHash == "" || p.UnitHash == "" {
 			t.Fatalf("provenance %+v %v", p, err)
 		}
+		// The hashes are of the files on the host now: the unit's, and the drop-in followed by its
+		// launch script (the machine's facts are read once per connection; these at every call).
+		dropIn, _ := h.ReadFile(DropInPath("sglang.service"))
+		launch, _ := h.ReadFile(LaunchFilePath("sglang.service"))
+		unitText, _ := h.ReadFile(testhost.UnitPath)
+		if want := hex.EncodeToString(sumOf(append(dropIn, launch...))); p.DropInHash != want {
+			t.Errorf("provenance's drop-in hash %s, want %s", p.DropInHash, want)
+		}
+		if want := hex.EncodeToString(sumOf(unitText)); p.UnitHash != want {
+			t.Errorf("provenance's unit hash %s, want %s", p.UnitHash, want)
+		}
+		if err := h.WriteFile(DropInPath("sglang.service"), append(dropIn, "# edited\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if p2, err := r.Provenance(ctx); err != nil || p2.DropInHash == p.DropInHash || p2.Hostname != h.Name {
+			t.Errorf("provenance after the drop-in changed: %+v %v", p2, err)
+		}
 		// A new connection (specsweep crashed) restores from the marker alone.
 		r2 := dialTestHost(t, h)
 		t0 = time.Now()
@@ -628,6 +647,9 @@ func TestRemoteOnly(t *testing.T) {
 		if _, err := r.UnitState(ctx); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := r.Provenance(ctx); err != nil { // the machine's facts, read on this connection
+			t.Fatal(err)
+		}
 		n0 := r.Conn().Reconnects()
 		if out, err := h.Nsenter(ctx, "systemctl", "restart", "ssh.service"); err != nil {
 			t.Fatalf("%v %s", err, out)
@@ -643,6 +665,10 @@ func TestRemoteOnly(t *testing.T) {
 		}
 		if err != nil || r.Conn().Reconnects() == n0 {
 			t.Fatalf("no reconnect: %v (reconnects %d)", err, r.Conn().Reconnects())
+		}
+		// A new connection may reach a rebooted machine: Provenance reads its facts again.
+		if p, err := r.Provenance(ctx); err != nil || p.Hostname != h.Name || r.facts == nil || r.facts.reconnects != r.Conn().Reconnects() {
+			t.Errorf("provenance after the reconnect: %+v %v (facts of reconnect %v, now %d)", p, err, r.facts, r.Conn().Reconnects())
 		}
 	})
 
@@ -936,3 +962,6 @@ func dbusSaid(b *bool) string {
 	}
 	return strconv.FormatBool(*b)
 }
+
+// sumOf is b's SHA-256, as sha256sum prints it (in hex).
+func sumOf(b []byte) []byte { s := sha256.Sum256(b); return s[:] }

@@ -49,6 +49,8 @@ type Remote struct {
 	current *instance
 	onHost  sweepFiles      // what this handle last wrote of the sweep's files (Start)
 	slots   map[int]*Remote // packing: the slots' handles (slots.go)
+	facts   *hostFacts      // Provenance's facts of the machine (the host's handle; machineFacts)
+	file    unitFile        // this handle's unit file, for Provenance
 
 	// A slot's handle: the host it is a slot of, and its number; nil and 0 for the host itself.
 	parent *Remote
@@ -578,19 +580,89 @@ func (r *Remote) removeFiles(ctx context.Context, paths ...string) error {
 	return nil
 }
 
-// Provenance implements Host.
+// hostFacts are Provenance's facts of the machine and of a unit's file: read once per SSH
+// connection (a host that rebooted is reached over a new one), not at every point. They were two
+// thirds of the processes a point's provenance ran on the host (hostname, uname, systemctl
+// --version, nvidia-smi, systemctl show, head, cut: 13 a point), and nvidia-smi alone is tens of
+// milliseconds on a GPU host.
+type hostFacts struct {
+	reconnects                int64 // the connection's Reconnects when they were read
+	hostname, kernel, systemd string
+	gpus                      []GPU
+}
+
+// unitFile is the unit's FragmentPath as read on connection reconnects ("" until read).
+type unitFile struct {
+	reconnects int64
+	path       string
+}
+
+// machineFacts returns the host's facts, reading them if this connection has not yet.
+func (r *Remote) machineFacts(ctx context.Context) (hostFacts, error) {
+	root := r
+	if r.parent != nil {
+		root = r.parent
+	}
+	gen := r.conn.Reconnects()
+	root.mu.Lock()
+	f := root.facts
+	root.mu.Unlock()
+	if f != nil && f.reconnects == gen {
+		return *f, nil
+	}
+	out, err := r.run(ctx, "hostname; uname -r; systemctl --version | head -n1; "+
+		"command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits; true", 30*time.Second)
+	if err != nil {
+		return hostFacts{}, err
+	}
+	lines := strings.Split(string(out.Stdout), "\n")
+	line := func(i int) string {
+		if i < len(lines) {
+			return strings.TrimSpace(lines[i])
+		}
+		return ""
+	}
+	nf := &hostFacts{reconnects: gen, hostname: line(0), kernel: line(1), systemd: line(2)}
+	for _, l := range lines[min(3, len(lines)):] {
+		if g, ok := parseGPU(l); ok {
+			nf.gpus = append(nf.gpus, g)
+		}
+	}
+	root.mu.Lock()
+	root.facts = nf
+	root.mu.Unlock()
+	return *nf, nil
+}
+
+// Provenance implements Host: the machine's facts (machineFacts), and at every point the hashes
+// of the unit's file and of the drop-in with its launch script (what the unit runs under), read on
+// the host.
 func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
+	p := Provenance{Driver: sweep.DriverSSH, Unit: r.o.Unit}
+	facts, err := r.machineFacts(ctx)
+	if err != nil {
+		return p, err
+	}
+	p.Hostname, p.Kernel, p.SystemdVer = facts.hostname, facts.kernel, facts.systemd
+	p.GPUs = facts.gpus
+	r.mu.Lock()
+	cur := r.current
+	file := r.file
+	r.mu.Unlock()
+	gen := r.conn.Reconnects()
 	u := ShellQuote(r.o.Unit)
-	script := "hostname; uname -r; systemctl --version | head -n1; " +
-		"f=$(systemctl show -p FragmentPath --value -- " + u + "); echo \"$f\"; " +
-		"if [ -n \"$f\" ] && [ -f \"$f\" ]; then sha256sum \"$f\" | cut -d' ' -f1; else echo; fi; " +
+	f := "f=$(systemctl show -p FragmentPath --value -- " + u + "); "
+	if file.path != "" && file.reconnects == gen {
+		f = "f=" + ShellQuote(file.path) + "; "
+	}
+	script := f + "echo \"$f\"; if [ -n \"$f\" ] && [ -f \"$f\" ]; then sha256sum < \"$f\"; else echo; fi; " +
 		// the drop-in and the launch script it runs: what the unit runs under
 		"d=/etc/systemd/system/" + ShellQuote(r.o.Unit+".d/"+DropInName) + "; if [ -f \"$d\" ]; then cat \"$d\" /etc/systemd/system/" +
-		ShellQuote(r.o.Unit+".d/"+LaunchFileName) + " 2>/dev/null | sha256sum | cut -d' ' -f1; else echo; fi; " +
-		"systemctl show -p ExecStart --value -- " + u + " | head -c 8192; echo; " +
-		"command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader,nounits; true"
-	out, err := r.run(ctx, script, 30*time.Second)
-	p := Provenance{Driver: sweep.DriverSSH, Unit: r.o.Unit}
+		ShellQuote(r.o.Unit+".d/"+LaunchFileName) + " 2>/dev/null | sha256sum; else echo; fi; "
+	if cur == nil {
+		script += "systemctl show -p ExecStart --value -- " + u + " | head -c 8192; echo; "
+	}
+	out, err := r.run(ctx, script+"true", 30*time.Second)
 	if err != nil {
 		return p, err
 	}
@@ -601,21 +673,25 @@ func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 		}
 		return ""
 	}
-	p.Hostname, p.Kernel, p.SystemdVer = get(0), get(1), get(2)
-	p.UnitHash, p.DropInHash, p.ExecStart = get(4), get(5), get(6)
-	for _, l := range lines[min(7, len(lines)):] {
-		if g, ok := parseGPU(l); ok {
-			p.GPUs = append(p.GPUs, g)
-		}
+	hash := func(i int) string { h, _, _ := strings.Cut(get(i), " "); return h } // sha256sum's "HASH  -"
+	if path := get(0); path != "" {
+		r.mu.Lock()
+		r.file = unitFile{reconnects: gen, path: path}
+		r.mu.Unlock()
 	}
-	r.mu.Lock()
-	cur := r.current
-	r.mu.Unlock()
-	if cur != nil {
-		p.Argv = cur.launch.Argv
-		p.EngineVer = cur.engineVersion(ctx)
-		if line, err := ExecStartLine(cur.launch.Argv, cur.launch.Env); err == nil {
-			p.ExecStart = line // the command line as an ExecStart= of it would be written
+	p.UnitHash, p.DropInHash = hash(1), hash(2)
+	if cur == nil {
+		p.ExecStart = get(3)
+		return p, nil
+	}
+	p.Argv = cur.launch.Argv
+	p.EngineVer = cur.engineVersion(ctx)
+	if line, err := ExecStartLine(cur.launch.Argv, cur.launch.Env); err == nil {
+		p.ExecStart = line // the command line as an ExecStart= of it would be written
+	} else {
+		// as systemd has it
+		if out, err := r.run(ctx, "systemctl show -p ExecStart --value -- "+u+" | head -c 8192", 30*time.Second); err == nil {
+			p.ExecStart = strings.TrimSpace(string(out.Stdout))
 		}
 	}
 	return p, nil
