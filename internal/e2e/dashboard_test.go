@@ -55,6 +55,10 @@ func browser(t testing.TB) context.Context {
 		chromedp.NoSandbox, // root in CI
 		chromedp.Flag("disable-gpu", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		// Headless Chromium still made the browser window's own WebUI renderers (the toolbar's, the
+		// omnibox popup's, a preloaded top-chrome page), which no test looks at.
+		chromedp.Flag("disable-features", "Translate,BlinkGenPropertyTrees,InitialWebUI,WebUIToolbarProcessOverheadExperiment,"+
+			"PreloadTopChromeWebUI,WebUIOmniboxPopup,WebUIOmniboxAimPopup"),
 		chromedp.WindowSize(1280, 1000),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.Env("TMPDIR="+tmp),
