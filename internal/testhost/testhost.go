@@ -395,7 +395,14 @@ func (h *Host) prepareRoot(sim string, o Options) error {
 		// empties the overlay's /tmp by whiting out every entry of the machine's /tmp: 0.12
 		// CPU-seconds a host, a seventh of what its boot's processes used (docs/testhosts.md).
 		"systemd-tmpfiles-setup.service", "systemd-tmpfiles-setup-dev.service",
-		"systemd-tmpfiles-setup-dev-early.service", "systemd-tmpfiles-clean.timer"} {
+		"systemd-tmpfiles-setup-dev-early.service", "systemd-tmpfiles-clean.timer",
+		// Kernel file systems no test uses, each a mount process at boot; the journal's flush to
+		// /var (the journal stays in /run: nothing reads it after the host is gone), and the
+		// kernel's audit messages, which every host's journald would get (audit knows no network
+		// namespace); password agents and the initctl socket of a console nobody has.
+		"dev-hugepages.mount", "dev-mqueue.mount", "sys-fs-fuse-connections.mount", "sys-kernel-debug.mount",
+		"sys-kernel-tracing.mount", "systemd-journal-flush.service", "systemd-journald-audit.socket",
+		"systemd-ask-password-console.path", "systemd-ask-password-wall.path", "systemd-initctl.socket"} {
 		p := filepath.Join(r, "etc/systemd/system", u)
 		_ = os.Remove(p)
 		if err := os.Symlink("/dev/null", p); err != nil {
