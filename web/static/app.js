@@ -165,6 +165,19 @@ async function refreshAll() {
   await watches;
 }
 
+// loadAll reads everything when the stream opens, and again after a failed read (1 s, doubling to
+// 30 s) until one succeeds: a tab whose first read failed stayed empty until an event came, and a
+// sweep whose servers load for an hour sends none. A later open, or a logout, ends the retries.
+let loads = 0;
+async function loadAll() {
+  const mine = ++loads;
+  for (let wait = 1000; ; wait = Math.min(2 * wait, 30000)) {
+    try { await refreshAll(); return; } catch (err) { console.warn("reading the daemon", err); }
+    await new Promise(ok => setTimeout(ok, wait));
+    if (mine !== loads || !secret) return;
+  }
+}
+
 // refreshWatches reads each watched host's latest watch (`specsweep watch`): again when the stream
 // logs a watch's verdict or a regression.
 async function refreshWatches() {
@@ -670,7 +683,7 @@ function fillLog(c, id) {
 
 // handlers of the stream's messages, by type.
 const on = {
-  open() { showLive("live", true); refreshAll().catch(console.warn); },
+  open() { showLive("live", true); loadAll(); },
   error() { if (secret) showLive("reconnecting", false); },
   loggedout(m) { loggedOut(m && m.secret); },
   sweep(m) {
