@@ -196,8 +196,8 @@ func TestObserveMeasuresTheMixItRan(t *testing.T) {
 }
 
 // TestObserveSamplesOnTheClock: a server whose count in flight alternates between 16 and 4 every
-// 23.5 ms (half the time each) and answers /metrics 40 ms late when it has 16: observe's shares are
-// each about half. Sending a sample only after the last one's answer made each sample at 16 hold
+// 23.5 ms (half the time each) and answers /metrics 40 ms late when it has 16: observe's shares, over
+// 4 s, are each about half. Sending a sample only after the last one's answer made each sample at 16 hold
 // for its 40 ms answer and each at 4 for the 10 ms period: c=16 about 0.8 of the time.
 func TestObserveSamplesOnTheClock(t *testing.T) {
 	t.Parallel()
@@ -213,7 +213,7 @@ func TestObserveSamplesOnTheClock(t *testing.T) {
 	}))
 	defer srv.Close()
 	out := filepath.Join(t.TempDir(), "mix.txt")
-	if _, errs, code := runMain(t, nil, "observe", srv.URL, "--for", "2s", "--every", "10ms", "-o", out); code != ExitOK {
+	if _, errs, code := runMain(t, nil, "observe", srv.URL, "--for", "4s", "--every", "10ms", "-o", out); code != ExitOK {
 		t.Fatalf("observe: exit %d\n%s", code, errs)
 	}
 	text, err := os.ReadFile(out)
@@ -226,7 +226,9 @@ func TestObserveSamplesOnTheClock(t *testing.T) {
 	}
 	t.Logf("observed %s", mix)
 	for _, sh := range mix {
-		if math.Abs(sh.Share-0.5) > 0.12 {
+		// 0.15: a loaded machine's observer sent 65 samples in 2 s instead of 200 (c=4 read 0.38 so,
+		// CI 2026-12-07); the bias this checks for put c=16 at 0.87.
+		if math.Abs(sh.Share-0.5) > 0.15 {
 			t.Errorf("c=%d: observed share %.4f, the server had 0.5 of the time there\n%s", sh.Concurrency, sh.Share, text)
 		}
 	}
