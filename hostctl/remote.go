@@ -580,8 +580,8 @@ func (r *Remote) removeFiles(ctx context.Context, paths ...string) error {
 	return nil
 }
 
-// hostFacts are Provenance's facts of the machine and of a unit's file: read once per SSH
-// connection (a host that rebooted is reached over a new one), not at every point. They were two
+// hostFacts are Provenance's facts of the machine: read once per SSH connection (a host that
+// rebooted is reached over a new one), not at every point. They and the unit file's path were two
 // thirds of the processes a point's provenance ran on the host (hostname, uname, systemctl
 // --version, nvidia-smi, systemctl show, head, cut: 13 a point), and nvidia-smi alone is tens of
 // milliseconds on a GPU host.
@@ -591,7 +591,8 @@ type hostFacts struct {
 	gpus                      []GPU
 }
 
-// unitFile is the unit's FragmentPath as read on connection reconnects ("" until read).
+// unitFile is the unit's FragmentPath ("" until read) and the connection's Reconnects when it was
+// read.
 type unitFile struct {
 	reconnects int64
 	path       string
