@@ -598,13 +598,13 @@ type unitFile struct {
 	path       string
 }
 
-// machineFacts returns the host's facts, reading them if this connection has not yet.
-func (r *Remote) machineFacts(ctx context.Context) (hostFacts, error) {
+// machineFacts returns the host's facts, reading them if connection generation gen (its
+// Reconnects) has not yet.
+func (r *Remote) machineFacts(ctx context.Context, gen int64) (hostFacts, error) {
 	root := r
 	if r.parent != nil {
 		root = r.parent
 	}
-	gen := r.conn.Reconnects()
 	root.mu.Lock()
 	f := root.facts
 	root.mu.Unlock()
@@ -617,13 +617,7 @@ func (r *Remote) machineFacts(ctx context.Context) (hostFacts, error) {
 		return hostFacts{}, err
 	}
 	lines := strings.Split(string(out.Stdout), "\n")
-	line := func(i int) string {
-		if i < len(lines) {
-			return strings.TrimSpace(lines[i])
-		}
-		return ""
-	}
-	nf := &hostFacts{reconnects: gen, hostname: line(0), kernel: line(1), systemd: line(2)}
+	nf := &hostFacts{reconnects: gen, hostname: lineOf(lines, 0), kernel: lineOf(lines, 1), systemd: lineOf(lines, 2)}
 	for _, l := range lines[min(3, len(lines)):] {
 		if g, ok := parseGPU(l); ok {
 			nf.gpus = append(nf.gpus, g)
@@ -640,7 +634,8 @@ func (r *Remote) machineFacts(ctx context.Context) (hostFacts, error) {
 // the host.
 func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 	p := Provenance{Driver: sweep.DriverSSH, Unit: r.o.Unit}
-	facts, err := r.machineFacts(ctx)
+	gen := r.conn.Reconnects()
+	facts, err := r.machineFacts(ctx, gen)
 	if err != nil {
 		return p, err
 	}
@@ -650,7 +645,6 @@ func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 	cur := r.current
 	file := r.file
 	r.mu.Unlock()
-	gen := r.conn.Reconnects()
 	u := ShellQuote(r.o.Unit)
 	f := "f=$(systemctl show -p FragmentPath --value -- " + u + "); "
 	if file.path != "" && file.reconnects == gen {
@@ -668,21 +662,15 @@ func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 		return p, err
 	}
 	lines := strings.Split(string(out.Stdout), "\n")
-	get := func(i int) string {
-		if i < len(lines) {
-			return strings.TrimSpace(lines[i])
-		}
-		return ""
-	}
-	hash := func(i int) string { h, _, _ := strings.Cut(get(i), " "); return h } // sha256sum's "HASH  -"
-	if path := get(0); path != "" {
+	hash := func(i int) string { h, _, _ := strings.Cut(lineOf(lines, i), " "); return h } // sha256sum's "HASH  -"
+	if path := lineOf(lines, 0); path != "" {
 		r.mu.Lock()
 		r.file = unitFile{reconnects: gen, path: path}
 		r.mu.Unlock()
 	}
 	p.UnitHash, p.DropInHash = hash(1), hash(2)
 	if cur == nil {
-		p.ExecStart = get(3)
+		p.ExecStart = lineOf(lines, 3)
 		return p, nil
 	}
 	p.Argv = cur.launch.Argv
@@ -696,6 +684,14 @@ func (r *Remote) Provenance(ctx context.Context) (Provenance, error) {
 		}
 	}
 	return p, nil
+}
+
+// lineOf is line i of a script's output, trimmed ("" past its end).
+func lineOf(lines []string, i int) string {
+	if i < len(lines) {
+		return strings.TrimSpace(lines[i])
+	}
+	return ""
 }
 
 func parseGPU(line string) (GPU, bool) {
