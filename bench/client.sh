@@ -11,22 +11,25 @@
 # with ours, -backends naming its backends (run with OPENBLAS_NUM_THREADS=1: numpy's idle BLAS
 # threads only add start-up noise). The server must be slower than every client (the default time
 # scale 0.2 is): a client that falls behind reads many events per system call and its figures
-# fall with it. Prints a Markdown table; asserts nothing.
-# Usage: bench/client.sh [-before COMMIT] [-bench-serving CMD] [-backends sglang,...] [-scale S]
-#        [-rounds N] [-concurrency 16,64]
+# fall with it. With -floor, also bench/floor/floor.c (built with cc): a C reader that reads each
+# event as it arrives and parses nothing, what the kernel charges any client that stamps every
+# event when it comes. Prints a Markdown table; asserts nothing.
+# Usage: bench/client.sh [-before COMMIT] [-bench-serving CMD] [-backends sglang,...] [-floor]
+#        [-scale S] [-rounds N] [-concurrency 16,64]
 set -eu
 cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:--tags=libsqlite3}"
-before="" bs="" backends="sglang" scale="0.2" rounds=1 levels="16,64" in=128 out=256
+before="" bs="" floor="" backends="sglang" scale="0.2" rounds=1 levels="16,64" in=128 out=256
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-before) before=$2; shift 2 ;;
 	-bench-serving) bs=$2; shift 2 ;;
 	-backends) backends=$2; shift 2 ;;
+	-floor) floor=1; shift ;;
 	-scale) scale=$2; shift 2 ;;
 	-rounds) rounds=$2; shift 2 ;;
 	-concurrency) levels=$2; shift 2 ;;
-	*) echo "usage: $0 [-before COMMIT] [-bench-serving CMD] [-backends LIST] [-scale S] [-rounds N] [-concurrency LIST]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-before COMMIT] [-bench-serving CMD] [-backends LIST] [-floor] [-scale S] [-rounds N] [-concurrency LIST]" >&2; exit 2 ;;
 	esac
 done
 for tool in perf curl; do
@@ -47,6 +50,10 @@ if [ -n "$before" ]; then
 	git archive "$before" | tar -x -C "$tmp/src"
 	(cd "$tmp/src" && go build -o "$tmp/before" ./cmd/specsweep)
 	clients="before ours"
+fi
+if [ -n "$floor" ]; then
+	"${CC:-cc}" -O2 -o "$tmp/floor" bench/floor/floor.c
+	clients="floor $clients"
 fi
 if [ -n "$bs" ]; then
 	for b in ${backends//,/ }; do clients="$clients bs:$b"; done
@@ -75,6 +82,9 @@ client() {
 	case "$1" in
 	ours | before)
 		echo "$tmp/$1 bench --url $url --concurrency $2 --requests $3 --input-tokens $in --output-tokens $out --warmup 0 --format json"
+		;;
+	floor)
+		echo "$tmp/floor $port $2 $3" # 128 words in, 256 tokens out, as in and out are
 		;;
 	bs:*)
 		echo "$bs --backend ${1#bs:} --host 127.0.0.1 --port $port --model m --tokenizer m --dataset-name random-ids --random-input-len $in --random-output-len $out --random-range-ratio 1 --num-prompts $3 --max-concurrency $2 --request-rate inf --disable-tqdm --warmup-requests 0"

@@ -1,8 +1,10 @@
 package workload
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 // Chunk is what the load generator needs from one streamed OpenAI-compatible event. Byte slices
@@ -149,7 +151,10 @@ func (p *parser) errf(what string) error {
 }
 
 func (p *parser) ws() {
-	for p.i < len(p.b) && isSpace(p.b[p.i]) {
+	for p.i < len(p.b) {
+		if c := p.b[p.i]; c > ' ' || !isSpace(c) {
+			return
+		}
 		p.i++
 	}
 }
@@ -301,7 +306,11 @@ func (p *parser) str() ([]byte, error) {
 	}
 	p.i++
 	start := p.i
-	for p.i < len(p.b) {
+	for {
+		p.i = plainRun(p.b, p.i)
+		if p.i >= len(p.b) {
+			break
+		}
 		switch c := p.b[p.i]; {
 		case c == '"':
 			s := p.b[start:p.i]
@@ -328,13 +337,34 @@ func (p *parser) str() ([]byte, error) {
 			default:
 				return nil, p.errf("bad escape")
 			}
-		case c < 0x20:
+		default: // c < 0x20
 			return nil, p.errf("control character in string")
-		default:
-			p.i++
 		}
 	}
 	return nil, p.errf("unterminated string")
+}
+
+// plainRun returns the index of the first byte at or after i that a string's plain run ends at
+// ('"', '\\' or a control character), or len(b). It tests eight bytes at a time: the strings of a
+// streamed chunk (its id, its model's name, the keys) are most of what the parser reads.
+func plainRun(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, s := x^(ones*'"'), x^(ones*'\\')
+		// a byte's high bit is set in m for a byte that is zero in q or s, or under 0x20 in x; the
+		// lowest one is exact (a borrow only marks bytes above a true one)
+		m := ((q - ones) &^ q) | ((s - ones) &^ s) | ((x - ones*0x20) &^ x)
+		if m &= highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return len(b)
 }
 
 func isHex(c byte) bool {

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"math"
@@ -168,6 +169,38 @@ func TestParseChunk(t *testing.T) {
 		var c Chunk
 		if err := ParseChunk([]byte(bad), &c); err == nil {
 			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// plainRun, which tests eight bytes at a time, stops where a byte-by-byte scan does: every byte
+// value at every place in and after the first word, from every start, with other special bytes
+// after it (a borrow in the word test may mark bytes above a true stop, never below).
+func TestPlainRun(t *testing.T) {
+	naive := func(b []byte, i int) int {
+		for ; i < len(b); i++ {
+			if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+				return i
+			}
+		}
+		return len(b)
+	}
+	for v := range 256 {
+		for at := range 20 {
+			for _, after := range []byte{'a', 0xff, 0x80, '"', 0x00, '\\'} {
+				b := bytes.Repeat([]byte{'a'}, 24)
+				b[at] = byte(v)
+				for j := at + 1; j < len(b); j += 3 {
+					b[j] = after
+				}
+				for start := range len(b) + 1 {
+					for end := start; end <= len(b); end += 7 {
+						if got, want := plainRun(b[:end], start), naive(b[:end], start); got != want {
+							t.Fatalf("plainRun(%q, %d) = %d, want %d", b[:end], start, got, want)
+						}
+					}
+				}
+			}
 		}
 	}
 }
