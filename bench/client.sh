@@ -84,7 +84,7 @@ client() {
 		echo "$tmp/$1 bench --url $url --concurrency $2 --requests $3 --input-tokens $in --output-tokens $out --warmup 0 --format json"
 		;;
 	floor)
-		echo "$tmp/floor $port $2 $3" # 128 words in, 256 tokens out, as in and out are
+		echo "$tmp/floor $port $2 $3 $in $out"
 		;;
 	bs:*)
 		echo "$bs --backend ${1#bs:} --host 127.0.0.1 --port $port --model m --tokenizer m --dataset-name random-ids --random-input-len $in --random-output-len $out --random-range-ratio 1 --num-prompts $3 --max-concurrency $2 --request-rate inf --disable-tqdm --warmup-requests 0"

@@ -1,11 +1,11 @@
 // floor: the least a load client can do per streamed event when it stamps every event as it
 // arrives (bench/client.sh -floor). C, one epoll set, each ready socket read once per wake-up
 // into one buffer, a clock read per read, and no parsing beyond finding each answer's end (the
-// chunked body's last chunk). Closed loop: N requests at concurrency C, 128 words in, 256 tokens
+// chunked body's last chunk). Closed loop: N requests at concurrency C, IN words in, OUT tokens
 // out, each connection kept alive for its next request. What it costs per output token is what
 // the kernel charges any exact reader here (the read, its ACK over loopback, the wake-ups); a
 // client cannot go under it without reading several events per read, that is stamping them late.
-// Usage: floor PORT C N
+// Usage: floor PORT C N IN OUT
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -63,21 +63,21 @@ static int scan(struct conn *c, const char *p, size_t n) {
 }
 
 int main(int argc, char **argv) {
-	if (argc != 4) {
-		fprintf(stderr, "usage: floor PORT C N\n");
+	if (argc != 6) {
+		fprintf(stderr, "usage: floor PORT C N IN OUT\n");
 		return 2;
 	}
-	int port = atoi(argv[1]), conc = atoi(argv[2]), n = atoi(argv[3]);
-	if (port <= 0 || port > 65535 || conc <= 0 || conc > maxConns || n <= 0) {
-		fprintf(stderr, "floor: bad arguments\n");
+	int port = atoi(argv[1]), conc = atoi(argv[2]), n = atoi(argv[3]), in = atoi(argv[4]), out = atoi(argv[5]);
+	if (port <= 0 || port > 65535 || conc <= 0 || conc > maxConns || n <= 0 || in <= 0 || in > 1000 || out <= 0) {
+		fprintf(stderr, "floor: bad arguments (IN at most 1000 words)\n");
 		return 2;
 	}
-	char words[1024] = "w", body[2048], req[4096];
-	for (int i = 1; i < 128; i++)
+	char words[2048] = "w", body[4096], req[8192];
+	for (int i = 1; i < in; i++)
 		strcat(words, " w");
 	int bl = snprintf(body, sizeof body,
-		"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":256,"
-		"\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", words);
+		"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}],\"max_tokens\":%d,"
+		"\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", words, out);
 	int rl = snprintf(req, sizeof req, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", port, bl, body);
 
